@@ -1,0 +1,103 @@
+"""The contract every service launcher fulfils.
+
+A service starts a real server on a Host with validated settings, on a free port, waits
+until it answers, reports its version and effective configuration for the manifest,
+and stops it (its whole process group) on `stop()`, also after errors.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.hosts import Host, Process
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One accepted setting: its type(s), default and a line of help."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where clients reach a running service. `extra` holds protocol details
+    (e.g. PostgreSQL user and database); never secrets."""
+
+    kind: str
+    host: str
+    port: int
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "host": self.host, "port": self.port, "extra": dict(self.extra)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Endpoint:
+        return cls(d["kind"], d["host"], int(d["port"]), dict(d.get("extra", {})))
+
+
+@dataclass
+class RunningService:
+    """A started server. `stop()` is idempotent."""
+
+    name: str
+    kind: str
+    host: Host
+    endpoint: Endpoint
+    version: str
+    config: dict[str, Any]
+    processes: list[Process]
+    workdir: str | None = None
+    _stopped: bool = False
+
+    def info(self) -> dict[str, Any]:
+        """What the manifest records about this service."""
+        return {
+            "kind": self.kind,
+            "host": self.host.name,
+            "address": self.endpoint.host,
+            "port": self.endpoint.port,
+            "version": self.version,
+            "config": self.config,
+            "pids": [p.pid for p in self.processes],
+        }
+
+    def alive(self) -> bool:
+        return all(self.host.is_alive(p) for p in self.processes)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for proc in reversed(self.processes):
+            self.host.stop(proc)
+        if self.workdir:
+            self.host.remove_tree(self.workdir)
+
+
+class Service(abc.ABC):
+    """A kind of server the harness can start (memcached, postgres, redis, ...)."""
+
+    kind: str
+    #: Accepted settings; the spec validator rejects anything else before a run starts.
+    settings: Mapping[str, Setting]
+    #: Executables the service needs on its host (for `harness hosts check`).
+    binaries: tuple[str, ...]
+
+    @abc.abstractmethod
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        """Start the server with `settings` (defaults filled in) and wait until it answers."""
+
+    def resolve(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Settings with defaults filled in."""
+        return {k: settings.get(k, s.default) for k, s in self.settings.items()}
+
+    def missing_binaries(self, host: Host) -> list[str]:
+        return [b for b in self.binaries if host.which(b) is None]

@@ -1,0 +1,7 @@
+"""Shared fixtures live in tests/fixtures/, one module per concern."""
+
+pytest_plugins = [
+    "tests.fixtures.sshd",
+    "tests.fixtures.servers",
+    "tests.fixtures.rawdata",
+]

@@ -13,16 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.hosts import Host, Process
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One accepted setting: its type(s), default and a line of help."""
-
-    types: tuple[type, ...]
-    default: Any
-    help: str
-    choices: tuple[Any, ...] | None = None
+from harness.settings import Setting, resolve
 
 
 @dataclass(frozen=True)
@@ -97,7 +88,7 @@ class Service(abc.ABC):
 
     def resolve(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Settings with defaults filled in."""
-        return {k: settings.get(k, s.default) for k, s in self.settings.items()}
+        return resolve(settings, self.settings)
 
     def missing_binaries(self, host: Host) -> list[str]:
         return [b for b in self.binaries if host.which(b) is None]

@@ -1,0 +1,64 @@
+"""Typed settings shared by services and workloads, and their validation."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One accepted setting: its type(s), default and a line of help."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def type_names(types: tuple[type, ...]) -> str:
+    return " or ".join("null" if t is type(None) else t.__name__ for t in types)
+
+
+def check_value(where: str, value: Any, setting: Setting) -> list[str]:
+    """Problems with one value, each prefixed by `where`."""
+    # bool is an int subclass; a YAML `true` must not pass as a number, and vice versa.
+    ok = any(
+        (isinstance(value, t) and not (isinstance(value, bool) and t in (int, float)))
+        or (t is float and isinstance(value, int) and not isinstance(value, bool))
+        for t in setting.types
+    )
+    if not ok:
+        return [f"{where}: expected {type_names(setting.types)}, got {type(value).__name__} "
+                f"{value!r}"]
+    if setting.choices is not None and value not in setting.choices:
+        return [f"{where}: {value!r} is not one of {list(setting.choices)}"]
+    return []
+
+
+def check_settings(where: str, given: Any, schema: Mapping[str, Setting]) -> list[str]:
+    """Problems with a mapping of settings against `schema`."""
+    if given is None:
+        return []
+    if not isinstance(given, Mapping):
+        return [f"{where}: expected a mapping, got {type(given).__name__}"]
+    problems = []
+    for key, value in given.items():
+        if key not in schema:
+            problems.append(f"{where}.{key}: unknown setting{did_you_mean(str(key), schema)}; "
+                            f"known: {', '.join(sorted(schema)) or 'none'}")
+            continue
+        problems += check_value(f"{where}.{key}", value, schema[key])
+    return problems
+
+
+def resolve(given: Mapping[str, Any] | None, schema: Mapping[str, Setting]) -> dict[str, Any]:
+    given = given or {}
+    return {k: given.get(k, s.default) for k, s in schema.items()}

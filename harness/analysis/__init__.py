@@ -1,0 +1,14 @@
+"""Everything a notebook needs to turn raw results into numbers, figures and sentences.
+
+Submodules (import them explicitly; importing this package loads none of them, so the
+CLI's `harness summary` does not pay for matplotlib):
+
+- `load`     raw_results -> runs and ops DataFrames
+- `summary`  per-run and per-configuration summaries (`summary_table`)
+- `stats`    confidence intervals, comparisons, ratio tables
+- `plots`    seaborn figures, saved as PNG and SVG
+- `prose`    sentences for the report from the statistics
+- `tables`   HTML rendering of tables for notebooks and the report
+- `setup`    what ran where: hosts, services, versions, failures, the run listing
+- `studies`  one function per study that notebooks call
+"""

@@ -1,0 +1,306 @@
+"""Raw results -> tidy pandas DataFrames: one of runs, one of ops.
+
+Runs: one row per run, manifest fields flattened (see `RUN_COLUMNS`); every key of
+``params`` and ``grid_point`` becomes its own column (grid_point wins on a clash),
+``loadgen`` keys are prefixed ``loadgen_``, ``counts`` keys ``count_``, ``kit`` keys
+``kit_``; ``run_dir`` is where the run lives. Ops: ``run_id`` plus the ops.parquet columns
+asked for, with ``run_id``, ``op`` and ``status`` as categoricals.
+
+Only the Parquet columns asked for are read, and ops are concatenated in Arrow before a
+single conversion to pandas, so memory is about the size of those columns and there is
+no per-op Python work.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness.errors import ResultsError, SchemaVersionError
+from harness.results import (
+    OPS_SCHEMA,
+    Manifest,
+    iter_run_dirs,
+    read_manifest,
+    read_ops,
+    verify_run,
+)
+
+#: Fixed run-level columns, in order; parameter columns follow them.
+RUN_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "experiment",
+    "workload",
+    "config_id",
+    "repetition",
+    "status",
+    "started_utc",
+    "ended_utc",
+    "source",
+    "spec_file",
+    "error",
+)
+
+#: Columns of ops.parquet that `load_ops` can return.
+OPS_COLUMNS: tuple[str, ...] = tuple(OPS_SCHEMA.names)
+
+#: What a summary needs; the default for `load_ops`.
+DEFAULT_OPS_COLUMNS: tuple[str, ...] = ("op", "start_ns", "latency_ns", "status", "warmup")
+
+Filter = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Result of `load`: the runs table and the ops table (ops may be empty)."""
+
+    runs: pd.DataFrame
+    ops: pd.DataFrame
+    #: Union of the manifests' grid_point keys, in first-seen order.
+    grid_keys: tuple[str, ...] = ()
+
+    @property
+    def experiments(self) -> list[str]:
+        return sorted(self.runs["experiment"].unique()) if len(self.runs) else []
+
+
+def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[str, Any]:
+    """One runs-table row from a manifest (nested mappings become prefixed columns)."""
+    row: dict[str, Any] = {name: getattr(manifest, name) for name in RUN_COLUMNS}
+    # grid_point after params: the grid value is what the run was varied on, so it wins.
+    for source in (manifest.params, manifest.grid_point):
+        for key, value in source.items():
+            if key in RUN_COLUMNS:
+                continue  # never let a parameter shadow an identity column
+            row[key] = value
+    for prefix, mapping in (
+        ("loadgen_", manifest.loadgen),
+        ("count_", manifest.counts),
+        ("kit_", manifest.kit),
+    ):
+        for key, value in mapping.items():
+            row[prefix + key] = value
+    row["run_dir"] = str(run_dir) if run_dir is not None else None
+    return row
+
+
+def _matches(row: Mapping[str, Any], where: Filter | None) -> bool:
+    if not where:
+        return True
+    for key, wanted in where.items():
+        if key not in row:
+            return False
+        value = row[key]
+        if isinstance(wanted, (list, tuple, set, frozenset)):
+            if value not in wanted:
+                return False
+        elif callable(wanted):
+            if not wanted(value):
+                return False
+        elif value != wanted:
+            return False
+    return True
+
+
+def _experiment_dirs(raw_dir: Path, experiments: Sequence[str] | None) -> list[Path]:
+    raw_dir = Path(raw_dir)
+    if experiments is None:
+        return [raw_dir]
+    # Only the requested experiments' subdirectories are walked: cheap on big trees.
+    return [raw_dir / name for name in experiments if (raw_dir / name).is_dir()]
+
+
+def read_manifests(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None = None,
+    where: Filter | None = None,
+    verify: bool = True,
+    skip_unknown_schema: bool = False,
+) -> list[tuple[Path, Manifest]]:
+    """(run_dir, manifest) for every readable run, filtered.
+
+    A corrupt or unreadable run is skipped with a warning naming its directory; an unknown
+    schema_version raises `SchemaVersionError` unless `skip_unknown_schema`.
+    """
+    raw_dir = Path(raw_dir)
+    if not raw_dir.exists():
+        raise ResultsError(f"{raw_dir}: no such raw-results directory")
+    out: list[tuple[Path, Manifest]] = []
+    for base in _experiment_dirs(raw_dir, experiments):
+        for run_dir in iter_run_dirs(base):
+            try:
+                manifest = read_manifest(run_dir)
+                if experiments is not None and manifest.experiment not in experiments:
+                    continue
+                if where and not _matches(flatten_manifest(manifest, run_dir), where):
+                    continue
+                if verify:
+                    verify_run(run_dir, manifest)
+            except SchemaVersionError as exc:
+                if not skip_unknown_schema:
+                    raise
+                warnings.warn(f"skipping run {run_dir}: {exc}", stacklevel=2)
+                continue
+            except ResultsError as exc:
+                warnings.warn(f"skipping run {run_dir}: {exc}", stacklevel=2)
+                continue
+            out.append((run_dir, manifest))
+    return out
+
+
+def runs_frame(pairs: Iterable[tuple[Path, Manifest]]) -> pd.DataFrame:
+    """The runs table for already-read manifests."""
+    rows = [flatten_manifest(m, d) for d, m in pairs]
+    if not rows:
+        return pd.DataFrame(columns=[*RUN_COLUMNS, "run_dir"])
+    df = pd.DataFrame(rows)
+    fixed = [*RUN_COLUMNS]
+    rest = [c for c in df.columns if c not in fixed and c != "run_dir"]
+    df = df[[*fixed, *rest, "run_dir"]]
+    return df.sort_values(["experiment", "config_id", "repetition", "run_id"]).reset_index(
+        drop=True
+    )
+
+
+def load_runs(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None = None,
+    where: Filter | None = None,
+    verify: bool = True,
+    skip_unknown_schema: bool = False,
+) -> pd.DataFrame:
+    """The runs table of `raw_dir` (one or many experiments, filtered on any run column).
+
+    `where` maps a column to a value, a list of accepted values, or a predicate.
+    """
+    return runs_frame(
+        read_manifests(
+            raw_dir,
+            experiments=experiments,
+            where=where,
+            verify=verify,
+            skip_unknown_schema=skip_unknown_schema,
+        )
+    )
+
+
+def _empty_ops(columns: Sequence[str]) -> pd.DataFrame:
+    table = pa.Table.from_arrays(
+        [pa.array([], pa.string())] + [pa.array([], OPS_SCHEMA.field(c).type) for c in columns],
+        names=["run_id", *columns],
+    )
+    return _to_pandas(table)
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    df = table.to_pandas(split_blocks=True, self_destruct=True)
+    for name in ("run_id", "op", "status"):
+        if name in df.columns and not isinstance(df[name].dtype, pd.CategoricalDtype):
+            df[name] = df[name].astype("category")
+    return df
+
+
+def read_ops_table(
+    run_dirs: Sequence[tuple[str, Path]],
+    columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
+    *,
+    measured_only: bool = True,
+) -> pa.Table:
+    """Ops of the given (run_id, run_dir) pairs as one Arrow table (run_id first).
+
+    Dictionary columns are unified so runs with different op names concatenate.
+    """
+    columns = list(columns)
+    unknown = [c for c in columns if c not in OPS_COLUMNS]
+    if unknown:
+        raise ResultsError(f"unknown ops columns {unknown}; available: {list(OPS_COLUMNS)}")
+    read_cols = list(columns)
+    if measured_only and "warmup" not in read_cols:
+        read_cols.append("warmup")
+    parts: list[pa.Table] = []
+    for run_id, run_dir in run_dirs:
+        table = read_ops(run_dir, read_cols)
+        if measured_only:
+            table = table.filter(pc.invert(table.column("warmup")))
+            if "warmup" not in columns:
+                table = table.drop_columns(["warmup"])
+        # A dictionary-typed run_id costs 1 byte/op instead of a string per op.
+        rid = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([run_id])
+        )
+        parts.append(table.add_column(0, "run_id", rid))
+    if not parts:
+        return pa.Table.from_arrays(
+            [pa.array([], pa.dictionary(pa.int32(), pa.string()))]
+            + [pa.array([], OPS_SCHEMA.field(c).type) for c in columns],
+            names=["run_id", *columns],
+        )
+    return pa.concat_tables(parts, promote_options="permissive").unify_dictionaries()
+
+
+def load_ops(
+    runs: pd.DataFrame,
+    columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
+    *,
+    measured_only: bool = True,
+) -> pd.DataFrame:
+    """The ops table for the runs in `runs` (a runs table from `load_runs`).
+
+    By default only measured ops (``warmup == False``) are returned.
+    """
+    pairs = [(str(r), Path(d)) for r, d in zip(runs["run_id"], runs["run_dir"], strict=True)]
+    if not pairs:
+        return _empty_ops(columns)
+    return _to_pandas(read_ops_table(pairs, columns, measured_only=measured_only))
+
+
+def load(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None = None,
+    where: Filter | None = None,
+    columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
+    measured_only: bool = True,
+    verify: bool = True,
+    skip_unknown_schema: bool = False,
+) -> Loaded:
+    """Runs and ops of `raw_dir`, filtered by experiment and any run-level column."""
+    pairs = read_manifests(
+        raw_dir,
+        experiments=experiments,
+        where=where,
+        verify=verify,
+        skip_unknown_schema=skip_unknown_schema,
+    )
+    runs = runs_frame(pairs)
+    return Loaded(
+        runs=runs,
+        ops=load_ops(runs, columns, measured_only=measured_only),
+        grid_keys=grid_keys(m for _, m in pairs),
+    )
+
+
+def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:
+    """Union of the grid_point keys of `manifests`, in first-seen order."""
+    keys: dict[str, None] = {}
+    for manifest in manifests:
+        keys.update(dict.fromkeys(manifest.grid_point))
+    return tuple(keys)
+
+
+def available_experiments(raw_dir: Path) -> list[str]:
+    """Experiment directory names under `raw_dir` (empty if it does not exist)."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        return []
+    return sorted(p.name for p in raw_dir.iterdir() if p.is_dir() and not p.name.startswith("."))

@@ -1,0 +1,253 @@
+"""Per-run and per-configuration summaries of raw results (the `harness summary` table).
+
+`summary_table(raw_dir, by=None, experiments=None)` returns one row per configuration.
+Its columns are a stable interface (`harness summary --format json` prints them as a list
+of objects): first the grouping columns, then exactly
+
+``runs``
+    number of runs in the group (with ``by`` holding an ops-level column such as ``op``:
+    runs that contain ops of that group).
+``ops``
+    measured ops (ops flagged ``warmup`` are never counted anywhere in this table).
+``throughput_ops_s``
+    total measured ops / total measured wall time over the group's runs, in ops per
+    second; this is the run-weighted harmonic mean of the per-run rates. A run's wall
+    time is max(start_ns + latency_ns) - min(start_ns) over its measured ops in the group.
+``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
+    mean and percentiles (linear interpolation) of the latencies of all the group's
+    measured ops pooled, whatever their status, in milliseconds.
+``error_rate``
+    share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
+
+Grouping: by the given columns, else by ``experiment`` plus every grid parameter (the keys
+of the manifests' ``grid_point``). A grouping column may be any run-level column of the
+runs table (``harness.analysis.load``: parameters, ``experiment``, ``workload``,
+``status`` (the run's), ``config_id``, ``run_id`` ...) or the ops-level column ``op`` or
+``client``, which splits ops by that column even inside one run. An unknown column raises
+`ResultsError` naming it and listing the available ones. A group with no measured ops has
+``ops`` 0 and NaN rates and latencies.
+
+`summarise` computes the same and more (p90, p99.9, max, miss rate, wall time) for any
+loaded data; `run_summary` is `summarise` per run, with the run's columns beside it.
+Everything is vectorised: no Python work per op, one loop per group for percentiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.load import Loaded, load
+from harness.errors import ResultsError
+
+#: The interface columns of `summary_table`, after the grouping columns.
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "runs",
+    "ops",
+    "throughput_ops_s",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "error_rate",
+)
+
+#: Everything `summarise` returns, after the grouping columns.
+FULL_COLUMNS: tuple[str, ...] = (
+    "runs",
+    "ops",
+    "wall_s",
+    "throughput_ops_s",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+    "error_rate",
+    "miss_rate",
+)
+
+#: Columns of ops.parquet that may group ops inside a run.
+OPS_LEVEL: tuple[str, ...] = ("op", "client")
+
+#: Statuses counted as errors; a miss is a valid answer, not an error.
+ERROR_STATUSES: tuple[str, ...] = ("error", "timeout")
+
+_QUANTILES = np.array([0.5, 0.9, 0.99, 0.999])
+_NS_PER_MS = 1e6
+
+
+def available_columns(runs: pd.DataFrame) -> list[str]:
+    """Columns `by` may name for these runs."""
+    run_cols = [c for c in runs.columns if c != "run_dir"]
+    return [*run_cols, *(c for c in OPS_LEVEL if c not in run_cols)]
+
+
+def default_by(loaded: Loaded) -> list[str]:
+    """``experiment`` plus every grid parameter."""
+    return ["experiment", *(k for k in loaded.grid_keys if k != "experiment")]
+
+
+def _check_by(by: Sequence[str], runs: pd.DataFrame) -> None:
+    available = available_columns(runs)
+    for col in by:
+        if col not in available:
+            raise ResultsError(
+                f"unknown grouping column {col!r}; available: {', '.join(available)}"
+            )
+
+
+def _factorize_rows(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Integer code per row of `frame` (NaN-safe) and the unique key rows, in code order."""
+    if frame.shape[1] == 0:
+        return np.zeros(len(frame), np.int64), pd.DataFrame(index=range(1))
+    grouped = frame.groupby(list(frame.columns), dropna=False, sort=False, observed=True)
+    codes = grouped.ngroup().to_numpy(np.int64)
+    _, first = np.unique(codes, return_index=True)  # first row of each code, in code order
+    return codes, frame.iloc[first].reset_index(drop=True)
+
+
+def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """Summary statistics per group of `by` (default: experiment + grid parameters).
+
+    Columns: the grouping columns, then `FULL_COLUMNS`. `loaded.ops` must hold the
+    measured ops with ``op`` (if grouped on), ``start_ns``, ``latency_ns`` and ``status``.
+    A named ``op`` or ``client`` groups ops-level; in the default grouping a grid
+    parameter called ``op`` is the run's grid value (so runs without ops still count).
+    """
+    runs, ops = loaded.runs, loaded.ops
+    if by is None:
+        by, ops_keys = default_by(loaded), []
+    else:
+        by = list(by)
+        ops_keys = [c for c in by if c in OPS_LEVEL]
+    _check_by(by, runs)
+    if "warmup" in ops.columns:
+        ops = ops[~ops["warmup"].to_numpy(bool)]
+    run_keys = [c for c in by if c not in ops_keys]
+
+    # Run-level group of every run, then carried to each op through its run's position.
+    run_codes, run_key_rows = _factorize_rows(runs[run_keys].reset_index(drop=True))
+    run_pos = pd.Index(runs["run_id"].astype(str))
+    op_run = run_pos.get_indexer(ops["run_id"].astype(str).to_numpy()) if len(ops) else (
+        np.zeros(0, np.int64)
+    )
+    if len(ops) and (op_run < 0).any():
+        raise ResultsError("ops reference runs that are not in the runs table")
+    key_frame = pd.DataFrame({"_run_group": run_codes[op_run]})
+    for col in ops_keys:
+        key_frame[col] = ops[col].to_numpy()
+    op_group, group_rows = _factorize_rows(key_frame)
+    n_groups = len(group_rows) if len(ops) else 0
+
+    lat = ops["latency_ns"].to_numpy(np.int64)
+    start = ops["start_ns"].to_numpy(np.int64)
+    status = ops["status"]
+    is_error = status.isin(ERROR_STATUSES).to_numpy(bool)
+    is_miss = (status == "miss").to_numpy(bool)
+
+    # Wall time per unit = (run, group): ops of one group inside one run.
+    units = pd.DataFrame({"g": op_group, "r": op_run, "s": start, "e": start + lat})
+    per_unit = units.groupby(["g", "r"], sort=False).agg(s=("s", "min"), e=("e", "max"))
+    unit_group = per_unit.index.get_level_values("g").to_numpy()
+    unit_wall_ns = (per_unit["e"] - per_unit["s"]).to_numpy(np.float64)
+
+    n_ops = np.bincount(op_group, minlength=n_groups).astype(np.int64)
+    wall_ns = np.bincount(unit_group, weights=unit_wall_ns, minlength=n_groups)
+    n_units = np.bincount(unit_group, minlength=n_groups)
+    lat_sum = np.bincount(op_group, weights=lat.astype(np.float64), minlength=n_groups)
+    n_err = np.bincount(op_group, weights=is_error, minlength=n_groups)
+    n_miss = np.bincount(op_group, weights=is_miss, minlength=n_groups)
+
+    # Percentiles: one stable radix sort by group, then one partition per group slice.
+    quant = np.full((n_groups, len(_QUANTILES)), np.nan)
+    lat_max = np.full(n_groups, np.nan)
+    order = np.argsort(op_group, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(n_ops)])
+    sorted_lat = lat[order]
+    for g in range(n_groups):
+        chunk = sorted_lat[bounds[g] : bounds[g + 1]]
+        if chunk.size:
+            quant[g] = np.quantile(chunk, _QUANTILES)
+            lat_max[g] = chunk.max()
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = pd.DataFrame(
+            {
+                "ops": n_ops,
+                "wall_s": wall_ns / 1e9,
+                "throughput_ops_s": np.where(wall_ns > 0, n_ops / (wall_ns / 1e9), np.nan),
+                "latency_mean_ms": lat_sum / n_ops / _NS_PER_MS,
+                "latency_p50_ms": quant[:, 0] / _NS_PER_MS,
+                "latency_p90_ms": quant[:, 1] / _NS_PER_MS,
+                "latency_p99_ms": quant[:, 2] / _NS_PER_MS,
+                "latency_p999_ms": quant[:, 3] / _NS_PER_MS,
+                "latency_max_ms": lat_max / _NS_PER_MS,
+                "error_rate": n_err / n_ops,
+                "miss_rate": n_miss / n_ops,
+            }
+        )
+    keys = group_rows.reset_index(drop=True)
+    run_group = keys.pop("_run_group").to_numpy(np.int64) if n_groups else np.zeros(0, np.int64)
+    for col in run_keys:
+        keys[col] = run_key_rows[col].to_numpy()[run_group]
+    table.insert(0, "runs", n_units)
+
+    if not ops_keys:
+        # Re-index on every run-level group, so groups whose runs have no measured ops
+        # (failed early) still appear, with their runs counted.
+        full = pd.DataFrame(np.nan, index=range(len(run_key_rows)), columns=table.columns)
+        full.iloc[run_group] = table.to_numpy()
+        full["ops"] = full["ops"].fillna(0).astype(np.int64)
+        full["runs"] = np.bincount(run_codes, minlength=len(full)).astype(np.int64)
+        keys = run_key_rows[run_keys].reset_index(drop=True)
+        table = full
+    table = pd.concat([keys, table.reset_index(drop=True)], axis=1)
+    table = table[[*by, *FULL_COLUMNS]]
+    return _sorted(table, by)
+
+
+def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    if not by or table.empty:
+        return table.reset_index(drop=True)
+    try:
+        return table.sort_values(by, kind="stable", na_position="last").reset_index(drop=True)
+    except TypeError:
+        # Mixed types in one column (e.g. int and str across experiments): sort as text.
+        return (
+            table.sort_values(by, key=lambda s: s.astype(str), kind="stable")
+            .reset_index(drop=True)
+        )
+
+
+def run_summary(loaded: Loaded, *, by_op: bool = False) -> pd.DataFrame:
+    """Per-run statistics (one row per run, or per run and op) with the run's columns."""
+    by = ["run_id", "op"] if by_op else ["run_id"]
+    stats = summarise(loaded, by)
+    run_cols = [c for c in loaded.runs.columns if c != "run_dir"]
+    merged = loaded.runs[run_cols].merge(stats, on="run_id", how="left", suffixes=("", "_ops"))
+    if by_op and "op_ops" in merged.columns:
+        # The ops-level op is what the row is about; the grid op (if any) equals it.
+        merged["op"] = merged.pop("op_ops")
+    return merged
+
+
+def summary_table(
+    raw_dir: Path,
+    by: list[str] | None = None,
+    *,
+    experiments: list[str] | None = None,
+) -> pd.DataFrame:
+    """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc)."""
+    columns = ["start_ns", "latency_ns", "status"]
+    if by and "op" in by:
+        columns.append("op")
+    if by and "client" in by:
+        columns.append("client")
+    loaded = load(Path(raw_dir), experiments=experiments, columns=columns)
+    table = summarise(loaded, by)
+    group_by = list(by) if by is not None else default_by(loaded)
+    return table[[*group_by, *SUMMARY_COLUMNS]]

@@ -250,7 +250,9 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table) -> P
         pq.write_table(table, ops_path, compression="zstd")
         _fsync_file(ops_path)
         data = manifest.to_dict()
-        data["ops_file"] = {"name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": table.num_rows}
+        data["ops_file"] = {
+            "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": table.num_rows,
+        }
         if isinstance(ops, OpsArrays) and not data.get("counts"):
             data["counts"] = ops.counts()
         man_path = tmp / MANIFEST

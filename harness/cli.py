@@ -1,0 +1,208 @@
+"""`harness` command line: run | validate | summary | report | hosts | verify | list."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import paths
+from harness.errors import HarnessError, SpecError
+
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _overrides(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError([f"--set {item!r}: expected KEY=VALUE, e.g. --set repetitions=3"])
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.runner import Runner
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress)
+    plans = runner.plans()
+    if args.dry_run:
+        for p in plans:
+            print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
+        print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}); nothing was started")
+        return EXIT_OK
+    outcomes = runner.run()
+    failed = sum(o.status == "failed" for o in outcomes)
+    partial = sum(o.status == "partial" for o in outcomes)
+    print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
+          f"({failed} failed, {partial} partial)")
+    return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.spec import expand, load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    print(f"{args.spec}: ok ({len(expand(spec))} runs)")
+    return EXIT_OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from harness.analysis.summary import summary_table
+
+    by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
+    exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    table = summary_table(Path(args.raw_dir), by, experiments=exps)
+    if args.format == "json":
+        print(table.to_json(orient="records", indent=2))
+    elif args.format == "csv":
+        print(table.to_csv(index=False), end="")
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", None, "display.max_columns", None,
+                               "display.width", 200, "display.float_format", "{:.4g}".format):
+            print(table.to_string(index=False))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import build_report
+
+    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf)
+    for kind, path in outputs.items():
+        print(f"{kind}: {path}")
+    return EXIT_OK
+
+
+def cmd_hosts_check(args: argparse.Namespace) -> int:
+    from harness.hosts import connect_host
+    from harness.services import SERVICES
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec)
+    bad = 0
+    for name, hspec in spec.hosts.items():
+        try:
+            with connect_host(hspec) as host:
+                missing = []
+                for svc in spec.services.values():
+                    if svc.host == name:
+                        missing += SERVICES.get(svc.kind).missing_binaries(host)
+                if name in spec.clients.hosts:
+                    probe = host.run([host.python, "-c", "import harness, uvloop"], check=False)
+                    if not probe.ok:
+                        missing.append(f"{host.python} with the harness installed "
+                                       "(pip install <checkout>)")
+                status = "ok" if not missing else "missing: " + ", ".join(sorted(set(missing)))
+                bad += bool(missing)
+                print(f"{name} ({hspec.target}): {status}")
+        except HarnessError as exc:
+            bad += 1
+            print(f"{name} ({hspec.target}): unreachable: {exc}")
+    return EXIT_OK if not bad else EXIT_FAILED_RUNS
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from harness.results import iter_run_dirs, verify_run
+
+    bad = good = 0
+    for run_dir in iter_run_dirs(Path(args.raw_dir)):
+        try:
+            verify_run(run_dir)
+            good += 1
+        except HarnessError as exc:
+            bad += 1
+            print(f"BAD {exc}")
+    print(f"{good} run(s) ok, {bad} bad")
+    return EXIT_OK if not bad else EXIT_FAILED_RUNS
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from harness.services import SERVICES
+    from harness.workloads import WORKLOADS
+
+    for name in WORKLOADS:
+        w = WORKLOADS.get(name)
+        print(f"workload {name}: {w.description}\n  ops: {', '.join(w.ops)}")
+        for p, s in w.params.items():
+            print(f"  param {p} (default {s.default!r}): {s.help}")
+    for name in SERVICES:
+        s = SERVICES.get(name)
+        print(f"service {name}: settings {', '.join(s.settings)}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run an experiment spec")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, start nothing")
+    p.add_argument("--resume", action="store_true", help="skip runs that are complete")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field, e.g. --set repetitions=3 --set run.ops=20")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("validate", help="check a spec without running anything")
+    p.add_argument("spec")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("summary", help="one row per configuration")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
+    p.add_argument("--experiment", help="comma-separated experiment names")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
+    p.add_argument("--raw", default=str(paths.raw_results_dir()))
+    p.add_argument("--out", default=str(paths.report_dir()))
+    p.add_argument("--no-pdf", action="store_true")
+    p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("hosts", help="host utilities")
+    hsub = p.add_subparsers(dest="hosts_command", required=True)
+    hc = hsub.add_parser("check", help="connect to each host of a spec, say what is missing")
+    hc.add_argument("spec")
+    hc.set_defaults(func=cmd_hosts_check)
+
+    p = sub.add_parser("verify", help="check every run's ops checksum")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("list", help="workloads and services this kit knows")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SpecError as exc:
+        print("\n".join(f"error: {p}" for p in exc.problems), file=sys.stderr)
+        return EXIT_USAGE
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted: servers and clients stopped; the current run was kept as "
+              "partial. Continue with --resume.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

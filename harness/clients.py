@@ -1,0 +1,162 @@
+"""Start a run's client processes on their hosts, start them together, collect records.
+
+Each process is ``python -m harness.worker CONFIG`` started through the Host interface,
+so local and SSH clients are handled the same way. Processes connect, create a `ready`
+file, and begin at the common start time the runner writes into their `go` files.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, HostError
+from harness.hosts import Host, Process
+from harness.loadgen import ClientConfig
+from harness.results import OpsArrays
+from harness.services.base import Endpoint
+from harness.spec import RunPlan
+
+READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Worker:
+    host: Host
+    process: Process
+    files: dict[str, str]
+    client_id: int
+
+
+@dataclass
+class Collected:
+    """What came back from a run's client processes."""
+
+    ops: OpsArrays
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def split(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+class ClientGroup:
+    """The client processes of one run."""
+
+    def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
+                 endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...]) -> None:
+        self.plan = plan
+        self.hosts = list(hosts)
+        self.workdirs = workdirs
+        self.endpoints = endpoints
+        self.op_names = op_names
+        self.workers: list[Worker] = []
+
+    def start(self) -> None:
+        plan, size = self.plan, self.plan.size
+        n = plan.clients.processes
+        ops = split(size.ops, n) if size.ops is not None else [None] * n
+        warm = split(size.warmup_ops, n)
+        for i in range(n):
+            host = self.hosts[i % len(self.hosts)]
+            base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
+            files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log")}
+            files["out"] = f"{base}.npz"
+            cfg = ClientConfig(
+                workload=plan.workload, params=dict(plan.params),
+                endpoints={k: e.to_dict() for k, e in self.endpoints.items()}, client_id=i,
+                connections=plan.clients.connections, inflight=plan.clients.inflight,
+                ops=ops[i], duration_s=size.duration_s, warmup_ops=warm[i],
+                warmup_s=size.warmup_s, timeout_s=size.timeout_s,
+                max_consecutive_errors=size.max_consecutive_errors, files=files,
+            )
+            host.write_text(f"{base}.json", json.dumps(asdict(cfg)))
+            proc = host.start([host.python, "-m", "harness.worker", f"{base}.json"],
+                              log_path=files["log"])
+            self.workers.append(Worker(host, proc, files, i))
+
+    def _log_tail(self, w: Worker) -> str:
+        try:
+            return w.host.read_text(w.files["log"]).strip()[-1500:]
+        except HostError:
+            return "(no log)"
+
+    def wait_ready(self) -> None:
+        pending = list(self.workers)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while pending:
+            for w in list(pending):
+                if w.host.exists(w.files["ready"]):
+                    pending.remove(w)
+                elif not w.host.is_alive(w.process):
+                    raise HarnessError(
+                        f"client {w.client_id} on {w.host.name} exited before it was ready:\n"
+                        f"{self._log_tail(w)}")
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{len(pending)} client process(es) not ready after "
+                                   f"{READY_TIMEOUT_S:.0f} s")
+            if pending:
+                time.sleep(0.005)
+
+    def go(self) -> int:
+        """Release all processes at one start time; returns it (Unix ns)."""
+        remote = any(not w.host.address.startswith("127.") for w in self.workers)
+        start_at = time.time_ns() + (300_000_000 if remote else 30_000_000)
+        for w in self.workers:
+            tmp = w.files["go"] + ".tmp"
+            w.host.write_text(tmp, str(start_at))
+            w.host.run(["mv", tmp, w.files["go"]])
+        return start_at
+
+    def wait(self, poll_s: float = 0.01) -> bool:
+        """Wait for every process to exit. Returns True if interrupted (Ctrl-C)."""
+        try:
+            for w in self.workers:
+                while w.host.is_alive(w.process):
+                    time.sleep(poll_s)
+        except KeyboardInterrupt:
+            self.stop()
+            return True
+        return False
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Ask processes to stop (they save what they measured), then make sure."""
+        for w in self.workers:
+            w.host.signal(w.process, "TERM", group=False)
+        deadline = time.monotonic() + grace_s
+        for w in self.workers:
+            while w.host.is_alive(w.process) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            w.host.stop(w.process, timeout_s=1.0)
+
+    def collect(self) -> Collected:
+        parts: list[OpsArrays] = []
+        statuses: list[dict[str, Any]] = []
+        errors: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
+            for w in self.workers:
+                status: dict[str, Any] = {"client": w.client_id, "host": w.host.name}
+                try:
+                    status.update(json.loads(w.host.read_text(w.files["status"])))
+                except (HostError, ValueError):
+                    status.update(state="failed", error="no status file (the process died)")
+                if w.host.exists(w.files["out"]):
+                    local = Path(tmp) / f"c{w.client_id}.npz"
+                    w.host.get(w.files["out"], local)
+                    parts.append(OpsArrays.load_npz(local))
+                if status.get("state") in ("failed", "aborted"):
+                    tail = self._log_tail(w) if status.get("state") == "failed" else ""
+                    errors.append(f"client {w.client_id} on {w.host.name}: "
+                                  f"{status.get('error')}" + (f"\n{tail}" if tail else ""))
+                statuses.append(status)
+                for key in ("ready", "go", "status", "out"):
+                    w.host.run(["rm", "-f", w.files[key]], check=False)
+        return Collected(OpsArrays.concat(parts, self.op_names), statuses, errors)

@@ -1,0 +1,22 @@
+"""PostgreSQL access for workloads: asyncpg, the fastest asyncio driver available.
+
+Connections use trust authentication on the harness's own servers, so no password is
+ever handled; for a server given by URL, asyncpg reads PGPASSWORD/.pgpass itself.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from harness.services.base import Endpoint
+
+
+async def connect(endpoint: Endpoint, timeout_s: float = 10.0) -> asyncpg.Connection:
+    return await asyncpg.connect(
+        host=endpoint.host,
+        port=endpoint.port,
+        user=endpoint.extra.get("user", "postgres"),
+        database=endpoint.extra.get("database", "postgres"),
+        timeout=timeout_s,
+        statement_cache_size=256,
+    )

@@ -1,0 +1,210 @@
+"""The timed loop of one client process: connections x requests in flight, closed loop.
+
+Each in-flight slot issues its next op when the previous one returns (closed loop, as in
+the seeds). Start and latency come from one monotonic ns clock; records go into
+preallocated `array.array` columns (an item store costs ~30 ns, a numpy scalar store
+several times that), turned into numpy without copying at the end. Every attempt is a
+record: a failed op or a failed reconnect is an `error` record, a timed-out op `timeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.results import ERROR, TIMEOUT, OpsArrays
+from harness.services.base import Endpoint
+from harness.workloads.base import WorkloadClient
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """What one client process does; serialised to JSON for `harness.worker`."""
+
+    workload: str
+    params: Mapping[str, Any]
+    endpoints: Mapping[str, Mapping[str, Any]]
+    client_id: int
+    connections: int = 1
+    inflight: int = 1
+    ops: int | None = None
+    duration_s: float | None = None
+    warmup_ops: int = 0
+    warmup_s: float = 0.0
+    timeout_s: float | None = 10.0
+    max_consecutive_errors: int = 200
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def endpoint_objects(self) -> dict[str, Endpoint]:
+        return {k: Endpoint.from_dict(v) for k, v in self.endpoints.items()}
+
+
+class Recorder:
+    """Growable columns of per-op records; growth keeps the same array objects."""
+
+    def __init__(self, capacity: int) -> None:
+        capacity = max(capacity, 16)
+        self.op = array("b", bytes(capacity))
+        self.start = array("q", bytes(8 * capacity))
+        self.latency = array("q", bytes(8 * capacity))
+        self.status = array("b", bytes(capacity))
+        self.nbytes = array("q", bytes(8 * capacity))
+        self.warmup = array("b", bytes(capacity))
+        self.capacity = capacity
+        self.n = 0
+
+    def grow(self) -> None:
+        extra = self.capacity
+        for col, width in ((self.op, 1), (self.start, 8), (self.latency, 8),
+                           (self.status, 1), (self.nbytes, 8), (self.warmup, 1)):
+            col.frombytes(bytes(width * extra))
+        self.capacity += extra
+
+    def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int) -> OpsArrays:
+        n = self.n
+
+        def np_of(col: array, dtype: Any) -> np.ndarray:
+            return np.frombuffer(col, dtype=dtype, count=n).copy() if n else np.empty(0, dtype)
+
+        return OpsArrays(
+            op_names=op_names,
+            client=np.full(n, client_id, np.int32),
+            op=np_of(self.op, np.int8),
+            start_ns=np_of(self.start, np.int64) + offset_ns,
+            latency_ns=np_of(self.latency, np.int64),
+            intended_ns=np.full(n, -1, np.int64),
+            status=np_of(self.status, np.int8),
+            nbytes=np_of(self.nbytes, np.int64),
+            warmup=np_of(self.warmup, np.int8).astype(bool),
+        )
+
+
+class _Conn:
+    """One connection shared by its in-flight slots; reconnects after a failure."""
+
+    __slots__ = ("conn", "generation", "lock")
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.generation = 0
+        self.lock = asyncio.Lock()
+
+
+class ClientRun:
+    """Runs one process's share of a run and keeps its records."""
+
+    def __init__(self, cfg: ClientConfig, client: WorkloadClient) -> None:
+        self.cfg = cfg
+        self.client = client
+        warm = cfg.warmup_ops
+        self.total = warm + cfg.ops if cfg.ops is not None else None
+        self.rec = Recorder(self.total if self.total is not None else 1 << 16)
+        self.seq = 0
+        self.stopping = False
+        self.consecutive_errors = 0
+        self.last_error: str | None = None
+        self.aborted = False
+        self.conns = [_Conn() for _ in range(cfg.connections)]
+        self.base_ns = 0
+        self.end_ns: int | None = None
+        self.warmup_end_ns = 0
+
+    async def connect_all(self) -> None:
+        """Open connections before the common start; failures are retried in the loop."""
+        for c in self.conns:
+            try:
+                c.conn = await self.client.connect()
+            except Exception as exc:  # noqa: BLE001 - any driver error means "not connected"
+                self.last_error = f"connect: {type(exc).__name__}: {exc}"
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        self.base_ns = time.perf_counter_ns()
+        if cfg.duration_s is not None:
+            self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
+            self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
+        slots = [self._slot(c) for c in self.conns for _ in range(cfg.inflight)]
+        await asyncio.gather(*slots)
+        for c in self.conns:
+            await self._drop(c, c.generation)
+
+    async def _drop(self, holder: _Conn, seen: int) -> bool:
+        """Close the connection if nobody replaced it since `seen`; True if we did."""
+        async with holder.lock:
+            if holder.generation != seen:
+                return False  # another slot dropped or reconnected it already
+            old, holder.conn = holder.conn, None
+            holder.generation += 1
+        if old is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection may fail
+                await asyncio.wait_for(self.client.close(old), 1)
+        return True
+
+    async def _reconnect(self, holder: _Conn, seen: int) -> None:
+        if await self._drop(holder, seen):
+            holder.conn = await self.client.connect()
+
+    async def _slot(self, holder: _Conn) -> None:
+        clock = time.perf_counter_ns
+        rec = self.rec
+        op_c, start_c, lat_c = rec.op, rec.start, rec.latency
+        status_c, bytes_c, warm_c = rec.status, rec.nbytes, rec.warmup
+        execute, next_op = self.client.execute, self.client.next_op
+        timeout = self.cfg.timeout_s
+        total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
+        base = self.base_ns
+        while not self.stopping:
+            seq = self.seq
+            if total is not None and seq >= total:
+                return
+            op = next_op(seq)
+            self.seq = seq + 1
+            t0 = clock()
+            if end_ns is not None and t0 >= end_ns:
+                return
+            gen = holder.generation
+            try:
+                if holder.conn is None:
+                    await self._reconnect(holder, gen)
+                    gen = holder.generation
+                if timeout is None:
+                    status, nbytes = await execute(holder.conn, op, seq)
+                else:
+                    async with asyncio.timeout(timeout):
+                        status, nbytes = await execute(holder.conn, op, seq)
+                t1 = clock()
+                self.consecutive_errors = 0
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded, none raised
+                t1 = clock()
+                status = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
+                nbytes = 0
+                await self._on_error(holder, gen, exc)
+            i = rec.n
+            if i == rec.capacity:
+                rec.grow()
+            rec.n = i + 1
+            op_c[i] = op
+            start_c[i] = t0 - base
+            lat_c[i] = t1 - t0
+            status_c[i] = status
+            bytes_c[i] = nbytes
+            warm_c[i] = seq < warm_ops or t0 < self.warmup_end_ns
+
+    async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self.consecutive_errors += 1
+        if self.consecutive_errors >= self.cfg.max_consecutive_errors:
+            self.stopping = True
+            self.aborted = True
+            return
+        # Back off a little so a dead server does not turn into a busy loop of errors.
+        await asyncio.sleep(min(0.001 * 2 ** min(self.consecutive_errors, 10), 0.5))
+        # After an error or timeout the connection's state is unknown: start afresh.
+        await self._drop(holder, gen)

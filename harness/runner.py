@@ -1,0 +1,256 @@
+"""Run an experiment: every planned run, servers started and stopped around them.
+
+Servers are started once per distinct service configuration and shared by the runs that
+use it. Each run ends in a whole run directory (complete, partial or failed); Ctrl-C
+keeps the current run as `partial` and stops every server and client process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from tqdm import tqdm
+
+from harness.clients import ClientGroup
+from harness.errors import HarnessError, HostError, SpecError
+from harness.hosts import Host, connect_host
+from harness.provenance import host_info, kit_info
+from harness.results import ERROR, MANIFEST, TIMEOUT, Manifest, OpsArrays, write_run
+from harness.services import SERVICES
+from harness.services.base import Endpoint, RunningService
+from harness.spec import RunPlan, Spec, expand
+from harness.workloads import WORKLOADS
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    plan: RunPlan
+    run_dir: Path
+    status: str
+    measured_ops: int
+    throughput_ops_s: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    error_rate: float
+    error: str | None
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
+    """(config_id, repetition) of the complete runs already in `exp_dir`."""
+    done: set[tuple[str, int]] = set()
+    if not exp_dir.is_dir():
+        return done
+    for man in exp_dir.glob(f"*/{MANIFEST}"):
+        try:
+            data = json.loads(man.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("status") == "complete":
+            done.add((data.get("config_id"), data.get("repetition")))
+    return done
+
+
+def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
+    """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary."""
+    m = ~ops.warmup
+    n = int(m.sum())
+    if n == 0:
+        return 0, 0.0, float("nan"), float("nan"), float("nan")
+    start, lat = ops.start_ns[m], ops.latency_ns[m]
+    wall_ns = int((start + lat).max() - start.min())
+    p50, p99 = np.percentile(lat, [50, 99]) / 1e6
+    err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
+    return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
+
+
+def run_id_for(plan: RunPlan) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{plan.config_id[:60]}-r{plan.repetition:03d}-{secrets.token_hex(3)}"
+
+
+class Runner:
+    def __init__(self, spec: Spec, out_dir: Path, *, resume: bool = False,
+                 progress: bool = True, stream: IO[str] | None = None) -> None:
+        self.spec = spec
+        self.out_dir = Path(out_dir)
+        self.resume = resume
+        self.progress = progress
+        self.stream = stream or sys.stderr
+        self.workload = WORKLOADS.get(spec.workload)
+
+    def plans(self) -> list[RunPlan]:
+        plans = expand(self.spec)
+        if self.resume:
+            done = completed_runs(self.out_dir / self.spec.name)
+            plans = [p for p in plans if (p.config_id, p.repetition) not in done]
+        return plans
+
+    def say(self, msg: str) -> None:
+        tqdm.write(msg, file=self.stream)
+
+    @contextlib.contextmanager
+    def _hosts(self) -> Iterator[dict[str, Host]]:
+        used = {s.host for s in self.spec.services.values()} | set(self.spec.clients.hosts)
+        hosts: dict[str, Host] = {}
+        problems = []
+        try:
+            for name in sorted(used):
+                try:
+                    hosts[name] = connect_host(self.spec.hosts[name])
+                except HostError as exc:
+                    problems.append(f"{self.spec.path}:hosts.{name}: cannot connect: {exc}")
+            for sname, svc in self.spec.services.items():
+                if svc.host in hosts:
+                    missing = SERVICES.get(svc.kind).missing_binaries(hosts[svc.host])
+                    if missing:
+                        problems.append(
+                            f"{self.spec.path}:services.{sname}: {', '.join(missing)} not "
+                            f"found on host {svc.host!r}; install it there (Debian: see "
+                            "README 'Servers') or use environment.yml")
+            if problems:
+                raise SpecError(problems)
+            yield hosts
+        finally:
+            for h in hosts.values():
+                h.close()
+
+    def run(self) -> list[RunOutcome]:
+        plans = self.plans()
+        outcomes: list[RunOutcome] = []
+        if not plans:
+            self.say(f"{self.spec.name}: every run is complete already; nothing to do")
+            return outcomes
+        with self._hosts() as hosts, contextlib.ExitStack() as stack:
+            infos = {name: host_info(h) for name, h in hosts.items()}
+            client_hosts = [hosts[n] for n in self.spec.clients.hosts]
+            workdirs = {}
+            for h in client_hosts:
+                if h.name not in workdirs:
+                    workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
+                    stack.callback(h.remove_tree, workdirs[h.name])
+            bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
+                                           disable=not self.progress, dynamic_ncols=True,
+                                           desc=self.spec.name))
+            groups: dict[str, list[RunPlan]] = {}
+            for p in plans:
+                groups.setdefault(p.services_key(), []).append(p)
+            kit = kit_info()
+            for group in groups.values():
+                with self._services(group[0], hosts) as running:
+                    endpoints = {s.kind: s.endpoint for s in running.values()}
+                    sinfo = {n: s.info() for n, s in running.items()}
+                    for plan in group:
+                        bar.set_postfix_str(plan.label())
+                        outcome = self._run_one(plan, client_hosts, workdirs, endpoints,
+                                                infos, sinfo, kit, running)
+                        outcomes.append(outcome)
+                        bar.update(1)
+                        self.say(self._line(outcome, len(outcomes), len(plans)))
+                        if outcome.status == "failed" and self.spec.on_failure == "stop":
+                            self.say("on_failure: stop -- the remaining runs are skipped")
+                            return outcomes
+        return outcomes
+
+    @contextlib.contextmanager
+    def _services(
+        self, plan: RunPlan, hosts: dict[str, Host]
+    ) -> Iterator[dict[str, RunningService]]:
+        running: dict[str, RunningService] = {}
+        try:
+            for name, svc in plan.services.items():
+                running[name] = SERVICES.get(svc.kind).start(hosts[svc.host], name, svc.settings)
+            yield running
+        finally:
+            for svc in reversed(list(running.values())):
+                svc.stop()
+
+    def _run_one(self, plan: RunPlan, client_hosts: list[Host], workdirs: dict[str, str],
+                 endpoints: dict[str, Endpoint], infos: dict[str, Any],
+                 sinfo: dict[str, Any], kit: dict[str, Any],
+                 running: dict[str, RunningService]) -> RunOutcome:
+        started = utcnow()
+        ops = OpsArrays.empty(self.workload.ops)
+        errors: list[str] = []
+        workers: list[dict[str, Any]] = []
+        interrupted = False
+        group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops)
+        try:
+            asyncio.run(self.workload.prepare(endpoints, plan.params))
+            group.start()
+            group.wait_ready()
+            group.go()
+            interrupted = group.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            group.stop()
+        except (HarnessError, OSError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            group.stop()
+        except Exception as exc:  # noqa: BLE001 - a driver error in prepare; keep going
+            errors.append(f"prepare: {type(exc).__name__}: {exc}")
+            group.stop()
+        try:
+            got = group.collect()
+            ops, workers = got.ops, got.workers
+            errors += got.errors
+        except (HarnessError, OSError) as exc:
+            errors.append(f"collecting records: {exc}")
+        dead = [n for n, s in running.items() if not s.alive()]
+        if dead:
+            errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
+        n, rate, p50, p99, err = quick_stats(ops)
+        if n == 0:
+            status = "failed"
+        elif interrupted or errors or any(w.get("state") != "complete" for w in workers):
+            status = "partial"
+        else:
+            status = "complete"
+        if interrupted:
+            errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
+        manifest = Manifest(
+            run_id=run_id_for(plan), experiment=plan.experiment, workload=plan.workload,
+            config_id=plan.config_id, repetition=plan.repetition, params=dict(plan.params),
+            grid_point=dict(plan.grid_point), status=status, started_utc=started,
+            ended_utc=utcnow(), error="\n".join(errors) or None, hosts=infos, services=sinfo,
+            loadgen={"processes": plan.clients.processes,
+                     "connections": plan.clients.connections,
+                     "inflight": plan.clients.inflight, "mode": "closed",
+                     "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
+                     "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
+                     "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
+                     "workers": workers},
+            kit=kit, spec_file=str(self.spec.path),
+        )
+        run_dir = write_run(self.out_dir, manifest, ops)
+        if interrupted:
+            raise KeyboardInterrupt
+        return RunOutcome(plan, run_dir, status, n, rate, p50, p99, err,
+                          manifest.error)
+
+    @staticmethod
+    def _line(o: RunOutcome, i: int, total: int) -> str:
+        head = f"[{i}/{total}] {o.plan.label()}: {o.status}"
+        if o.measured_ops == 0:
+            return f"{head} ({(o.error or '').splitlines()[0] if o.error else 'no ops'})"
+        line = (f"{head}, {o.measured_ops} ops, {o.throughput_ops_s:,.0f} ops/s, "
+                f"p50 {o.latency_p50_ms:.3f} ms, p99 {o.latency_p99_ms:.3f} ms")
+        if o.error_rate:
+            line += f", errors {o.error_rate:.1%}"
+        if o.status != "complete" and o.error:
+            line += f" -- {o.error.splitlines()[0]}"
+        return line
+

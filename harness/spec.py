@@ -1,0 +1,431 @@
+"""Experiment specs: YAML -> validated `Spec` -> a deterministic list of `RunPlan`s.
+
+Validation collects every problem before anything runs, each as
+``file:field: message (line N)``. Grid keys are workload parameters, ``clients.<field>``
+or ``services.<name>.<setting>``; every combination of grid values is one configuration,
+run `repetitions` times. Runs are ordered repetition-major (all configurations once, then
+again), so slow drift on the machine spreads over configurations instead of biasing one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import RegistryError, SpecError
+from harness.hosts import HostSpec
+from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
+
+TOP_LEVEL = {
+    "name": "experiment name: the directory under raw_results/",
+    "description": "free text",
+    "workload": "workload name (harness run --list-workloads)",
+    "inventory": "YAML file mapping host names to targets",
+    "hosts": "name -> 'localhost' | 'user@host:port' | inventory/ssh-config name | mapping",
+    "services": "name -> {kind, host, settings}",
+    "clients": "{hosts, processes, connections, inflight}",
+    "params": "fixed workload parameters",
+    "grid": "parameter -> list of values; every combination is one configuration",
+    "repetitions": "runs per configuration",
+    "run": "{ops | duration_s, warmup_ops | warmup_s, timeout_s, max_consecutive_errors}",
+    "on_failure": "continue | stop: what the grid does after a failed run",
+}
+HOST_FIELDS = {
+    "target": (str,), "python": (str,), "address": (str,), "known_hosts": (str,),
+    "identity_file": (str,), "ssh_config": (str,), "accept_new_host_key": (bool,),
+    "connect_timeout_s": (int, float),
+}
+CLIENT_FIELDS: dict[str, Setting] = {
+    "hosts": Setting((list,), ["localhost"], "client hosts; processes are spread over them"),
+    "processes": Setting((int,), 1, "client processes (one event loop each)"),
+    "connections": Setting((int,), 1, "connections per process"),
+    "inflight": Setting((int,), 1, "requests in flight per connection"),
+}
+RUN_FIELDS: dict[str, Setting] = {
+    "ops": Setting((int, type(None)), None, "measured ops per run (over all clients)"),
+    "duration_s": Setting((int, float, type(None)), None, "measured seconds per run"),
+    "warmup_ops": Setting((int,), 0, "ops before measurement, kept and flagged warmup"),
+    "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)"),
+    "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables"),
+    "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors"),
+}
+TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9a-fA-F:.]+\])(?::\d+)?$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    kind: str
+    host: str
+    settings: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    hosts: tuple[str, ...]
+    processes: int
+    connections: int
+    inflight: int
+
+
+@dataclass(frozen=True)
+class RunSize:
+    ops: int | None
+    duration_s: float | None
+    warmup_ops: int
+    warmup_s: float
+    timeout_s: float | None
+    max_consecutive_errors: int
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    name: str
+    description: str
+    workload: str
+    hosts: Mapping[str, HostSpec]
+    services: Mapping[str, ServiceSpec]
+    clients: ClientSpec
+    params: Mapping[str, Any]
+    grid: Mapping[str, tuple[Any, ...]]
+    repetitions: int
+    size: RunSize
+    on_failure: str = "continue"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run: a configuration (grid point) and a repetition number (1-based)."""
+
+    index: int
+    experiment: str
+    workload: str
+    config_id: str
+    grid_point: Mapping[str, Any]
+    repetition: int
+    params: Mapping[str, Any]
+    clients: ClientSpec
+    services: Mapping[str, ServiceSpec]
+    size: RunSize
+
+    def label(self) -> str:
+        point = " ".join(f"{k}={v}" for k, v in self.grid_point.items()) or "default"
+        return f"{point} rep {self.repetition}"
+
+    def services_key(self) -> str:
+        """Runs with equal keys can share running servers."""
+        return json.dumps({n: [s.kind, s.host, dict(s.settings)] for n, s in
+                           sorted(self.services.items())}, sort_keys=True, default=str)
+
+
+class _Lines:
+    """Maps a field path to its line in the YAML source, for error messages."""
+
+    def __init__(self, node: yaml.Node | None) -> None:
+        self.lines: dict[tuple[str, ...], int] = {}
+        if node is not None:
+            self._walk(node, ())
+
+    def _walk(self, node: yaml.Node, path: tuple[str, ...]) -> None:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                sub = (*path, str(key.value))
+                self.lines[sub] = key.start_mark.line + 1
+                self._walk(value, sub)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._walk(item, (*path, str(i)))
+
+    def line(self, dotted: str) -> int | None:
+        path = tuple(p for p in dotted.split(".") if p)
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path)
+
+
+def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = data
+    for k in keys[:-1]:
+        cur = cur.setdefault(k, {})
+        if not isinstance(cur, dict):
+            raise SpecError([f"--set {dotted}: {k} is not a mapping"])
+    cur[keys[-1]] = value
+
+
+def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> Spec:
+    """Read and validate a spec file; raise SpecError listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError([f"{path}: cannot read spec ({exc.strerror})"]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError([f"{where}: malformed YAML: {problem}"]) from None
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}: a spec must be a YAML mapping at the top level"])
+    for dotted, value in (overrides or {}).items():
+        _apply_override(data, dotted, value)
+    lines = _Lines(node)
+    problems: list[str] = []
+
+    def bad(dotted: str, message: str) -> None:
+        line = lines.line(dotted)
+        problems.append(f"{path}:{dotted}: {message}" + (f" (line {line})" if line else ""))
+
+    spec = _validate(path, data, bad)
+    if problems:
+        raise SpecError(problems)
+    assert spec is not None
+    return spec
+
+
+def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
+    from harness.services import SERVICES
+    from harness.workloads import WORKLOADS
+
+    def report(msgs: list[str]) -> None:
+        for m in msgs:
+            field_, _, msg = m.partition(": ")
+            bad(field_, msg)
+
+    for key in data:
+        if key not in TOP_LEVEL:
+            bad(str(key), f"unknown field{did_you_mean(str(key), TOP_LEVEL)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        bad("name", "required: letters, digits, '_', '-', '.' (it names a directory)")
+    workload = None
+    wname = data.get("workload")
+    if not isinstance(wname, str):
+        bad("workload", f"required: one of {WORKLOADS.names()}")
+    else:
+        try:
+            workload = WORKLOADS.get(wname)
+        except RegistryError as exc:
+            bad("workload", f"{exc}{did_you_mean(wname, WORKLOADS.names())}")
+
+    hosts = _validate_hosts(path, data, bad)
+
+    services: dict[str, ServiceSpec] = {}
+    raw_services = data.get("services") or {}
+    if not isinstance(raw_services, Mapping):
+        bad("services", "expected a mapping of name -> {kind, host, settings}")
+        raw_services = {}
+    for sname, sdef in raw_services.items():
+        where = f"services.{sname}"
+        if not isinstance(sdef, Mapping):
+            bad(where, "expected a mapping with kind, host, settings")
+            continue
+        for k in sdef:
+            if k not in ("kind", "host", "settings"):
+                hint = did_you_mean(str(k), ["kind", "host", "settings"])
+                bad(f"{where}.{k}", f"unknown field{hint}")
+        kind = sdef.get("kind", sname)
+        host = sdef.get("host", "localhost")
+        if host not in hosts:
+            bad(f"{where}.host", f"unknown host {host!r}; hosts: {sorted(hosts)}")
+        try:
+            service = SERVICES.get(kind)
+        except RegistryError as exc:
+            bad(f"{where}.kind", str(exc))
+            continue
+        report(check_settings(f"{where}.settings", sdef.get("settings"), service.settings))
+        settings = resolve(sdef.get("settings"), service.settings)
+        services[sname] = ServiceSpec(sname, kind, host, settings)
+    if workload is not None:
+        kinds = [s.kind for s in services.values()]
+        for needed in workload.requires:
+            if kinds.count(needed) != 1:
+                bad("services", f"workload {wname!r} needs exactly one {needed!r} service, "
+                                f"found {kinds.count(needed)}")
+
+    raw_clients = data.get("clients") or {}
+    report(check_settings("clients", raw_clients, CLIENT_FIELDS))
+    clients_d = resolve(raw_clients if isinstance(raw_clients, Mapping) else {}, CLIENT_FIELDS)
+    for h in clients_d["hosts"] if isinstance(clients_d["hosts"], list) else []:
+        if h not in hosts:
+            bad("clients.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
+    for k in ("processes", "connections", "inflight"):
+        if isinstance(clients_d[k], int) and clients_d[k] < 1:
+            bad(f"clients.{k}", "must be at least 1")
+
+    params_schema = workload.params if workload else {}
+    raw_params = data.get("params") or {}
+    if workload:
+        report(check_settings("params", raw_params, params_schema))
+
+    grid: dict[str, tuple[Any, ...]] = {}
+    raw_grid = data.get("grid") or {}
+    if not isinstance(raw_grid, Mapping):
+        bad("grid", "expected a mapping of parameter -> list of values")
+        raw_grid = {}
+    for gkey, values in raw_grid.items():
+        where = f"grid.{gkey}"
+        if not isinstance(values, list) or not values:
+            bad(where, "expected a non-empty list of values")
+            continue
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) != len(values):
+            bad(where, "values repeat")
+        setting = _grid_setting(str(gkey), params_schema, services, workload is not None, bad)
+        if setting is not None:
+            for i, v in enumerate(values):
+                report(check_value(f"{where}.{i}", v, setting))
+        grid[str(gkey)] = tuple(values)
+
+    reps = data.get("repetitions", 1)
+    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+        bad("repetitions", "must be an integer >= 1")
+        reps = 1
+    raw_run = data.get("run") or {}
+    report(check_settings("run", raw_run, RUN_FIELDS))
+    run_d = resolve(raw_run if isinstance(raw_run, Mapping) else {}, RUN_FIELDS)
+    if (run_d["ops"] is None) == (run_d["duration_s"] is None):
+        bad("run", "give exactly one of run.ops or run.duration_s")
+    for k in ("ops", "duration_s"):
+        if isinstance(run_d[k], (int, float)) and run_d[k] <= 0:
+            bad(f"run.{k}", "must be positive")
+    on_failure = data.get("on_failure", "continue")
+    if on_failure not in ("continue", "stop"):
+        bad("on_failure", "must be 'continue' or 'stop'")
+    if workload is not None and isinstance(raw_params, Mapping):
+        for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
+            bad("params", msg)
+
+    if not isinstance(name, str) or workload is None:
+        return None
+    return Spec(
+        path=path, name=name, description=str(data.get("description", "")).strip(),
+        workload=workload.name, hosts=hosts, services=services,
+        clients=ClientSpec(tuple(clients_d["hosts"]), clients_d["processes"],
+                           clients_d["connections"], clients_d["inflight"]),
+        params=resolve(raw_params if isinstance(raw_params, Mapping) else {}, params_schema),
+        grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
+    )
+
+
+def _grid_setting(
+    key: str, params: Mapping[str, Setting], services: Mapping[str, ServiceSpec],
+    check_params: bool, bad: Any,
+) -> Setting | None:
+    from harness.services import SERVICES
+
+    parts = key.split(".")
+    if parts[0] == "clients" and len(parts) == 2:
+        if parts[1] in ("processes", "connections", "inflight"):
+            return CLIENT_FIELDS[parts[1]]
+        bad(f"grid.{key}", "only clients.processes, clients.connections and clients.inflight "
+                           "can vary")
+        return None
+    if parts[0] == "services" and len(parts) == 3:
+        svc = services.get(parts[1])
+        if svc is None:
+            bad(f"grid.{key}", f"unknown service {parts[1]!r}; services: {sorted(services)}")
+            return None
+        schema = SERVICES.get(svc.kind).settings
+        if parts[2] not in schema:
+            bad(f"grid.{key}", f"unknown {svc.kind} setting{did_you_mean(parts[2], schema)}")
+            return None
+        return schema[parts[2]]
+    if key in params:
+        return params[key]
+    if check_params:
+        bad(f"grid.{key}", f"not a workload parameter{did_you_mean(key, params)}; known: "
+                           f"{sorted(params)}, clients.<field>, services.<name>.<setting>")
+    return None
+
+
+def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, HostSpec]:
+    inventory: Mapping[str, Any] = {}
+    inv = data.get("inventory")
+    if inv is not None:
+        inv_path = (path.parent / str(inv)).resolve()
+        try:
+            inventory = yaml.safe_load(inv_path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            bad("inventory", f"cannot read inventory {inv_path}: {exc}")
+        if not isinstance(inventory, Mapping):
+            bad("inventory", f"{inv_path}: expected a mapping of host name -> target")
+            inventory = {}
+    raw = data.get("hosts", {"localhost": "localhost"})
+    if not isinstance(raw, Mapping) or not raw:
+        bad("hosts", "expected a non-empty mapping of name -> target")
+        return {}
+    hosts: dict[str, HostSpec] = {}
+    for hname, entry in raw.items():
+        where = f"hosts.{hname}"
+        if isinstance(entry, str) and entry in inventory:
+            entry = inventory[entry]
+        if isinstance(entry, str):
+            entry = {"target": entry}
+        if not isinstance(entry, Mapping):
+            bad(where, "expected a target string or a mapping with 'target'")
+            continue
+        ok = True
+        for k, v in entry.items():
+            if k not in HOST_FIELDS:
+                bad(f"{where}.{k}", f"unknown field{did_you_mean(str(k), HOST_FIELDS)}")
+                ok = False
+            elif not isinstance(v, HOST_FIELDS[k]) or (isinstance(v, bool) and bool not in
+                                                        HOST_FIELDS[k]):
+                bad(f"{where}.{k}", f"expected {HOST_FIELDS[k][0].__name__}, got {v!r}")
+                ok = False
+        target = entry.get("target", "localhost")
+        if isinstance(target, str) and not TARGET_RE.match(target):
+            bad(f"{where}.target", f"{target!r} is not localhost, user@host:port or a host name")
+            ok = False
+        if ok:
+            hosts[str(hname)] = HostSpec(name=str(hname), **entry)
+    return hosts
+
+
+def config_id(grid_point: Mapping[str, Any]) -> str:
+    """A readable, stable id of a grid point: `op=store_read,threads=4-1a2b3c`."""
+    canon = json.dumps(grid_point, sort_keys=True, default=str)
+    digest = hashlib.sha256(canon.encode()).hexdigest()[:6]
+    readable = ",".join(f"{k}={v}" for k, v in grid_point.items())
+    readable = re.sub(r"[^A-Za-z0-9_.,=-]+", "_", readable)[:80]
+    return f"{readable}-{digest}" if readable else digest
+
+
+def expand(spec: Spec) -> list[RunPlan]:
+    """Every configuration x repetition, repetition-major, deterministically."""
+    keys = list(spec.grid)
+    combos = itertools.product(*spec.grid.values())
+    points = [dict(zip(keys, combo, strict=True)) for combo in combos]
+    plans: list[RunPlan] = []
+    for rep in range(1, spec.repetitions + 1):
+        for point in points:
+            params = dict(spec.params)
+            clients = spec.clients
+            services = dict(spec.services)
+            for k, v in point.items():
+                parts = k.split(".")
+                if parts[0] == "clients" and len(parts) == 2:
+                    clients = replace(clients, **{parts[1]: v})
+                elif parts[0] == "services" and len(parts) == 3:
+                    svc = services[parts[1]]
+                    services[parts[1]] = replace(svc, settings={**svc.settings, parts[2]: v})
+                else:
+                    params[k] = v
+            plans.append(RunPlan(len(plans), spec.name, spec.workload, config_id(point), point,
+                                 rep, params, clients, services, spec.size))
+    return plans

@@ -1,0 +1,102 @@
+"""Entry point of one client process: ``python -m harness.worker CONFIG.json``.
+
+Started by the runner on a client host (locally or over SSH). It connects, creates the
+`ready` file, waits for the `go` file (which holds the common start time, Unix ns),
+runs, and writes its records (`.npz`) and a status JSON. SIGTERM stops it early; what
+was measured so far is still written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.loadgen import ClientConfig, ClientRun
+
+GO_WAIT_S = 300.0
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+async def _main(cfg: ClientConfig) -> dict[str, Any]:
+    from harness.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(cfg.workload)
+    client = workload.client(cfg.endpoint_objects(), cfg.params, cfg.client_id)
+    run = ClientRun(cfg, client)
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        run.stopping = True
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    loop.add_signal_handler(signal.SIGINT, stop)
+    await run.connect_all()
+    Path(cfg.files["ready"]).write_text(str(os.getpid()))
+    deadline = time.monotonic() + GO_WAIT_S
+    go = Path(cfg.files["go"])
+    while not go.exists():
+        if run.stopping or time.monotonic() > deadline:
+            return _finish(run, workload.ops, 0, "stopped", "never got the go signal")
+        await asyncio.sleep(0.002)
+    start_at_ns = int(go.read_text())
+    delay = (start_at_ns - time.time_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+    # Align records of all processes on the common start (same clock on one host; hosts'
+    # clock offsets are estimated by the runner).
+    lag_ns = time.time_ns() - start_at_ns
+    error: str | None = None
+    try:
+        await run.run()
+    except Exception as exc:  # noqa: BLE001 - keep the records, report the error
+        error = f"{type(exc).__name__}: {exc}"
+    state = "aborted" if run.aborted or error else ("stopped" if run.stopping else "complete")
+    return _finish(run, workload.ops, lag_ns, state, error or (run.last_error if run.aborted
+                                                                  else None))
+
+
+def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
+            error: str | None) -> dict[str, Any]:
+    arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
+    arrays.save_npz(Path(run.cfg.files["out"]))
+    return {
+        "state": state,
+        "error": error,
+        "last_error": run.last_error,
+        "records": len(arrays),
+        "start_lag_ns": lag_ns,
+        "pid": os.getpid(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = ClientConfig(**json.loads(Path(argv[0]).read_text()))
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # uvloop is a dependency; plain asyncio still measures correctly
+        runner = asyncio.run
+    try:
+        status = runner(_main(cfg))
+    except Exception as exc:  # noqa: BLE001 - the runner reads the status file, not a traceback
+        status = {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "records": 0}
+    _write_json(cfg.files["status"], status)
+    print(json.dumps(status), flush=True)
+    return 0 if status["state"] != "failed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""Workloads: one module per study. The registry is explicit."""
+
+from __future__ import annotations
+
+from harness.registry import Registry
+from harness.workloads.base import Workload, WorkloadClient
+from harness.workloads.datastore_memcache import DatastoreMemcache
+
+WORKLOADS: Registry[Workload] = Registry("workload")
+WORKLOADS.add("datastore_memcache", DatastoreMemcache())
+
+__all__ = ["WORKLOADS", "Workload", "WorkloadClient"]

@@ -1,0 +1,58 @@
+"""The contract every workload fulfils.
+
+A workload names its parameters, its ops and the service kinds it needs. The harness
+calls `prepare` once before each run (in the harness process), then each client process
+builds a `WorkloadClient` and the load generator times `execute` calls on it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any
+
+from harness.services.base import Endpoint
+from harness.settings import Setting
+
+
+class WorkloadClient(abc.ABC):
+    """Per-process client side of a workload. `execute` must not record timings itself."""
+
+    @abc.abstractmethod
+    async def connect(self) -> Any:
+        """Open one connection (state handed back to `execute` and `close`)."""
+
+    @abc.abstractmethod
+    def next_op(self, seq: int) -> int:
+        """Op code (index into Workload.ops) of this process's `seq`-th op."""
+
+    @abc.abstractmethod
+    async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
+        """Perform one op; return (status code from harness.results, payload bytes)."""
+
+    async def close(self, conn: Any) -> None:  # noqa: B027 - optional hook
+        """Close one connection."""
+
+
+class Workload(abc.ABC):
+    name: str
+    description: str
+    #: Parameters a spec may set under `params` or vary in `grid`.
+    params: Mapping[str, Setting]
+    #: Op names; records store the index.
+    ops: tuple[str, ...]
+    #: Service kinds this workload needs, exactly one each.
+    requires: tuple[str, ...]
+
+    def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
+        """Cross-field problems beyond per-setting types (messages without a prefix)."""
+        return []
+
+    async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:  # noqa: B027
+        """Bring servers into the state a run needs (tables, keys). Runs before each run."""
+
+    @abc.abstractmethod
+    def client(
+        self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any], client_id: int
+    ) -> WorkloadClient:
+        """The client for one process; `endpoints` is keyed by service kind."""

@@ -1,0 +1,426 @@
+"""Statistics over repetitions: confidence intervals, comparisons, ratio tables.
+
+The unit of replication is the run (a "set" in seed 001): per-op latencies inside a run
+are not independent, so every interval and test here takes one value per run (e.g. a
+run's mean latency or throughput), following Hoefler & Belli (SC15):
+
+- times: arithmetic mean with a t-based 95% CI; a BCa bootstrap CI when the data fail a
+  normality check (Shapiro-Wilk), since the t interval assumes normal means;
+- rates: harmonic mean, its CI from the t interval of the reciprocals, inverted;
+- spread: coefficient of variation;
+- two configurations: Welch's t-test if both samples pass Shapiro-Wilk, else
+  Mann-Whitney U; effect size (Hedges' g or rank-biserial r); the ratio of means with its
+  CI (delta method on the log ratio, or bootstrap for non-normal data);
+- several: Welch's one-way ANOVA or Kruskal-Wallis, then pairwise tests, Holm-corrected.
+
+Every result records the test or method used and its sample sizes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+ArrayLike = Sequence[float] | np.ndarray | pd.Series
+
+#: Below this many samples a normality test says nothing; parametric methods are used.
+MIN_NORMALITY_N = 3
+
+
+def _arr(x: ArrayLike) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    return a[~np.isnan(a)]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its confidence interval and how it was obtained."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    method: str
+    confidence: float = 0.95
+
+    def contains(self, x: float) -> bool:
+        return bool(self.low <= x <= self.high)
+
+
+@dataclass(frozen=True)
+class Normality:
+    test: str
+    p_value: float
+    normal: bool
+    n: int
+
+
+def normality(x: ArrayLike, alpha: float = 0.05) -> Normality:
+    """Shapiro-Wilk; with fewer than 3 samples (or zero spread) it cannot reject normality."""
+    a = _arr(x)
+    if a.size < MIN_NORMALITY_N or np.ptp(a) == 0:
+        return Normality("none (too few samples)", float("nan"), True, int(a.size))
+    p = float(st.shapiro(a).pvalue)
+    return Normality("Shapiro-Wilk", p, p >= alpha, int(a.size))
+
+
+def t_ci(x: ArrayLike, confidence: float = 0.95) -> Estimate:
+    """Mean with the Student-t interval mean ± t(n-1) s/√n."""
+    a = _arr(x)
+    n = int(a.size)
+    mean = float(a.mean()) if n else float("nan")
+    if n < 2:
+        return Estimate(mean, float("nan"), float("nan"), n, "t", confidence)
+    half = st.t.ppf(0.5 + confidence / 2, n - 1) * a.std(ddof=1) / np.sqrt(n)
+    return Estimate(mean, float(mean - half), float(mean + half), n, "t", confidence)
+
+
+def bootstrap_ci(
+    x: ArrayLike,
+    confidence: float = 0.95,
+    *,
+    statistic=np.mean,
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> Estimate:
+    """BCa bootstrap interval of `statistic` (seeded, so reports are reproducible)."""
+    a = _arr(x)
+    n = int(a.size)
+    value = float(statistic(a)) if n else float("nan")
+    if n < 2 or np.ptp(a) == 0:
+        return Estimate(value, value if n else float("nan"), value if n else float("nan"), n,
+                        "bootstrap BCa", confidence)
+    res = st.bootstrap(
+        (a,),
+        statistic,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="BCa",
+        rng=np.random.default_rng(seed),
+        vectorized=True,
+    )
+    return Estimate(value, float(res.confidence_interval.low),
+                    float(res.confidence_interval.high), n, "bootstrap BCa", confidence)
+
+
+def mean_ci(
+    x: ArrayLike, confidence: float = 0.95, *, method: str = "auto", alpha: float = 0.05
+) -> Estimate:
+    """Mean with CI: ``t``, ``bootstrap``, or ``auto`` (t unless Shapiro-Wilk rejects)."""
+    if method == "auto":
+        method = "t" if normality(x, alpha).normal else "bootstrap"
+    if method == "t":
+        return t_ci(x, confidence)
+    if method == "bootstrap":
+        return bootstrap_ci(x, confidence)
+    raise ValueError(f"method must be auto, t or bootstrap, not {method!r}")
+
+
+def harmonic_mean(x: ArrayLike, weights: ArrayLike | None = None) -> float:
+    """Harmonic mean (the right average of rates over equal amounts of work)."""
+    a = _arr(x)
+    if weights is None:
+        return float(a.size / np.sum(1.0 / a)) if a.size else float("nan")
+    w = np.asarray(weights, dtype=float)
+    return float(np.sum(w) / np.sum(w / np.asarray(x, dtype=float)))
+
+
+def harmonic_mean_ci(x: ArrayLike, confidence: float = 0.95) -> Estimate:
+    """Harmonic mean of rates; CI = the t interval of the reciprocals, inverted."""
+    a = _arr(x)
+    inv = t_ci(1.0 / a, confidence)
+    low = 1.0 / inv.high if inv.high > 0 else float("inf")
+    high = 1.0 / inv.low if inv.low > 0 else float("inf")
+    return Estimate(harmonic_mean(a), low, high, int(a.size), "harmonic, t on 1/x", confidence)
+
+
+def cv(x: ArrayLike) -> float:
+    """Coefficient of variation: sample standard deviation / mean."""
+    a = _arr(x)
+    return float(a.std(ddof=1) / a.mean()) if a.size > 1 else float("nan")
+
+
+def holm(p_values: ArrayLike) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    order = np.argsort(p)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two configurations compared; `ratio` = mean_a / mean_b."""
+
+    name_a: str
+    name_b: str
+    n_a: int
+    n_b: int
+    mean_a: float
+    mean_b: float
+    test: str
+    statistic: float
+    p_value: float
+    alpha: float
+    effect_size: float
+    effect_size_name: str
+    ratio: Estimate
+    normality_a: Normality
+    normality_b: Normality
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.p_value < self.alpha)
+
+    @property
+    def relative_difference(self) -> Estimate:
+        """(mean_a - mean_b) / mean_b with its CI."""
+        r = self.ratio
+        return Estimate(r.value - 1, r.low - 1, r.high - 1, r.n, r.method, r.confidence)
+
+
+def hedges_g(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = a.size, b.size
+    if na < 2 or nb < 2:
+        return float("nan")
+    pooled = np.sqrt(((na - 1) * a.var(ddof=1) + (nb - 1) * b.var(ddof=1)) / (na + nb - 2))
+    if pooled == 0:
+        return float("nan")
+    return float((a.mean() - b.mean()) / pooled * (1 - 3 / (4 * (na + nb) - 9)))
+
+
+def ratio_ci(
+    a: ArrayLike,
+    b: ArrayLike,
+    confidence: float = 0.95,
+    *,
+    method: str = "delta",
+    seed: int = 0,
+) -> Estimate:
+    """CI of mean(a) / mean(b) for independent samples.
+
+    ``delta``: log ratio ± t·SE with SE² = s_a²/(n_a·ā²) + s_b²/(n_b·b̄²) and Welch-
+    Satterthwaite degrees of freedom. ``bootstrap``: BCa, resampling each sample.
+    """
+    x, y = _arr(a), _arr(b)
+    n = int(x.size + y.size)
+    value = float(x.mean() / y.mean()) if x.size and y.size else float("nan")
+    if x.size < 2 or y.size < 2:
+        return Estimate(value, float("nan"), float("nan"), n, method, confidence)
+    if method == "bootstrap":
+        if np.ptp(x) == 0 and np.ptp(y) == 0:
+            return Estimate(value, value, value, n, "bootstrap BCa", confidence)
+        res = st.bootstrap(
+            (x, y),
+            lambda p, q, axis: np.mean(p, axis=axis) / np.mean(q, axis=axis),
+            confidence_level=confidence,
+            n_resamples=9999,
+            method="BCa",
+            rng=np.random.default_rng(seed),
+            vectorized=True,
+        )
+        ci = res.confidence_interval
+        return Estimate(value, float(ci.low), float(ci.high), n, "bootstrap BCa", confidence)
+    if method != "delta":
+        raise ValueError(f"method must be delta or bootstrap, not {method!r}")
+    va = x.var(ddof=1) / (x.size * x.mean() ** 2)
+    vb = y.var(ddof=1) / (y.size * y.mean() ** 2)
+    se = np.sqrt(va + vb)
+    if se == 0:
+        return Estimate(value, value, value, n, "delta (log ratio)", confidence)
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+    half = st.t.ppf(0.5 + confidence / 2, df) * se
+    return Estimate(value, float(value * np.exp(-half)), float(value * np.exp(half)), n,
+                    "delta (log ratio)", confidence)
+
+
+def compare_two(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    test: str = "auto",
+) -> Comparison:
+    """Welch's t-test or Mann-Whitney U (chosen by Shapiro-Wilk on both), effect size, ratio.
+
+    `test` may force ``welch`` or ``mannwhitney``.
+    """
+    x, y = _arr(a), _arr(b)
+    na_, nb_ = normality(x, alpha), normality(y, alpha)
+    if test == "auto":
+        test = "welch" if na_.normal and nb_.normal else "mannwhitney"
+    if test == "welch":
+        res = st.ttest_ind(x, y, equal_var=False)
+        name, effect, effect_name = "Welch's t-test", hedges_g(x, y), "Hedges' g"
+        ratio = ratio_ci(x, y, confidence, method="delta")
+    elif test == "mannwhitney":
+        res = st.mannwhitneyu(x, y, alternative="two-sided", method="auto")
+        # rank-biserial r = 2U/(n_a n_b) - 1: +1 when every a exceeds every b.
+        effect = float(2 * res.statistic / (x.size * y.size) - 1)
+        name, effect_name = "Mann-Whitney U", "rank-biserial r"
+        ratio = ratio_ci(x, y, confidence, method="bootstrap")
+    else:
+        raise ValueError(f"test must be auto, welch or mannwhitney, not {test!r}")
+    return Comparison(
+        name_a=names[0],
+        name_b=names[1],
+        n_a=int(x.size),
+        n_b=int(y.size),
+        mean_a=float(x.mean()),
+        mean_b=float(y.mean()),
+        test=name,
+        statistic=float(res.statistic),
+        p_value=float(res.pvalue),
+        alpha=alpha,
+        effect_size=effect,
+        effect_size_name=effect_name,
+        ratio=ratio,
+        normality_a=na_,
+        normality_b=nb_,
+    )
+
+
+@dataclass(frozen=True)
+class MultiComparison:
+    """An omnibus test over several configurations, then Holm-corrected pairwise tests."""
+
+    test: str
+    statistic: float
+    p_value: float
+    alpha: float
+    n: dict[str, int]
+    pairwise: list[Comparison] = field(default_factory=list)
+    p_holm: list[float] = field(default_factory=list)
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.p_value < self.alpha)
+
+    def pairwise_table(self) -> pd.DataFrame:
+        rows = [
+            {
+                "a": c.name_a,
+                "b": c.name_b,
+                "n_a": c.n_a,
+                "n_b": c.n_b,
+                "ratio": c.ratio.value,
+                "ratio_low": c.ratio.low,
+                "ratio_high": c.ratio.high,
+                "test": c.test,
+                "p": c.p_value,
+                "p_holm": p,
+                "significant": p < self.alpha,
+            }
+            for c, p in zip(self.pairwise, self.p_holm, strict=True)
+        ]
+        return pd.DataFrame(rows)
+
+
+def compare_many(
+    groups: Mapping[str, ArrayLike], *, alpha: float = 0.05, confidence: float = 0.95
+) -> MultiComparison:
+    """Welch's one-way ANOVA if every group passes Shapiro-Wilk, else Kruskal-Wallis."""
+    data = {k: _arr(v) for k, v in groups.items()}
+    if len(data) < 2:
+        raise ValueError("compare_many needs at least two groups")
+    all_normal = all(normality(v, alpha).normal for v in data.values())
+    if all_normal:
+        res = st.f_oneway(*data.values(), equal_var=False)
+        name = "Welch's one-way ANOVA"
+    else:
+        res = st.kruskal(*data.values())
+        name = "Kruskal-Wallis H"
+    pairs = [
+        compare_two(data[a], data[b], names=(a, b), alpha=alpha, confidence=confidence)
+        for a, b in itertools.combinations(data, 2)
+    ]
+    return MultiComparison(
+        test=name,
+        statistic=float(res.statistic),
+        p_value=float(res.pvalue),
+        alpha=alpha,
+        n={k: int(v.size) for k, v in data.items()},
+        pairwise=pairs,
+        p_holm=[float(p) for p in holm([c.p_value for c in pairs])],
+    )
+
+
+def config_table(
+    per_run: pd.DataFrame,
+    by: Sequence[str],
+    value: str,
+    *,
+    rate: bool = False,
+    confidence: float = 0.95,
+    method: str = "auto",
+) -> pd.DataFrame:
+    """Per configuration across repetitions: n, mean (harmonic if `rate`), CI, CV, method."""
+    rows = []
+    for key, grp in per_run.groupby(list(by), sort=True, dropna=False, observed=True):
+        vals = grp[value].to_numpy(float)
+        est = harmonic_mean_ci(vals, confidence) if rate else mean_ci(vals, confidence,
+                                                                       method=method)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key, strict=True)), "n": est.n, "mean": est.value,
+                     "ci_low": est.low, "ci_high": est.high, "cv": cv(vals),
+                     "method": est.method})
+    return pd.DataFrame(rows, columns=[*by, "n", "mean", "ci_low", "ci_high", "cv", "method"])
+
+
+def ratio_table(
+    per_run: pd.DataFrame,
+    group: str,
+    value: str,
+    *,
+    baseline: str | None = None,
+    lower_is_better: bool = True,
+    confidence: float = 0.95,
+    order: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Mean of `value` per `group` with its CI, and its ratio to the baseline with CI.
+
+    The baseline is the fastest group (lowest mean if `lower_is_better`, else highest)
+    unless named; the absolute baseline stays in the table beside the ratios.
+    """
+    samples = {
+        str(k): g[value].to_numpy(float)
+        for k, g in per_run.groupby(group, sort=True, observed=True)
+    }
+    if not samples:
+        return pd.DataFrame(columns=[group, "n", "mean", "ci_low", "ci_high", "method",
+                                     "ratio", "ratio_low", "ratio_high", "baseline"])
+    means = {k: float(np.nanmean(v)) for k, v in samples.items()}
+    if baseline is None:
+        pick = min if lower_is_better else max
+        baseline = pick(means, key=means.__getitem__)
+    rows = []
+    for k, v in samples.items():
+        est = mean_ci(v, confidence)
+        if k == baseline:
+            ratio = Estimate(1.0, float("nan"), float("nan"), int(v.size), "baseline")
+        else:
+            method = "delta" if (normality(v).normal and normality(samples[baseline]).normal) \
+                else "bootstrap"
+            ratio = ratio_ci(v, samples[baseline], confidence, method=method)
+        rows.append({group: k, "n": est.n, "mean": est.value, "ci_low": est.low,
+                     "ci_high": est.high, "method": est.method, "ratio": ratio.value,
+                     "ratio_low": ratio.low, "ratio_high": ratio.high,
+                     "baseline": k == baseline})
+    table = pd.DataFrame(rows)
+    if order is not None:
+        rank = {name: i for i, name in enumerate(order)}
+        table = table.sort_values(group, key=lambda s: s.map(lambda v: rank.get(v, len(rank))))
+    else:
+        # Like seed 001's table: the largest ratio first, down to 1 for the baseline.
+        table = table.sort_values("mean", ascending=not lower_is_better)
+    return table.reset_index(drop=True)

@@ -1,0 +1,77 @@
+"""summary_table and friends against hand-computed answers (see write_tiny)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.load import load
+from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summarise, summary_table
+from harness.errors import ResultsError
+
+
+def test_default_grouping_hand_computed(tiny_raw: Path):
+    table = summary_table(tiny_raw)
+    assert list(table.columns) == ["experiment", "size", *SUMMARY_COLUMNS]
+    one = table[table["size"] == 1].iloc[0]
+    # ops 1,2,3,4 ms (warm-up 100 ms excluded) and 2,4 ms (one error)
+    assert one["runs"] == 2 and one["ops"] == 6
+    assert one["throughput_ops_s"] == pytest.approx(6 / 0.016)  # walls 10 ms + 6 ms
+    assert one["latency_mean_ms"] == pytest.approx(16 / 6)
+    assert one["latency_p50_ms"] == pytest.approx(2.5)
+    assert one["latency_p99_ms"] == pytest.approx(4.0)
+    assert one["error_rate"] == pytest.approx(1 / 6)
+    two = table[table["size"] == 2].iloc[0]
+    assert two["ops"] == 3 and two["throughput_ops_s"] == pytest.approx(3 / 0.060)
+    assert two["error_rate"] == 0  # a miss is not an error
+
+
+def test_by_op_and_by_nothing(tiny_raw: Path):
+    by_op = summary_table(tiny_raw, by=["op"])
+    assert list(by_op.columns) == ["op", *SUMMARY_COLUMNS]
+    assert by_op.iloc[0]["ops"] == 9 and by_op.iloc[0]["runs"] == 4
+    total = summary_table(tiny_raw, by=[])
+    assert list(total.columns) == list(SUMMARY_COLUMNS) and total.iloc[0]["ops"] == 9
+
+
+def test_by_run_level_columns(tiny_raw: Path):
+    table = summary_table(tiny_raw, by=["status", "repetition"])
+    assert list(table["repetition"]) == [0, 1]
+    assert list(table["ops"]) == [6, 3]
+
+
+def test_unknown_by_column_lists_available(tiny_raw: Path):
+    with pytest.raises(ResultsError, match=r"unknown grouping column 'nope'.*size"):
+        summary_table(tiny_raw, by=["nope"])
+
+
+def test_by_op_splits_inside_a_run(dsmc_raw: Path):
+    table = summary_table(dsmc_raw, by=["op"])
+    assert len(table) == 5 and (table["runs"] == 10).all() and (table["ops"] == 500).all()
+    default = summary_table(dsmc_raw)
+    assert list(default.columns[:2]) == ["experiment", "op"]
+    writes = default.set_index("op").loc["store_write"]
+    assert writes["error_rate"] == pytest.approx(4 / 500)
+
+
+def test_run_summary_has_full_statistics(tiny_raw: Path):
+    per_run = run_summary(load(tiny_raw)).set_index("run_id")
+    assert per_run.loc["tiny-1-0", "latency_max_ms"] == pytest.approx(4.0)
+    assert per_run.loc["tiny-1-0", "wall_s"] == pytest.approx(0.010)
+    assert per_run.loc["tiny-2-0", "miss_rate"] == pytest.approx(0.5)
+    assert per_run.loc["tiny-1-1", "error_rate"] == pytest.approx(0.5)
+    assert per_run.loc["tiny-1-0", "size"] == 1
+
+
+def test_run_without_measured_ops_still_counts(tiny_raw: Path):
+    loaded = load(tiny_raw)
+    ops = loaded.ops[loaded.ops["run_id"].astype(str) != "tiny-2-1"]
+    table = summarise(type(loaded)(loaded.runs, ops, loaded.grid_keys))
+    two = table[table["size"] == 2].iloc[0]
+    assert two["runs"] == 2 and two["ops"] == 2
+
+
+def test_empty_raw_dir(empty_raw: Path):
+    table = summary_table(empty_raw, by=["experiment"])
+    assert table.empty and list(table.columns) == ["experiment", *SUMMARY_COLUMNS]

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from harness.registry import Registry
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.memcached import Memcached
+from harness.services.postgres import Postgres
+from harness.services.redis import Redis
 
 SERVICES: Registry[Service] = Registry("service")
+SERVICES.add("memcached", Memcached())
+SERVICES.add("postgres", Postgres())
+SERVICES.add("redis", Redis())
 
 __all__ = ["SERVICES", "Endpoint", "RunningService", "Service", "Setting"]

@@ -1,0 +1,109 @@
+"""memcached: one server process, text protocol probes over TCP from the harness side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.hosts import Host
+from harness.services._util import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    NotReady,
+    host_is_root,
+    resolve_checked,
+    tcp_request,
+)
+from harness.services.base import Endpoint, RunningService, Service, Setting
+
+#: `stats settings` keys recorded in the manifest: what we set plus what shapes caching.
+CONFIG_KEYS = (
+    "maxbytes",
+    "maxconns",
+    "num_threads",
+    "item_size_max",
+    "tcpport",
+    "udpport",
+    "evictions",
+    "growth_factor",
+    "chunk_size",
+)
+
+
+def _line_done(reply: bytes) -> bool:
+    return reply.endswith(b"\r\n")
+
+
+def _stats_done(reply: bytes) -> bool:
+    return reply.endswith((b"END\r\n", b"ERROR\r\n"))
+
+
+def memcached_version(address: str, port: int) -> str:
+    """The server's version via `version`; NotReady if the reply is not a version."""
+    reply = tcp_request(address, port, b"version\r\n", _line_done).decode(errors="replace")
+    if not reply.startswith("VERSION "):
+        raise NotReady(f"unexpected reply to version: {reply.strip()!r}")
+    return reply[len("VERSION "):].strip()
+
+
+def memcached_stats_settings(address: str, port: int) -> dict[str, Any]:
+    """`stats settings` as a dict; numbers converted, everything else kept as text."""
+    reply = tcp_request(address, port, b"stats settings\r\n", _stats_done).decode(errors="replace")
+    out: dict[str, Any] = {}
+    for line in reply.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0] == "STAT":
+            out[parts[1]] = _number(parts[2])
+    return out
+
+
+def _number(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+class Memcached(Service):
+    kind = "memcached"
+    binaries = ("memcached",)
+    settings: Mapping[str, Setting] = {
+        "memory_mb": Setting((int,), 64, "Item memory in MiB (-m)."),
+        "threads": Setting((int,), 1, "Worker threads (-t)."),
+        "max_connections": Setting((int,), 1024, "Simultaneous connections (-c)."),
+        "item_size_max": Setting(
+            (str, type(None)), None, "Largest item, e.g. '1m' (-I); None keeps the default."
+        ),
+    }
+
+    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
+        self.ready_timeout_s = ready_timeout_s
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        s = resolve_checked(self, settings)
+        with Launch(host, self.kind, name) as launch:
+            port = host.free_port()
+            argv = [
+                "memcached",
+                "-l", host.address,
+                "-p", str(port),
+                "-U", "0",  # no UDP listener: nothing here speaks it
+                "-m", str(s["memory_mb"]),
+                "-t", str(s["threads"]),
+                "-c", str(s["max_connections"]),
+            ]
+            if s["item_size_max"] is not None:
+                argv += ["-I", s["item_size_max"]]
+            if host_is_root(host):
+                argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
+            proc = launch.start(argv)
+            version = launch.wait_until_ready(
+                proc, lambda: memcached_version(host.address, port),
+                timeout_s=self.ready_timeout_s,
+            )
+            stats = memcached_stats_settings(host.address, port)
+            config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
+            endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
+            return launch.running(endpoint, version, config)

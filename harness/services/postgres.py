@@ -1,0 +1,206 @@
+"""PostgreSQL: a throwaway cluster (initdb) in a workdir, one postmaster per instance.
+
+Probes run `psql` on the server's host over the Unix socket in the workdir: initdb's
+trust authentication covers loopback and the socket only, so a TCP connection from the
+harness machine would be refused whenever the server host is a remote one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from harness.errors import ServiceError
+from harness.hosts import CommandResult, Host
+from harness.services._util import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    NotReady,
+    host_is_root,
+    resolve_checked,
+)
+from harness.services.base import Endpoint, RunningService, Service, Setting
+
+USER = "harness"
+DATABASE = "bench"
+#: The system user that runs initdb and postgres when the host user is root.
+SYSTEM_USER = "postgres"
+PG_BINARIES = ("initdb", "postgres", "psql")
+
+#: Settings the launcher owns: overriding them in `extra` would break the endpoint.
+RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories"})
+#: Our named settings, which go to postgres as `-c name=value`.
+NAMED = ("synchronous_commit", "fsync", "shared_buffers", "max_connections")
+_GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def find_pg_binaries(host: Host) -> dict[str, str | None]:
+    """Paths of initdb, postgres and psql on `host`, all from one installation if possible.
+
+    PATH first (conda, Homebrew, source builds); otherwise Debian/Ubuntu's newest
+    /usr/lib/postgresql/<major>/bin, which is deliberately not on PATH there.
+    """
+    found = {b: host.which(b) for b in PG_BINARIES}
+    if found["initdb"] and found["postgres"]:
+        return found
+    script = (
+        'for d in /usr/lib/postgresql/*/bin; do '
+        '[ -x "$d/initdb" ] && [ -x "$d/postgres" ] && echo "$d"; done; true'
+    )
+    dirs = host.run(["sh", "-c", script], check=False).stdout.split()
+    if not dirs:
+        return found
+    bindir = max(dirs, key=_major_version)
+    psql = f"{bindir}/psql"
+    return {
+        "initdb": f"{bindir}/initdb",
+        "postgres": f"{bindir}/postgres",
+        "psql": psql if host.exists(psql) else found["psql"],
+    }
+
+
+def _major_version(bindir: str) -> tuple[int, ...]:
+    # /usr/lib/postgresql/9.6/bin -> (9, 6); /usr/lib/postgresql/15/bin -> (15,)
+    ver = bindir.rstrip("/").split("/")[-2]
+    return tuple(int(p) for p in ver.split(".") if p.isdigit())
+
+
+def _conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _check_extra(extra: Mapping[str, Any]) -> None:
+    for key, value in extra.items():
+        if not isinstance(key, str) or not _GUC_NAME.match(key):
+            raise ServiceError(f"postgres: extra setting name {key!r} is not a parameter name")
+        if key in RESERVED:
+            raise ServiceError(f"postgres: extra setting {key!r} is set by the launcher")
+        if key in NAMED:
+            raise ServiceError(f"postgres: set {key!r} as its own setting, not in extra")
+        if not isinstance(value, (str, int, float, bool)):
+            raise ServiceError(f"postgres: extra setting {key}={value!r} must be a scalar")
+
+
+class Postgres(Service):
+    kind = "postgres"
+    binaries = PG_BINARIES
+    settings: Mapping[str, Setting] = {
+        "synchronous_commit": Setting(
+            (str,), "on", "Wait for WAL flush before COMMIT returns.",
+            choices=("on", "off", "local", "remote_write", "remote_apply"),
+        ),
+        "fsync": Setting((bool,), True, "fsync WAL and data files (off risks corruption)."),
+        "shared_buffers": Setting((str,), "128MB", "Shared buffer cache size, e.g. '1GB'."),
+        "max_connections": Setting((int,), 100, "Maximum concurrent connections."),
+        "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
+    }
+
+    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
+        self.ready_timeout_s = ready_timeout_s
+
+    def missing_binaries(self, host: Host) -> list[str]:
+        missing = [b for b, path in find_pg_binaries(host).items() if path is None]
+        if host_is_root(host) and host.which("setpriv") is None:
+            missing.append("setpriv")
+        return missing
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        s = resolve_checked(self, settings)
+        _check_extra(s["extra"])
+        bins = find_pg_binaries(host)
+        missing = [b for b, path in bins.items() if path is None]
+        if missing:
+            raise ServiceError(
+                f"postgres on {host.name}: {', '.join(missing)} not found on PATH or in "
+                "/usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)"
+            )
+        with Launch(host, self.kind, name) as launch:
+            workdir, data = launch.workdir, f"{launch.workdir}/data"
+            as_user = self._drop_root(host, workdir)
+            initdb = host.run(
+                [*as_user, str(bins["initdb"]), "-D", data, "--auth=trust",
+                 f"--username={USER}", "-E", "UTF8", "--locale=C", "--no-sync"],
+                check=False, cwd=workdir, timeout=300,
+            )
+            if not initdb.ok:
+                raise ServiceError(
+                    f"{launch.what}: initdb failed (exit {initdb.returncode}):\n"
+                    f"{(initdb.stdout + initdb.stderr).strip()[-3000:]}"
+                )
+            port = host.free_port()
+            conf = {
+                "listen_addresses": host.address,
+                "port": port,
+                "unix_socket_directories": workdir,
+                **{k: s[k] for k in NAMED},
+                **s["extra"],
+            }
+            argv = [*as_user, str(bins["postgres"]), "-D", data]
+            for key, value in conf.items():
+                argv += ["-c", f"{key}={_conf_value(value)}"]
+            proc = launch.start(argv)
+
+            def psql(database: str, sql: str) -> CommandResult:
+                return host.run(
+                    [str(bins["psql"]), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
+                     "-F", "\t", "-h", workdir, "-p", str(port), "-U", USER,
+                     "-d", database, "-c", sql],
+                    check=False, timeout=30, env={"PGCONNECT_TIMEOUT": "5"},
+                )
+
+            def ready() -> None:
+                res = psql("postgres", "SELECT 1")
+                if not res.ok:
+                    raise NotReady(res.stderr.strip() or f"psql exit {res.returncode}")
+
+            launch.wait_until_ready(proc, ready, timeout_s=self.ready_timeout_s)
+            self._check(launch, psql("postgres", f"CREATE DATABASE {DATABASE}"))
+            version = self._check(launch, psql(DATABASE, "SHOW server_version")).strip()
+            names = [*NAMED, *s["extra"]]
+            query = "SELECT n, current_setting(n) FROM unnest(ARRAY[{}]) AS n".format(
+                ", ".join(f"'{n}'" for n in names)  # names are checked against _GUC_NAME
+            )
+            rows = self._check(launch, psql(DATABASE, query)).splitlines()
+            config = dict(row.split("\t", 1) for row in rows if "\t" in row)
+            endpoint = Endpoint(
+                kind=self.kind, host=host.address, port=port,
+                extra={"user": USER, "database": DATABASE},
+            )
+            return launch.running(endpoint, version, config)
+
+    @staticmethod
+    def _drop_root(host: Host, workdir: str) -> list[str]:
+        """The argv prefix that runs initdb/postgres as SYSTEM_USER when we are root.
+
+        setpriv, not runuser: runuser stays as a parent and SIGKILLs the server 2 s after
+        a TERM, cutting shutdown short; setpriv execs, so our pid is the postmaster.
+        """
+        if not host_is_root(host):
+            return []
+        uid = host.run(["id", "-u", SYSTEM_USER], check=False)
+        if not uid.ok:
+            raise ServiceError(
+                f"postgres on {host.name}: running as root, and PostgreSQL refuses to run as "
+                f"root, but there is no {SYSTEM_USER!r} system user to run it as; create "
+                f"one (useradd --system {SYSTEM_USER}) or connect as a non-root user"
+            )
+        if host.which("setpriv") is None:
+            raise ServiceError(
+                f"postgres on {host.name}: running as root needs setpriv to drop to "
+                f"{SYSTEM_USER!r} (apt-get install util-linux)"
+            )
+        ids = f"{uid.stdout.strip()}:{host.run(['id', '-g', SYSTEM_USER]).stdout.strip()}"
+        host.run(["chown", "-R", ids, workdir])
+        uid_s, gid_s = ids.split(":")
+        return ["setpriv", f"--reuid={uid_s}", f"--regid={gid_s}", "--init-groups", "--"]
+
+    @staticmethod
+    def _check(launch: Launch, res: CommandResult) -> str:
+        if not res.ok:
+            raise launch.fail(
+                f"{res.argv[-1]!r} failed: {(res.stderr or res.stdout).strip()}"
+            )
+        return res.stdout

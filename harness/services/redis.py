@@ -1,0 +1,169 @@
+"""Redis, standalone: one redis-server, probed with RESP over TCP from the harness side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.hosts import Host
+from harness.services._util import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    NotReady,
+    ProbeError,
+    resolve_checked,
+    tcp_request,
+)
+from harness.services.base import Endpoint, RunningService, Service, Setting
+
+POLICIES = (
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "noeviction",
+)
+
+#: Our setting name -> redis config name; CONFIG GET of these goes into the manifest.
+CONFIG_NAMES = {
+    "maxmemory": "maxmemory",
+    "maxmemory_policy": "maxmemory-policy",
+    "appendonly": "appendonly",
+    "save": "save",
+    "io_threads": "io-threads",
+}
+
+
+class RedisReplyError(ProbeError):
+    """The server answered with a RESP error (`-ERR ...`)."""
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def _parse(buf: bytes, pos: int = 0) -> tuple[Any, int]:
+    """One RESP2 value from buf[pos:]; _Incomplete if more bytes are needed."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _Incomplete
+    tag, line = buf[pos:pos + 1], buf[pos + 1:end].decode(errors="replace")
+    pos = end + 2
+    if tag == b"+":
+        return line, pos
+    if tag == b"-":
+        return RedisReplyError(line), pos
+    if tag == b":":
+        return int(line), pos
+    if tag == b"$":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        if len(buf) < pos + n + 2:
+            raise _Incomplete
+        return buf[pos:pos + n].decode(errors="replace"), pos + n + 2
+    if tag == b"*":
+        items = []
+        for _ in range(max(int(line), 0)):
+            item, pos = _parse(buf, pos)
+            items.append(item)
+        return items, pos
+    raise RedisReplyError(f"not a RESP reply: {buf[:80]!r}")
+
+
+def _complete(buf: bytes) -> bool:
+    try:
+        _parse(buf)
+    except _Incomplete:
+        return False
+    return True
+
+
+def redis_command(address: str, port: int, *args: str) -> Any:
+    """Send one command and return its decoded reply; RedisReplyError on `-ERR`."""
+    payload = f"*{len(args)}\r\n".encode()
+    for arg in args:
+        data = arg.encode()
+        payload += b"$%d\r\n%s\r\n" % (len(data), data)
+    reply, _ = _parse(tcp_request(address, port, payload, _complete))
+    if isinstance(reply, RedisReplyError):
+        raise reply
+    return reply
+
+
+def redis_ping(address: str, port: int) -> None:
+    """PONG, or NotReady (e.g. `-LOADING` while a dataset is read back)."""
+    try:
+        reply = redis_command(address, port, "PING")
+    except RedisReplyError as exc:
+        raise NotReady(str(exc)) from None
+    if reply != "PONG":
+        raise NotReady(f"unexpected reply to PING: {reply!r}")
+
+
+def redis_version(address: str, port: int) -> str:
+    info = redis_command(address, port, "INFO", "server")
+    for line in str(info).splitlines():
+        if line.startswith("redis_version:"):
+            return line.split(":", 1)[1].strip()
+    raise NotReady("INFO server has no redis_version")
+
+
+def redis_config(address: str, port: int, names: list[str]) -> dict[str, str]:
+    """CONFIG GET each name (one per call: multi-name GET needs Redis 7)."""
+    out: dict[str, str] = {}
+    for name in names:
+        reply = redis_command(address, port, "CONFIG", "GET", name)
+        out.update(zip(reply[0::2], reply[1::2], strict=False))
+    return out
+
+
+class Redis(Service):
+    kind = "redis"
+    binaries = ("redis-server",)
+    settings: Mapping[str, Setting] = {
+        "maxmemory": Setting(
+            (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited."
+        ),
+        "maxmemory_policy": Setting(
+            (str,), "noeviction", "What to evict at maxmemory.", choices=POLICIES
+        ),
+        "appendonly": Setting((bool,), False, "Write the append-only file."),
+        "save": Setting(
+            (str,), "", "RDB snapshot rule, e.g. '3600 1'; '' takes no snapshots."
+        ),
+        "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only)."),
+    }
+
+    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
+        self.ready_timeout_s = ready_timeout_s
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        s = resolve_checked(self, settings)
+        with Launch(host, self.kind, name) as launch:
+            port = host.free_port()
+            argv = [
+                "redis-server",
+                "--bind", host.address,
+                "--port", str(port),
+                "--dir", launch.workdir,
+                "--daemonize", "no",
+                # Protected mode only matters with no bind address; we always bind one.
+                "--protected-mode", "no",
+                "--maxmemory", str(s["maxmemory"]),
+                "--maxmemory-policy", s["maxmemory_policy"],
+                "--appendonly", "yes" if s["appendonly"] else "no",
+                "--save", s["save"],
+                "--io-threads", str(s["io_threads"]),
+            ]
+            proc = launch.start(argv)
+            launch.wait_until_ready(
+                proc, lambda: redis_ping(host.address, port), timeout_s=self.ready_timeout_s
+            )
+            version = redis_version(host.address, port)
+            config = redis_config(host.address, port, [*CONFIG_NAMES.values(), "bind", "port"])
+            endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
+            return launch.running(endpoint, version, config)

@@ -1,0 +1,124 @@
+"""memcached launcher against a real memcached."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from harness.errors import ServiceError
+from harness.hosts import LocalHost
+from harness.services import RunningService
+from harness.services._util import Launch, NotReady
+from harness.services.memcached import memcached_stats_settings
+from tests.fixtures.servers import (
+    StartServer,
+    processes_in,
+    tcp_listeners,
+    workdir_from_error,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _request(svc: RunningService, payload: bytes, end: bytes) -> bytes:
+    with socket.create_connection((svc.endpoint.host, svc.endpoint.port), timeout=5) as s:
+        s.sendall(payload)
+        reply = b""
+        while not reply.endswith(end):
+            chunk = s.recv(4096)
+            assert chunk, f"connection closed after {reply!r}"
+            reply += chunk
+        return reply
+
+
+def test_set_then_get(memcached_server: RunningService) -> None:
+    assert _request(memcached_server, b"set k 0 0 5\r\nhello\r\n", b"\r\n") == b"STORED\r\n"
+    got = _request(memcached_server, b"get k\r\n", b"END\r\n")
+    assert got == b"VALUE k 0 5\r\nhello\r\nEND\r\n"
+    assert memcached_server.endpoint.kind == "memcached"
+
+
+def test_version_is_recorded(memcached_server: RunningService) -> None:
+    reply = _request(memcached_server, b"version\r\n", b"\r\n").decode()
+    assert reply == f"VERSION {memcached_server.version}\r\n"
+    assert memcached_server.version[0].isdigit() and "." in memcached_server.version
+
+
+def test_settings_are_applied(start_server: StartServer) -> None:
+    svc = start_server(
+        "memcached", memory_mb=32, threads=2, max_connections=100, item_size_max="2m"
+    )
+    stats = memcached_stats_settings(svc.endpoint.host, svc.endpoint.port)
+    assert stats["maxbytes"] == 32 * 1024 * 1024
+    assert stats["num_threads"] == 2
+    assert stats["maxconns"] == 100
+    assert stats["item_size_max"] == 2 * 1024 * 1024
+    assert stats["udpport"] == 0
+    assert svc.config["maxbytes"] == stats["maxbytes"]
+    assert svc.info()["config"]["num_threads"] == 2
+
+
+def test_listens_only_on_host_address(memcached_server: RunningService) -> None:
+    assert memcached_server.endpoint.host == "127.0.0.1"
+    assert tcp_listeners(memcached_server.endpoint.port) == {"127.0.0.1"}
+
+
+def test_stop_leaves_nothing(memcached_server: RunningService) -> None:
+    svc = memcached_server
+    assert svc.alive()
+    svc.stop()
+    assert not svc.alive()
+    assert not svc.host.exists(str(svc.workdir))
+    assert tcp_listeners(svc.endpoint.port) == set()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((svc.endpoint.host, svc.endpoint.port), timeout=2).close()
+    svc.stop()  # a second stop is harmless
+
+
+def test_failed_start_reports_log_and_cleans_up(start_server: StartServer) -> None:
+    # memcached refuses items larger than half its memory: it exits at once.
+    with pytest.raises(ServiceError) as err:
+        start_server("memcached", memory_mb=8, item_size_max="8m")
+    message = str(err.value)
+    assert "Cannot set item size limit higher than 1/2 of memory max" in message
+    workdir = workdir_from_error(message, "memcached")
+    assert processes_in(workdir) == []
+    assert not os.path.exists(workdir)
+
+
+def test_unknown_or_mistyped_settings_are_refused(start_server: StartServer) -> None:
+    with pytest.raises(ServiceError, match="unknown setting"):
+        start_server("memcached", memory=64)
+    with pytest.raises(ServiceError, match="memory_mb"):
+        start_server("memcached", memory_mb="64")
+    with pytest.raises(ServiceError, match="threads"):
+        start_server("memcached", threads=True)
+
+
+def test_two_instances_at_once(start_server: StartServer) -> None:
+    a = start_server("memcached", name="a")
+    b = start_server("memcached", name="b")
+    assert a.endpoint.port != b.endpoint.port
+    assert a.workdir != b.workdir
+    _request(a, b"set k 0 0 1\r\na\r\n", b"\r\n")
+    _request(b, b"set k 0 0 1\r\nb\r\n", b"\r\n")
+    assert b"\r\na\r\n" in _request(a, b"get k\r\n", b"END\r\n")
+    assert b"\r\nb\r\n" in _request(b, b"get k\r\n", b"END\r\n")
+
+
+def test_ready_deadline_stops_what_was_started(local_host: LocalHost) -> None:
+    # The deadline path every launcher shares: a process that never answers.
+    def never() -> None:
+        raise NotReady("still waiting")
+
+    expected = r"not ready after 0.3 s \(last probe: still waiting\)"
+    with (
+        pytest.raises(ServiceError, match=expected),
+        Launch(local_host, "memcached", "deadline") as launch,
+    ):
+        proc = launch.start(["sleep", "60"])
+        launch.wait_until_ready(proc, never, timeout_s=0.3)
+    assert not local_host.is_alive(proc)
+    assert not os.path.exists(launch.workdir)

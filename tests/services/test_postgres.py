@@ -1,0 +1,133 @@
+"""PostgreSQL launcher against a real PostgreSQL, queried over TCP with asyncpg."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from harness.errors import ServiceError
+from harness.services import RunningService
+from tests.fixtures.servers import (
+    StartServer,
+    processes_in,
+    tcp_listeners,
+    workdir_from_error,
+)
+
+pytestmark = pytest.mark.integration
+
+
+async def _query(svc: RunningService, *sql: str) -> list[Any]:
+    ep = svc.endpoint
+    conn = await asyncpg.connect(
+        host=ep.host, port=ep.port, user=ep.extra["user"], database=ep.extra["database"]
+    )
+    try:
+        return [await conn.fetch(q) for q in sql]
+    finally:
+        await conn.close()
+
+
+def query(svc: RunningService, *sql: str) -> list[Any]:
+    return asyncio.run(_query(svc, *sql))
+
+
+def test_insert_then_select(postgres_server: RunningService) -> None:
+    *_, rows = query(
+        postgres_server,
+        "CREATE TABLE kv (k text PRIMARY KEY, v bytea)",
+        "INSERT INTO kv VALUES ('a', 'hello'::bytea), ('b', 'world'::bytea)",
+        "SELECT k, v FROM kv ORDER BY k",
+    )
+    assert [(r["k"], r["v"]) for r in rows] == [("a", b"hello"), ("b", b"world")]
+    assert postgres_server.endpoint.extra == {"user": "harness", "database": "bench"}
+
+
+def test_version_is_recorded(postgres_server: RunningService) -> None:
+    [rows] = query(postgres_server, "SHOW server_version")
+    assert rows[0][0] == postgres_server.version
+    assert re.match(r"^\d+(\.\d+)+", postgres_server.version)
+
+
+def test_settings_are_applied(start_server: StartServer) -> None:
+    svc = start_server(
+        "postgres", synchronous_commit="off", fsync=False, shared_buffers="32MB",
+        max_connections=20, extra={"work_mem": "8MB", "jit": False},
+    )
+    names = ["synchronous_commit", "fsync", "shared_buffers", "max_connections", "work_mem", "jit"]
+    shown = {n: rows[0][0] for n, rows in zip(names, query(svc, *(f"SHOW {n}" for n in names)),
+                                                strict=True)}
+    assert shown == {
+        "synchronous_commit": "off", "fsync": "off", "shared_buffers": "32MB",
+        "max_connections": "20", "work_mem": "8MB", "jit": "off",
+    }
+    assert svc.config == shown
+
+
+def test_listens_only_on_host_address(postgres_server: RunningService) -> None:
+    assert postgres_server.endpoint.host == "127.0.0.1"
+    assert tcp_listeners(postgres_server.endpoint.port) == {"127.0.0.1"}
+
+
+def test_never_runs_as_root(postgres_server: RunningService) -> None:
+    [proc] = postgres_server.processes
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+    assert uid != 0
+    if os.geteuid() == 0:
+        assert uid == pwd.getpwnam("postgres").pw_uid
+
+
+def test_stop_leaves_nothing(postgres_server: RunningService) -> None:
+    svc = postgres_server
+    assert svc.alive()
+    svc.stop()
+    assert not svc.alive()
+    assert not svc.host.exists(str(svc.workdir))
+    assert processes_in(str(svc.workdir)) == []
+    assert tcp_listeners(svc.endpoint.port) == set()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((svc.endpoint.host, svc.endpoint.port), timeout=2).close()
+    svc.stop()  # a second stop is harmless
+
+
+def test_failed_start_reports_log_and_cleans_up(start_server: StartServer) -> None:
+    with pytest.raises(ServiceError) as err:
+        start_server("postgres", shared_buffers="nonsense")
+    message = str(err.value)
+    assert 'invalid value for parameter "shared_buffers"' in message
+    workdir = workdir_from_error(message, "postgres")
+    assert processes_in(workdir) == []
+    assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"port": 5}, "set by the launcher"),
+        ({"fsync": "off"}, "as its own setting"),
+        ({"work mem": "1MB"}, "not a parameter name"),
+        ({"work_mem": ["1MB"]}, "must be a scalar"),
+    ],
+)
+def test_bad_extra_is_refused_before_starting(
+    start_server: StartServer, extra: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ServiceError, match=match):
+        start_server("postgres", extra=extra)
+
+
+def test_two_instances_at_once(start_server: StartServer) -> None:
+    a = start_server("postgres", name="a")
+    b = start_server("postgres", name="b", synchronous_commit="off")
+    assert a.endpoint.port != b.endpoint.port
+    assert query(a, "SHOW synchronous_commit")[0][0][0] == "on"
+    assert query(b, "SHOW synchronous_commit")[0][0][0] == "off"

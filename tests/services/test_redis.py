@@ -1,0 +1,103 @@
+"""Redis launcher against a real redis-server."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from harness.errors import ServiceError
+from harness.services import RunningService
+from harness.services.redis import redis_command
+from tests.fixtures.servers import (
+    StartServer,
+    processes_in,
+    tcp_listeners,
+    workdir_from_error,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _cmd(svc: RunningService, *args: str) -> object:
+    return redis_command(svc.endpoint.host, svc.endpoint.port, *args)
+
+
+def test_set_then_get(redis_server: RunningService) -> None:
+    assert _cmd(redis_server, "SET", "k", "hello") == "OK"
+    assert _cmd(redis_server, "GET", "k") == "hello"
+    assert _cmd(redis_server, "GET", "missing") is None
+    assert redis_server.endpoint.kind == "redis"
+
+
+def test_version_is_recorded(redis_server: RunningService) -> None:
+    info = str(_cmd(redis_server, "INFO", "server"))
+    assert f"redis_version:{redis_server.version}\r\n" in info
+    major, minor, *_ = redis_server.version.split(".")
+    assert major.isdigit() and minor.isdigit()
+
+
+def test_defaults_take_no_snapshots(redis_server: RunningService) -> None:
+    assert redis_server.config["save"] == ""
+    assert redis_server.config["appendonly"] == "no"
+    assert redis_server.config["maxmemory"] == "0"
+    assert redis_server.config["maxmemory-policy"] == "noeviction"
+
+
+def test_settings_are_applied(start_server: StartServer) -> None:
+    svc = start_server(
+        "redis", maxmemory="64mb", maxmemory_policy="allkeys-lru", appendonly=True,
+        save="3600 1", io_threads=2,
+    )
+    assert _cmd(svc, "CONFIG", "GET", "maxmemory-policy") == ["maxmemory-policy", "allkeys-lru"]
+    assert _cmd(svc, "CONFIG", "GET", "maxmemory") == ["maxmemory", str(64 * 1024 * 1024)]
+    assert _cmd(svc, "CONFIG", "GET", "appendonly") == ["appendonly", "yes"]
+    assert _cmd(svc, "CONFIG", "GET", "save") == ["save", "3600 1"]
+    assert _cmd(svc, "CONFIG", "GET", "io-threads") == ["io-threads", "2"]
+    assert svc.config["maxmemory-policy"] == "allkeys-lru"
+    # Redis writes its files into the workdir, which stop() removes.
+    assert _cmd(svc, "CONFIG", "GET", "dir") == ["dir", svc.workdir]
+
+
+def test_listens_only_on_host_address(redis_server: RunningService) -> None:
+    assert redis_server.endpoint.host == "127.0.0.1"
+    assert tcp_listeners(redis_server.endpoint.port) == {"127.0.0.1"}
+
+
+def test_stop_leaves_nothing(redis_server: RunningService) -> None:
+    svc = redis_server
+    assert svc.alive()
+    svc.stop()
+    assert not svc.alive()
+    assert not svc.host.exists(str(svc.workdir))
+    assert tcp_listeners(svc.endpoint.port) == set()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((svc.endpoint.host, svc.endpoint.port), timeout=2).close()
+    svc.stop()  # a second stop is harmless
+
+
+def test_failed_start_reports_log_and_cleans_up(start_server: StartServer) -> None:
+    with pytest.raises(ServiceError) as err:
+        start_server("redis", maxmemory="lots")
+    message = str(err.value)
+    assert "argument must be a memory value" in message
+    workdir = workdir_from_error(message, "redis")
+    assert processes_in(workdir) == []
+    assert not os.path.exists(workdir)
+
+
+def test_bad_choice_is_refused_before_starting(start_server: StartServer) -> None:
+    with pytest.raises(ServiceError, match="maxmemory_policy='lru' must be one of"):
+        start_server("redis", maxmemory_policy="lru")
+    with pytest.raises(ServiceError, match="appendonly"):
+        start_server("redis", appendonly="yes")
+
+
+def test_two_instances_at_once(start_server: StartServer) -> None:
+    a = start_server("redis", name="a")
+    b = start_server("redis", name="b")
+    assert a.endpoint.port != b.endpoint.port
+    _cmd(a, "SET", "k", "a")
+    _cmd(b, "SET", "k", "b")
+    assert (_cmd(a, "GET", "k"), _cmd(b, "GET", "k")) == ("a", "b")

@@ -1,0 +1,331 @@
+"""Seaborn figures for notebooks and the report, saved as PNG and SVG.
+
+Figures are built on `matplotlib.figure.Figure` directly, never through pyplot, so no
+backend is chosen or switched (nothing happens at import, and saving works headless).
+Every figure has a title, axis labels with units, and its sample counts; bars carry
+their confidence intervals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+#: Default figure size in inches; the report shows figures at the text width.
+WIDTH, HEIGHT = 7.5, 4.0
+PNG_DPI = 150
+
+
+@contextlib.contextmanager
+def _style() -> Iterator[None]:
+    # Themes are applied per figure in a context, so importing this module sets nothing.
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95):
+        yield
+
+
+def new_figure(width: float = WIDTH, height: float = HEIGHT) -> Figure:
+    with _style():
+        fig = Figure(figsize=(width, height), layout="constrained")
+        fig.add_subplot()
+    return fig
+
+
+def _log_ms_axis(axis) -> None:
+    """Label 1-2-5 steps on a log axis: bare decades leave a 0.1-2 ms range unreadable."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _labels_with_n(counts: pd.Series, unit: str) -> dict[str, str]:
+    return {str(k): f"{k} (n = {int(v):,} {unit})" for k, v in counts.items()}
+
+
+def bars_with_ci(
+    table: pd.DataFrame,
+    x: str,
+    *,
+    title: str,
+    ylabel: str,
+    order: Sequence[str] | None = None,
+    unit: str = "runs",
+    log: bool = False,
+    xlabel: str | None = None,
+) -> Figure:
+    """Bars of ``mean`` per `x` with ``ci_low``/``ci_high`` error bars and n under each bar.
+
+    `table` is a `stats.config_table` or `stats.ratio_table`.
+    """
+    data = table.copy()
+    data[x] = data[x].astype(str)
+    if order is not None:
+        data = data.set_index(x).loc[[o for o in order if o in set(data[x])]].reset_index()
+    fig = new_figure()
+    ax = fig.axes[0]
+    with _style():
+        palette = sns.color_palette("colorblind", len(data))
+        pos = np.arange(len(data))
+        ax.bar(pos, data["mean"], color=palette, edgecolor="0.2", linewidth=0.6)
+        err = np.vstack([data["mean"] - data["ci_low"], data["ci_high"] - data["mean"]])
+        ax.errorbar(pos, data["mean"], yerr=np.nan_to_num(err), fmt="none", ecolor="0.1",
+                    capsize=4, linewidth=1.2)
+        ax.set_xticks(pos, [f"{v}\nn = {n}" for v, n in zip(data[x], data["n"], strict=True)])
+    if log:
+        ax.set_yscale("log")
+        _log_ms_axis(ax.yaxis)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel if xlabel is not None else x)
+    ax.set_title(f"{title}\n(bars: mean over {unit}; whiskers: 95% CI)", fontsize=11)
+    return fig
+
+
+def latency_ecdf(
+    ops: pd.DataFrame,
+    hue: str = "op",
+    *,
+    title: str,
+    order: Sequence[str] | None = None,
+) -> Figure:
+    """Empirical CDF of per-op latency (ms, log axis), one line per `hue` value."""
+    data = pd.DataFrame({"latency_ms": ops["latency_ns"].to_numpy() / 1e6,
+                         hue: ops[hue].astype(str).to_numpy()})
+    counts = data[hue].value_counts()
+    labels = _labels_with_n(counts, "ops")
+    data[hue] = data[hue].map(labels)
+    hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
+    fig = new_figure()
+    ax = fig.axes[0]
+    with _style():
+        sns.ecdfplot(data=data, x="latency_ms", hue=hue, hue_order=hue_order, ax=ax,
+                     log_scale=True, palette="colorblind", linewidth=1.6)
+    _log_ms_axis(ax.xaxis)
+    ax.set_xlabel("latency per op [ms] (log scale)")
+    ax.set_ylabel("share of ops ≤ latency")
+    for q in (0.5, 0.99):
+        ax.axhline(q, color="0.5", linestyle=":", linewidth=0.8)
+        ax.annotate(f"p{q * 100:g}", (1.0, q), xycoords=("axes fraction", "data"),
+                    ha="right", va="bottom", fontsize=8, color="0.4")
+    ax.set_title(title, fontsize=11)
+    legend = ax.get_legend()
+    if legend is not None:
+        legend.set_title(None)
+        sns.move_legend(ax, "lower right", fontsize=8, title=None)
+    return fig
+
+
+def per_set(
+    per_run: pd.DataFrame,
+    hue: str = "op",
+    value: str = "latency_mean_ms",
+    *,
+    title: str,
+    ylabel: str = "mean time per op [ms] (log scale)",
+    order: Sequence[str] | None = None,
+    x: str = "repetition",
+    log: bool = True,
+) -> Figure:
+    """The seed's per-set chart: one point per set (run) and configuration, joined by lines."""
+    data = per_run[[x, hue, value]].copy()
+    data[hue] = data[hue].astype(str)
+    counts = data[hue].value_counts()
+    labels = _labels_with_n(counts, "sets")
+    data[hue] = data[hue].map(labels)
+    data[x] = data[x].astype(int) + 1  # sets are numbered from 1 as in the seed
+    hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
+    fig = new_figure()
+    ax = fig.axes[0]
+    with _style():
+        sns.lineplot(data=data, x=x, y=value, hue=hue, hue_order=hue_order, marker="o",
+                     ax=ax, palette="colorblind", errorbar=None)
+    if log:
+        ax.set_yscale("log")
+        _log_ms_axis(ax.yaxis)
+    ax.set_xticks(sorted(data[x].unique()))
+    ax.set_xlabel("set (repetition)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title=None)
+    return fig
+
+
+def latency_over_time(
+    ops: pd.DataFrame,
+    hue: str = "op",
+    *,
+    title: str,
+    order: Sequence[str] | None = None,
+    window: int = 25,
+    x: str = "index",
+) -> Figure:
+    """Latency of each op against its position in its run (ms, log y), with a rolling
+    median per `hue` to show drift or warm-up effects the mean would hide.
+
+    `x` is ``index`` (the op's number within its run, comparable across configurations
+    whose runs last very different times) or ``start`` (ms since run start).
+    """
+    if x == "index":
+        # Rank of each op's start within its run: vectorised, no per-run Python loop.
+        t = ops.groupby("run_id", observed=True)["start_ns"].rank(method="first") - 1
+        xlabel = "op number within run (measured ops)"
+    elif x == "start":
+        t = ops["start_ns"] / 1e6
+        xlabel = "time since run start [ms]"
+    else:
+        raise ValueError(f"x must be index or start, not {x!r}")
+    data = pd.DataFrame({
+        "t_ms": t.to_numpy(float),
+        "latency_ms": ops["latency_ns"].to_numpy() / 1e6,
+        hue: ops[hue].astype(str).to_numpy(),
+    })
+    counts = data[hue].value_counts()
+    labels = _labels_with_n(counts, "ops")
+    keys = [o for o in (order or sorted(counts.index)) if o in labels]
+    fig = new_figure()
+    ax = fig.axes[0]
+    with _style():
+        palette = dict(zip(keys, sns.color_palette("colorblind", len(keys)), strict=True))
+        for key in keys:
+            sub = data[data[hue] == key].sort_values("t_ms", kind="stable")
+            ax.scatter(sub["t_ms"], sub["latency_ms"], s=4, alpha=0.25, color=palette[key],
+                       linewidths=0)
+            med = sub["latency_ms"].rolling(window, center=True, min_periods=1).median()
+            ax.plot(sub["t_ms"], med, color=palette[key], linewidth=1.6, label=labels[key])
+    ax.set_yscale("log")
+    _log_ms_axis(ax.yaxis)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("latency per op [ms] (log scale)")
+    ax.set_title(f"{title}\n(points: ops of all runs; lines: rolling median of {window})",
+                 fontsize=11)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return fig
+
+
+def percentiles(
+    ops: pd.DataFrame,
+    hue: str = "op",
+    *,
+    title: str,
+    order: Sequence[str] | None = None,
+) -> Figure:
+    """Latency at each percentile up to p99.9, on a log-odds-like tail axis (HdrHistogram
+    style): the tail is where configurations differ, so it gets the room."""
+    qs = np.array([0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999])
+    data = pd.DataFrame({"latency_ms": ops["latency_ns"].to_numpy() / 1e6,
+                         hue: ops[hue].astype(str).to_numpy()})
+    counts = data[hue].value_counts()
+    labels = _labels_with_n(counts, "ops")
+    fig = new_figure()
+    ax = fig.axes[0]
+    xs = 1 / (1 - qs)
+    with _style():
+        palette = sns.color_palette("colorblind", len(counts))
+        keys = [o for o in (order or sorted(counts.index)) if o in labels]
+        for color, key in zip(palette, keys, strict=False):
+            vals = np.quantile(data.loc[data[hue] == key, "latency_ms"], qs)
+            ax.plot(xs, vals, marker="o", color=color, label=labels[key], linewidth=1.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [f"p{q * 100:g}" for q in qs])
+    ax.minorticks_off()
+    _log_ms_axis(ax.yaxis)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("latency [ms] (log scale)")
+    ax.set_title(title, fontsize=11)
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def scaling_lines(
+    table: pd.DataFrame,
+    x: str,
+    *,
+    hue: str | None = None,
+    title: str,
+    xlabel: str,
+    ylabel: str = "throughput [ops/s]",
+) -> Figure:
+    """``mean`` against `x` (clients, servers, ...) with CI bands, one line per `hue`."""
+    fig = new_figure()
+    ax = fig.axes[0]
+    groups = [(None, table)] if hue is None else list(table.groupby(hue, sort=True))
+    with _style():
+        palette = sns.color_palette("colorblind", len(groups))
+        for color, (key, grp) in zip(palette, groups, strict=True):
+            grp = grp.sort_values(x)
+            n = int(grp["n"].min()) if len(grp) else 0
+            label = f"{key} (n ≥ {n} runs)" if key is not None else f"n ≥ {n} runs per point"
+            ax.plot(grp[x], grp["mean"], marker="o", color=color, label=label)
+            ax.fill_between(grp[x], grp["ci_low"], grp["ci_high"], color=color, alpha=0.2,
+                            linewidth=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n(lines: mean; bands: 95% CI)", fontsize=11)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def heatmap(
+    table: pd.DataFrame,
+    index: str,
+    columns: str,
+    values: str = "mean",
+    *,
+    title: str,
+    label: str,
+    fmt: str = ".3g",
+    cmap: str = "viridis",
+) -> Figure:
+    """A grid of `values` (e.g. cache size × strategy), each cell annotated."""
+    grid = table.pivot_table(index=index, columns=columns, values=values, aggfunc="mean")
+    fig = new_figure(WIDTH, max(2.5, 0.5 * len(grid) + 1.5))
+    ax = fig.axes[0]
+    with _style():
+        sns.heatmap(grid, annot=True, fmt=fmt, cmap=cmap, ax=ax, cbar_kws={"label": label},
+                    linewidths=0.5)
+    ax.set_title(title, fontsize=11)
+    return fig
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def save(fig: Figure, name: str, figures_dir: Path) -> dict[str, Path]:
+    """Write `fig` as ``<figures_dir>/<name>.png`` and ``.svg``; returns both paths."""
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for ext in ("png", "svg"):
+        path = figures_dir / f"{slug(name)}.{ext}"
+        fig.savefig(path, dpi=PNG_DPI if ext == "png" else None, metadata=_metadata(ext))
+        out[ext] = path
+    return out
+
+
+def _metadata(ext: str) -> dict[str, str | None]:
+    # No creation dates: regenerated figures are byte-identical when nothing changed.
+    return {"Date": None} if ext == "svg" else {"Software": None}
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PNG_DPI)
+    return buf.getvalue()
+
+
+def publish(fig: Figure, name: str, figures_dir: Path | None):
+    """Save `fig` (if `figures_dir`) and return an IPython Image of it for the notebook."""
+    from IPython.display import Image  # only notebooks call this; keep imports light
+
+    if figures_dir is not None:
+        save(fig, name, figures_dir)
+    return Image(data=png_bytes(fig), format="png", width=int(WIDTH * 96))

@@ -12,9 +12,9 @@ import contextlib
 import json
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,7 +46,7 @@ class RunOutcome:
 
 
 def utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
@@ -78,13 +78,18 @@ def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
 
 
 def run_id_for(plan: RunPlan) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{plan.config_id[:60]}-r{plan.repetition:03d}-{secrets.token_hex(3)}"
 
 
 class Runner:
     def __init__(self, spec: Spec, out_dir: Path, *, resume: bool = False,
-                 progress: bool = True, stream: IO[str] | None = None) -> None:
+                 progress: bool = True, stream: IO[str] | None = None,
+                 on_run_start: Callable[[RunPlan, dict[str, RunningService]], None]
+                 | None = None) -> None:
+        """`on_run_start` is called as each run's clients are released: fault-injection
+        tests use it to kill or pause servers mid-run."""
+        self.on_run_start = on_run_start
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.resume = resume
@@ -193,6 +198,8 @@ class Runner:
             group.start()
             group.wait_ready()
             group.go()
+            if self.on_run_start is not None:
+                self.on_run_start(plan, running)
             interrupted = group.wait()
         except KeyboardInterrupt:
             interrupted = True

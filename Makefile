@@ -1,0 +1,49 @@
+# The kit's entry points. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+RAW ?= raw_results
+REPORT ?= report
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo report test lint lab clean clean-results
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml scripts/ensure-system-packages.sh
+	scripts/ensure-system-packages.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (kvbench)" >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP) ## create .venv, install the kit and any missing servers
+	@echo "setup done: activate with 'source $(BIN)/activate'"
+
+demo: setup ## run the built-in studies at demo scale on localhost, then write the report
+	$(BIN)/harness run experiments/datastore_vs_memcache.yaml --out $(RAW) --resume
+	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
+
+report: setup ## regenerate report/report.{html,pdf} from existing raw results
+	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
+
+lint: setup ## ruff
+	$(BIN)/ruff check harness tests benchmarks
+
+test: setup lint ## ruff, then the whole test suite (starts real servers)
+	$(BIN)/pytest -q -p no:cacheprovider
+
+lab: setup ## open JupyterLab on the notebooks
+	$(BIN)/jupyter lab notebooks/
+
+clean-results: ## delete raw results, figures and report outputs (asks no questions)
+	find $(RAW) -mindepth 1 -not -name .gitkeep -not -name README.md -delete
+	find figures -mindepth 1 -not -name .gitkeep -not -name README.md -delete
+	rm -rf $(REPORT)/executed $(REPORT)/report.html $(REPORT)/report.pdf
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache

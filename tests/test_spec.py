@@ -1,0 +1,161 @@
+"""Spec validation and grid expansion (no servers needed)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SpecError
+from harness.spec import config_id, expand, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_SPEC = ROOT / "experiments" / "datastore_vs_memcache.yaml"
+
+GOOD = """\
+name: t1
+workload: datastore_memcache
+services:
+  db: {kind: postgres}
+  cache: {kind: memcached, settings: {memory_mb: 32}}
+params: {value_size_bytes: 100}
+grid:
+  op: [store_write, mem_read_hit]
+  clients.connections: [1, 2]
+repetitions: 3
+run: {ops: 20, warmup_ops: 5}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def problems(tmp_path: Path, text: str, **kw: object) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, text), **kw)  # type: ignore[arg-type]
+    return info.value.problems
+
+
+def test_builtin_spec_reproduces_seed_design() -> None:
+    spec = load_spec(SEED_SPEC)
+    plans = expand(spec)
+    assert len(plans) == 5 * 10
+    assert spec.size.ops == 50
+    assert {p.params["op"] for p in plans} == {
+        "store_write", "store_read", "mem_write", "mem_read_hit", "mem_read_miss"}
+    assert all(p.params["value_size_bytes"] == 100 for p in plans)
+
+
+def test_grid_expands_deterministically_repetition_major(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD))
+    plans = expand(spec)
+    assert len(plans) == 2 * 2 * 3
+    # All four configurations once before any repeats, in grid order.
+    first = [(p.params["op"], p.clients.connections) for p in plans[:4]]
+    assert first == [("store_write", 1), ("store_write", 2), ("mem_read_hit", 1),
+                     ("mem_read_hit", 2)]
+    assert [p.repetition for p in plans] == [1] * 4 + [2] * 4 + [3] * 4
+    assert [p.config_id for p in expand(load_spec(write(tmp_path, GOOD)))] == [
+        p.config_id for p in plans]
+    assert len({p.config_id for p in plans}) == 4
+    assert plans[0].services["cache"].settings["memory_mb"] == 32
+    assert plans[0].services["cache"].settings["threads"] == 1  # default filled in
+
+
+def test_config_id_is_readable_and_stable() -> None:
+    a = config_id({"op": "store_read", "clients.connections": 2})
+    assert a.startswith("op=store_read,clients.connections=2-")
+    assert a == config_id({"op": "store_read", "clients.connections": 2})
+    assert a != config_id({"op": "store_read", "clients.connections": 3})
+
+
+def test_unknown_field_gets_a_hint_with_file_and_line(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("repetitions: 3", "repetitons: 3"))
+    assert len(errs) == 1
+    assert "spec.yaml:repetitons: unknown field (did you mean 'repetitions'?)" in errs[0]
+    assert "(line 10)" in errs[0]
+
+
+def test_wrong_types_name_the_field(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("memory_mb: 32", "memory_mb: lots")
+                    .replace("repetitions: 3", "repetitions: three"))
+    assert any("services.cache.settings.memory_mb: expected int, got str 'lots'" in e
+               for e in errs)
+    assert any(":repetitions: must be an integer >= 1" in e for e in errs)
+    assert len(errs) == 2  # every problem at once, not the first only
+
+
+def test_bool_is_not_accepted_as_a_number(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("value_size_bytes: 100", "value_size_bytes: true"))
+    assert any("params.value_size_bytes: expected int, got bool" in e for e in errs)
+
+
+def test_empty_grid_and_bad_grid_values(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("op: [store_write, mem_read_hit]", "op: []"))
+    assert any("grid.op: expected a non-empty list" in e for e in errs)
+    errs = problems(tmp_path, GOOD.replace("mem_read_hit]", "mem_read_hti]"))
+    assert any("grid.op.1: 'mem_read_hti' is not one of" in e for e in errs)
+    errs = problems(tmp_path, GOOD.replace("clients.connections", "clients.conections"))
+    assert any("grid.clients.conections: only clients.processes" in e for e in errs)
+    errs = problems(tmp_path, GOOD.replace("  clients.connections: [1, 2]",
+                                           "  services.cache.memroy_mb: [1, 2]"))
+    assert any("unknown memcached setting (did you mean 'memory_mb'?)" in e for e in errs)
+
+
+def test_unknown_workload_and_service_kind(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("workload: datastore_memcache",
+                                           "workload: datastore_memcached"))
+    assert any(":workload: unknown workload 'datastore_memcached'" in e for e in errs)
+    errs = problems(tmp_path, GOOD.replace("kind: postgres", "kind: postgress"))
+    assert any("services.db.kind: unknown service 'postgress'" in e for e in errs)
+    # ... and the workload's needs are checked against what is there.
+    assert any("needs exactly one 'postgres' service, found 0" in e for e in errs)
+
+
+def test_run_size_needs_exactly_one_of_ops_and_duration(tmp_path: Path) -> None:
+    errs = problems(tmp_path, GOOD.replace("run: {ops: 20, warmup_ops: 5}",
+                                           "run: {ops: 20, duration_s: 3}"))
+    assert any(":run: give exactly one of run.ops or run.duration_s" in e for e in errs)
+    errs = problems(tmp_path, GOOD.replace("run: {ops: 20, warmup_ops: 5}", "run: {ops: 0}"))
+    assert any(":run.ops: must be positive" in e for e in errs)
+
+
+def test_hosts_unknown_reference_and_bad_target(tmp_path: Path) -> None:
+    text = GOOD.replace("name: t1", "name: t1\nhosts:\n  a: localhost\n  b: 'bad target!'")
+    errs = problems(tmp_path, text)
+    assert any("hosts.b.target: 'bad target!' is not" in e for e in errs)
+    # services default to host 'localhost', which this spec no longer defines
+    assert any("services.db.host: unknown host 'localhost'" in e for e in errs)
+
+
+def test_inventory_names_resolve(tmp_path: Path) -> None:
+    (tmp_path / "inv.yaml").write_text(
+        "box1: {target: 'bench@10.9.9.9:2222', python: /opt/venv/bin/python}\n")
+    text = GOOD.replace("name: t1", "name: t1\ninventory: inv.yaml\nhosts:\n"
+                        "  localhost: localhost\n  remote: box1")
+    spec = load_spec(write(tmp_path, text))
+    assert spec.hosts["remote"].target == "bench@10.9.9.9:2222"
+    assert spec.hosts["remote"].python == "/opt/venv/bin/python"
+    assert not spec.hosts["remote"].is_local and spec.hosts["localhost"].is_local
+
+
+def test_malformed_yaml_names_line_and_column(tmp_path: Path) -> None:
+    errs = problems(tmp_path, "name: x\ngrid: {op: [a, b}\n")
+    assert len(errs) == 1 and "spec.yaml:2:" in errs[0] and "malformed YAML" in errs[0]
+
+
+def test_top_level_must_be_mapping_and_file_must_exist(tmp_path: Path) -> None:
+    assert "top level" in problems(tmp_path, "- a\n- b\n")[0]
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_overrides_apply_before_validation(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD), {"repetitions": 1, "run.ops": 7})
+    assert spec.repetitions == 1 and spec.size.ops == 7
+    errs = problems(tmp_path, GOOD, overrides={"repetitions": 0})
+    assert any(":repetitions: must be an integer" in e for e in errs)

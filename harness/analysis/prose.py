@@ -91,7 +91,8 @@ def compare_sentence(
     else:
         value, low, high = r.value, r.low, r.high
     winner, loser = (label_a, label_b) if a_wins else (label_b, label_a)
-    verb = "are" if winner.endswith("s") else "is"
+    # "memcache reads (hits) are": judge number by the noun before any parenthesis.
+    verb = "are" if winner.split(" (")[0].endswith("s") else "is"
     level = round(r.confidence * 100)
     return _cap(
         f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
@@ -124,4 +125,4 @@ def multi_sentence(
 
 
 def not_run_sentence(study: str, raw_dir: str) -> str:
-    return f"Not run: no raw results for {study} under {raw_dir}."
+    return f"No raw results for `{study}` under `{raw_dir}`."

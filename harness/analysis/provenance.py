@@ -1,0 +1,121 @@
+"""What ran, where, with what: hosts, services, versions, failures and the run listing,
+all read from the manifests (the overview notebook and the report's appendix)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.load import read_manifests, runs_frame
+from harness.results import Manifest
+
+HOST_FIELDS = ("hostname", "cpu_model", "cpu_count", "kernel", "python", "os")
+
+
+def _pairs(raw_dir: Path, experiments: Sequence[str] | None) -> list[tuple[Path, Manifest]]:
+    if not Path(raw_dir).exists():
+        return []
+    return read_manifests(Path(raw_dir), experiments=experiments)
+
+
+def hosts_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per distinct host description, with the experiments that used it."""
+    rows: dict[tuple, dict] = {}
+    for _, m in _pairs(raw_dir, experiments):
+        for name, info in m.hosts.items():
+            info = info if isinstance(info, dict) else {"hostname": str(info)}
+            key = (name, *(str(info.get(f, "")) for f in HOST_FIELDS))
+            row = rows.setdefault(key, {"host": name, **{f: info.get(f) for f in HOST_FIELDS},
+                                        "experiments": set()})
+            row["experiments"].add(m.experiment)
+    table = pd.DataFrame(list(rows.values()), columns=["host", *HOST_FIELDS, "experiments"])
+    table["experiments"] = table["experiments"].map(lambda s: ", ".join(sorted(s)))
+    return table.sort_values(["host", "hostname"]).reset_index(drop=True)
+
+
+def services_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (service, kind, version, host), with the experiments that used it."""
+    rows: dict[tuple, dict] = {}
+    for _, m in _pairs(raw_dir, experiments):
+        for name, info in m.services.items():
+            info = info if isinstance(info, dict) else {}
+            key = (name, str(info.get("kind")), str(info.get("version")), str(info.get("host")))
+            row = rows.setdefault(key, {"service": name, "kind": info.get("kind"),
+                                        "version": info.get("version"),
+                                        "host": info.get("host"), "experiments": set()})
+            row["experiments"].add(m.experiment)
+    table = pd.DataFrame(list(rows.values()),
+                         columns=["service", "kind", "version", "host", "experiments"])
+    table["experiments"] = table["experiments"].map(lambda s: ", ".join(sorted(s)))
+    return table.sort_values(["service", "version"]).reset_index(drop=True)
+
+
+def _count(runs: pd.DataFrame, col: str) -> pd.Series:
+    return runs[col].fillna(0) if col in runs.columns else pd.Series(0, index=runs.index)
+
+
+def experiments_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment: workload, configurations, runs by status, measured ops, time span."""
+    if runs.empty:
+        return pd.DataFrame(columns=["experiment", "workload", "configurations", "runs",
+                                     "complete", "partial", "failed", "measured ops",
+                                     "error ops", "first start (UTC)", "last end (UTC)",
+                                     "kit"])
+    r = runs.assign(
+        _measured=_count(runs, "count_measured"),
+        _errors=_count(runs, "count_error") + _count(runs, "count_timeout"),
+        _kit=runs.get("kit_version", pd.Series("", index=runs.index)).astype(str)
+        + " " + runs.get("kit_git_commit", pd.Series("", index=runs.index)).astype(str),
+    )
+    rows = []
+    for exp, g in r.groupby("experiment", sort=True):
+        status = g["status"].value_counts()
+        rows.append({
+            "experiment": exp,
+            "workload": ", ".join(sorted(g["workload"].astype(str).unique())),
+            "configurations": g["config_id"].nunique(),
+            "runs": len(g),
+            "complete": int(status.get("complete", 0)),
+            "partial": int(status.get("partial", 0)),
+            "failed": int(status.get("failed", 0)),
+            "measured ops": int(g["_measured"].sum()),
+            "error ops": int(g["_errors"].sum()),
+            "first start (UTC)": g["started_utc"].min(),
+            "last end (UTC)": g["ended_utc"].max(),
+            "kit": ", ".join(sorted(g["_kit"].str.strip().unique())),
+        })
+    return pd.DataFrame(rows)
+
+
+def failures_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs that did not complete, or whose ops include errors or timeouts."""
+    cols = ["experiment", "run_id", "config_id", "repetition", "status", "error ops", "error"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    errors = _count(runs, "count_error") + _count(runs, "count_timeout")
+    bad = runs[(runs["status"] != "complete") | (errors > 0)].assign(
+        **{"error ops": errors.astype(int)}
+    )
+    return bad[cols].reset_index(drop=True)
+
+
+def run_listing(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run, for the report's appendix."""
+    cols = ["experiment", "run_id", "config_id", "repetition", "status", "started_utc",
+            "measured ops", "errors"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    listing = runs.assign(
+        **{"measured ops": _count(runs, "count_measured").astype(int),
+           "errors": (_count(runs, "count_error") + _count(runs, "count_timeout")).astype(int)}
+    )
+    return listing[cols].sort_values(["experiment", "config_id", "repetition"]).reset_index(
+        drop=True
+    )
+
+
+def load_all_runs(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
+    """The runs table, or an empty one when `raw_dir` does not exist (nothing ran yet)."""
+    return runs_frame(_pairs(raw_dir, experiments))

@@ -1,0 +1,6 @@
+"""One module per study: what its notebook shows, computed here so notebooks hold no logic.
+
+Each module exposes `analyse(raw_dir, ...)` returning an object whose methods return
+things a notebook cell can display (HTML, Markdown, images), or None when the study was
+not run, so a notebook over absent results still executes and says "not run".
+"""

@@ -1,0 +1,250 @@
+"""Study 1 (seed 001): datastore (PostgreSQL) vs memcache (memcached), five operations.
+
+One run is one "set" of the seed: 50 measured ops of one operation. The unit of
+replication is the set, so means, CIs and tests are over per-set mean times per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import plots, prose, stats, tables
+from harness.analysis.load import Loaded, available_experiments, load
+from harness.analysis.summary import run_summary, summarise
+
+EXPERIMENT = "datastore_vs_memcache"
+OPS: tuple[str, ...] = ("store_write", "store_read", "mem_write", "mem_read_hit",
+                        "mem_read_miss")
+#: The seed's names for the operations.
+LABELS: dict[str, str] = {
+    "store_write": "Store/W",
+    "store_read": "Store/R",
+    "mem_write": "Mem/W",
+    "mem_read_hit": "Mem/R-hit",
+    "mem_read_miss": "Mem/R-miss",
+}
+#: Seed 001's table (App Engine, 2011): mean ms per op, for the record beside ours.
+SEED_MS: dict[str, float] = {"store_write": 17.94, "store_read": 7.1, "mem_write": 2.29,
+                             "mem_read_hit": 2.12, "mem_read_miss": 2.07}
+
+
+def _markdown(text: str):
+    from IPython.display import Markdown  # notebooks only
+
+    return Markdown(text)
+
+
+def _html(text: str):
+    from IPython.display import HTML  # notebooks only
+
+    return HTML(text)
+
+
+@dataclass
+class Study:
+    raw_dir: Path
+    experiment: str
+    alpha: float
+    figures_dir: Path | None
+    loaded: Loaded | None = None
+    per_set: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def ran(self) -> bool:
+        return self.loaded is not None and not self.per_set.empty
+
+    @property
+    def order(self) -> list[str]:
+        present = set(self.per_set["op"].astype(str)) if self.ran else set()
+        extra = sorted(present - set(OPS))
+        return [o for o in OPS if o in present] + extra
+
+    def _values(self, op: str) -> Any:
+        return self.per_set.loc[self.per_set["op"] == op, "latency_mean_ms"].to_numpy()
+
+    # --- text -----------------------------------------------------------------------
+    def status(self):
+        """What data this section is about, or that the study was not run."""
+        if not self.ran:
+            sentence = prose.not_run_sentence(self.experiment, str(self.raw_dir))
+            return _markdown(f"**Not run.** {sentence}")
+        runs = self.loaded.runs
+        sets = self.per_set.groupby("op", observed=True).size()
+        per = self.per_set.groupby("op", observed=True)["ops"].median()
+        n_sets = (f"{int(sets.min())}" if sets.min() == sets.max()
+                  else f"{int(sets.min())}–{int(sets.max())}")
+        text = (
+            f"Data: experiment `{self.experiment}`, {len(runs)} runs: "
+            f"{n_sets} sets per operation of "
+            f"{int(per.median())} measured ops each (warm-up ops excluded), "
+            f"{len(self.loaded.ops):,} measured ops in all."
+        )
+        incomplete = int((runs["status"] != "complete").sum())
+        if incomplete:
+            text += f" {incomplete} runs did not complete; their recorded ops are included."
+        return _markdown(text)
+
+    def comparison(self, a: str, b: str) -> stats.Comparison | None:
+        if not self.ran or a not in self.order or b not in self.order:
+            return None
+        return stats.compare_two(self._values(a), self._values(b), names=(a, b),
+                                 alpha=self.alpha)
+
+    def findings(self):
+        """Significance sentences for the seed's claims, written from the tests."""
+        if not self.ran:
+            return None
+        lines = []
+        for a, b, la, lb in (
+            ("store_read", "mem_read_hit", "datastore reads", "memcache reads (hits)"),
+            ("store_write", "mem_write", "datastore writes", "memcache writes"),
+            ("mem_read_hit", "mem_read_miss", "memcache hits", "memcache misses"),
+        ):
+            c = self.comparison(a, b)
+            if c is not None:
+                lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets"))
+        if len(self.order) > 2:
+            groups = {LABELS.get(o, o): self._values(o) for o in self.order}
+            m = stats.compare_many(groups, alpha=self.alpha)
+            lines.append("- " + prose.multi_sentence(m, f"{len(groups)} operations",
+                                                     unit="sets"))
+        be = self.break_even_hit_rate()
+        if be is not None:
+            lines.append(
+                "- With these means, caching datastore reads in memcache pays off once more "
+                f"than {be:.0%} of reads hit (a miss costs a memcache miss, a datastore read "
+                "and a memcache write; point estimate)."
+            )
+        return _markdown("\n".join(lines))
+
+    def break_even_hit_rate(self) -> float | None:
+        """Hit rate h where h·hit + (1−h)·(miss + store read + mem write) = store read."""
+        need = ("store_read", "mem_read_hit", "mem_read_miss", "mem_write")
+        if not self.ran or not all(o in self.order for o in need):
+            return None
+        m = {o: float(self._values(o).mean()) for o in need}
+        miss_path = m["mem_read_miss"] + m["store_read"] + m["mem_write"]
+        h = (miss_path - m["store_read"]) / (miss_path - m["mem_read_hit"])
+        return min(max(h, 0.0), 1.0)
+
+    # --- tables ---------------------------------------------------------------------
+    def ratio_table(self) -> pd.DataFrame:
+        return stats.ratio_table(self.per_set, "op", "latency_mean_ms", order=self.order)
+
+    def ratio_table_html(self):
+        if not self.ran:
+            return None
+        table = self.ratio_table()
+        table = table.assign(seed_ms=[SEED_MS.get(str(o)) for o in table["op"]])
+        html = tables.ratio_table_html(
+            table, "op", labels=LABELS,
+            caption="Mean time per op over sets (the unit of replication), with the ratio "
+                    "to the fastest operation; cf. seed 001's table.",
+        )
+        return _html(html)
+
+    def latency_table_html(self):
+        if not self.ran:
+            return None
+        t = summarise(self.loaded, ["op"])
+        t["op"] = t["op"].astype(str)
+        t = t.set_index("op").loc[self.order].reset_index()
+        t["op"] = t["op"].map(lambda o: LABELS.get(o, o))
+        cols = ["op", "runs", "ops", "throughput_ops_s", "latency_mean_ms", "latency_p50_ms",
+                "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms",
+                "error_rate", "miss_rate"]
+        return _html(tables.to_html(
+            t[cols],
+            caption="Per operation, all measured ops pooled: throughput (total ops / total "
+                    "wall time) and latency percentiles in ms.",
+            headers={"runs": "sets", "throughput_ops_s": "ops/s", "latency_mean_ms": "mean",
+                     "latency_p50_ms": "p50", "latency_p90_ms": "p90", "latency_p99_ms": "p99",
+                     "latency_p999_ms": "p99.9", "latency_max_ms": "max",
+                     "error_rate": "errors", "miss_rate": "misses"},
+            formats={"error_rate": tables.pct(), "miss_rate": tables.pct()},
+        ))
+
+    # --- figures --------------------------------------------------------------------
+    def _publish(self, fig, name: str):
+        return plots.publish(fig, f"{self.experiment}-{name}", self.figures_dir)
+
+    def _ops_labelled(self) -> pd.DataFrame:
+        ops = self.loaded.ops
+        return ops.assign(op=ops["op"].astype(str).map(lambda o: LABELS.get(o, o)))
+
+    def _label_order(self) -> list[str]:
+        return [LABELS.get(o, o) for o in self.order]
+
+    def time_bars(self):
+        if not self.ran:
+            return None
+        table = self.ratio_table().assign(op=lambda t: t["op"].map(lambda o: LABELS.get(o, o)))
+        fig = plots.bars_with_ci(table, "op", title="Mean time per operation",
+                                 ylabel="mean time per op [ms] (log scale)", log=True,
+                                 order=self._label_order(), unit="sets", xlabel="operation")
+        return self._publish(fig, "time-bars")
+
+    def throughput_bars(self):
+        if not self.ran:
+            return None
+        per = self.per_set.assign(op=self.per_set["op"].map(lambda o: LABELS.get(o, o)))
+        table = stats.config_table(per, ["op"], "throughput_ops_s", rate=True)
+        fig = plots.bars_with_ci(table, "op", title="Throughput per operation (one client)",
+                                 ylabel="throughput [ops/s]", order=self._label_order(),
+                                 unit="sets (harmonic mean)", xlabel="operation")
+        return self._publish(fig, "throughput")
+
+    def ecdf(self):
+        if not self.ran:
+            return None
+        fig = plots.latency_ecdf(self._ops_labelled(), title="Latency distribution per op",
+                                 order=self._label_order())
+        return self._publish(fig, "ecdf")
+
+    def per_set_figure(self):
+        if not self.ran:
+            return None
+        per = self.per_set.assign(op=self.per_set["op"].map(lambda o: LABELS.get(o, o)))
+        fig = plots.per_set(per, title="Mean time per op in each set (cf. the seed's chart)",
+                            order=self._label_order())
+        return self._publish(fig, "per-set")
+
+    def over_time(self):
+        if not self.ran:
+            return None
+        fig = plots.latency_over_time(self._ops_labelled(), title="Latency over the run",
+                                      order=self._label_order())
+        return self._publish(fig, "over-time")
+
+    def percentile_figure(self):
+        if not self.ran:
+            return None
+        fig = plots.percentiles(self._ops_labelled(), title="Latency percentiles per op",
+                                order=self._label_order())
+        return self._publish(fig, "percentiles")
+
+
+def analyse(
+    raw_dir: Path | str,
+    experiment: str = EXPERIMENT,
+    *,
+    alpha: float = 0.05,
+    figures_dir: Path | str | None = None,
+) -> Study:
+    """Load the study's runs; an absent experiment gives a Study that reports "not run"."""
+    raw_dir = Path(raw_dir)
+    study = Study(raw_dir, experiment, alpha, Path(figures_dir) if figures_dir else None)
+    if experiment not in available_experiments(raw_dir):
+        return study
+    loaded = load(raw_dir, experiments=[experiment])
+    if loaded.runs.empty:
+        return study
+    per = run_summary(loaded, by_op=True)
+    study.loaded = loaded
+    study.per_set = per[per["ops"] > 0].reset_index(drop=True)
+    study.per_set["op"] = study.per_set["op"].astype(str)
+    return study

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, HostError
-from harness.hosts import Host, Process
+from harness.hosts import Host, LocalHost, Process
 from harness.loadgen import ClientConfig
 from harness.results import OpsArrays
 from harness.services.base import Endpoint
@@ -108,8 +108,9 @@ class ClientGroup:
 
     def go(self) -> int:
         """Release all processes at one start time; returns it (Unix ns)."""
-        remote = any(not w.host.address.startswith("127.") for w in self.workers)
-        start_at = time.time_ns() + (300_000_000 if remote else 30_000_000)
+        # Over SSH each go file costs round trips; leave time for all of them to land.
+        remote = any(not isinstance(w.host, LocalHost) for w in self.workers)
+        start_at = time.time_ns() + (50_000_000 * len(self.workers) if remote else 30_000_000)
         for w in self.workers:
             tmp = w.files["go"] + ".tmp"
             w.host.write_text(tmp, str(start_at))

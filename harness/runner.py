@@ -193,8 +193,10 @@ class Runner:
         workers: list[dict[str, Any]] = []
         interrupted = False
         group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops)
+        baseline: Any = None
         try:
             asyncio.run(self.workload.prepare(endpoints, plan.params))
+            baseline = asyncio.run(self.workload.baseline(endpoints, plan.params))
             group.start()
             group.wait_ready()
             group.go()
@@ -241,6 +243,7 @@ class Runner:
                      "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
                      "workers": workers},
             kit=kit, spec_file=str(self.spec.path),
+            extra={"baseline": baseline} if baseline else {},
         )
         run_dir = write_run(self.out_dir, manifest, ops)
         if interrupted:

@@ -51,6 +51,13 @@ class Workload(abc.ABC):
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:  # noqa: B027
         """Bring servers into the state a run needs (tables, keys). Runs before each run."""
 
+    async def baseline(
+        self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """Optional measurement taken before each run (e.g. network round trip to the
+        target); stored in the manifest under `extra.baseline`."""
+        return None
+
     @abc.abstractmethod
     def client(
         self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any], client_id: int

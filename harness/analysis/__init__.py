@@ -9,6 +9,6 @@ CLI's `harness summary` does not pay for matplotlib):
 - `plots`    seaborn figures, saved as PNG and SVG
 - `prose`    sentences for the report from the statistics
 - `tables`   HTML rendering of tables for notebooks and the report
-- `setup`    what ran where: hosts, services, versions, failures, the run listing
-- `studies`  one function per study that notebooks call
+- `provenance` what ran where: hosts, services, versions, failures, the run listing
+- `studies`  one module per study (and the overview/methodology notebooks) to call
 """

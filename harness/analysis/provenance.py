@@ -66,8 +66,6 @@ def experiments_table(runs: pd.DataFrame) -> pd.DataFrame:
     r = runs.assign(
         _measured=_count(runs, "count_measured"),
         _errors=_count(runs, "count_error") + _count(runs, "count_timeout"),
-        _kit=runs.get("kit_version", pd.Series("", index=runs.index)).astype(str)
-        + " " + runs.get("kit_git_commit", pd.Series("", index=runs.index)).astype(str),
     )
     rows = []
     for exp, g in r.groupby("experiment", sort=True):
@@ -77,16 +75,21 @@ def experiments_table(runs: pd.DataFrame) -> pd.DataFrame:
             "workload": ", ".join(sorted(g["workload"].astype(str).unique())),
             "configurations": g["config_id"].nunique(),
             "runs": len(g),
-            "complete": int(status.get("complete", 0)),
-            "partial": int(status.get("partial", 0)),
-            "failed": int(status.get("failed", 0)),
+            "complete / partial / failed": " / ".join(
+                str(int(status.get(k, 0))) for k in ("complete", "partial", "failed")
+            ),
             "measured ops": int(g["_measured"].sum()),
             "error ops": int(g["_errors"].sum()),
-            "first start (UTC)": g["started_utc"].min(),
-            "last end (UTC)": g["ended_utc"].max(),
-            "kit": ", ".join(sorted(g["_kit"].str.strip().unique())),
+            "when (UTC)": _span(g["started_utc"].min(), g["ended_utc"].max()),
         })
     return pd.DataFrame(rows)
+
+
+def _span(first: str, last: str) -> str:
+    """``2024-03-01 10:00 – 10:04`` (the date once when both ends share it)."""
+    a = str(first).replace("T", " ")[:16]
+    b = str(last).replace("T", " ")[:16]
+    return f"{a} – {b[11:]}" if a[:10] == b[:10] else f"{a} – {b}"
 
 
 def failures_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -99,6 +102,15 @@ def failures_table(runs: pd.DataFrame) -> pd.DataFrame:
         **{"error ops": errors.astype(int)}
     )
     return bad[cols].reset_index(drop=True)
+
+
+def kit_versions(runs: pd.DataFrame) -> list[str]:
+    """Distinct ``version (commit)`` of the kit that produced the runs."""
+    if runs.empty:
+        return []
+    version = runs.get("kit_version", pd.Series("?", index=runs.index)).fillna("?")
+    commit = runs.get("kit_git_commit", pd.Series("?", index=runs.index)).fillna("?")
+    return sorted({f"{v} ({c})" for v, c in zip(version, commit, strict=True)})
 
 
 def run_listing(runs: pd.DataFrame) -> pd.DataFrame:

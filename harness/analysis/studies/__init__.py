@@ -4,3 +4,6 @@ Each module exposes `analyse(raw_dir, ...)` returning an object whose methods re
 things a notebook cell can display (HTML, Markdown, images), or None when the study was
 not run, so a notebook over absent results still executes and says "not run".
 """
+
+#: Output metadata key of a study's "not run" note; the report ends the section there.
+NOT_RUN_MARKER = "harness_not_run"

@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.analysis import plots, prose, stats, tables
 from harness.analysis.load import Loaded, available_experiments, load
+from harness.analysis.studies import NOT_RUN_MARKER
 from harness.analysis.summary import run_summary, summarise
 
 EXPERIMENT = "datastore_vs_memcache"
@@ -32,10 +33,11 @@ SEED_MS: dict[str, float] = {"store_write": 17.94, "store_read": 7.1, "mem_write
                              "mem_read_hit": 2.12, "mem_read_miss": 2.07}
 
 
-def _markdown(text: str):
+def _markdown(text: str, *, not_run: bool = False):
     from IPython.display import Markdown  # notebooks only
 
-    return Markdown(text)
+    # The report ends a section at an output carrying this marker (harness.report).
+    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
 
 
 def _html(text: str):
@@ -71,7 +73,7 @@ class Study:
         """What data this section is about, or that the study was not run."""
         if not self.ran:
             sentence = prose.not_run_sentence(self.experiment, str(self.raw_dir))
-            return _markdown(f"**Not run.** {sentence}")
+            return _markdown(f"**Not run.** {sentence}", not_run=True)
         runs = self.loaded.runs
         sets = self.per_set.groupby("op", observed=True).size()
         per = self.per_set.groupby("op", observed=True)["ops"].median()

@@ -1,0 +1,72 @@
+"""The overview notebook: what ran, on which hosts and servers, and what failed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import provenance, tables
+
+
+def _markdown(text: str):
+    from IPython.display import Markdown  # notebooks only
+
+    return Markdown(text)
+
+
+def _html(text: str):
+    from IPython.display import HTML  # notebooks only
+
+    return HTML(text)
+
+
+@dataclass
+class Overview:
+    raw_dir: Path
+    experiments: Sequence[str] | None
+    runs: pd.DataFrame
+
+    def status(self):
+        if self.runs.empty:
+            return _markdown(f"**No runs found** under `{self.raw_dir}`: every study below "
+                             "is reported as not run.")
+        exps = sorted(self.runs["experiment"].unique())
+        bad = int((self.runs["status"] != "complete").sum())
+        text = (f"{len(self.runs)} runs in {len(exps)} experiment"
+                f"{'s' if len(exps) != 1 else ''} ({', '.join(f'`{e}`' for e in exps)}), "
+                f"read from `{self.raw_dir}`; every ops file matched its manifest checksum.")
+        text += (f" {bad} runs did not complete (see Failures)." if bad
+                 else " All runs completed.")
+        kits = provenance.kit_versions(self.runs)
+        text += f" Measured with kit {', '.join(kits)}."
+        return _markdown(text)
+
+    def experiments_table(self):
+        return _html(tables.to_html(provenance.experiments_table(self.runs),
+                                    caption="Experiments: runs by status and measured ops."))
+
+    def hosts_table(self):
+        return _html(tables.to_html(
+            provenance.hosts_table(self.raw_dir, self.experiments),
+            caption="Hosts, as recorded in the run manifests.",
+            headers={"cpu_model": "CPU", "cpu_count": "CPUs", "os": "OS"},
+        ))
+
+    def services_table(self):
+        return _html(tables.to_html(provenance.services_table(self.raw_dir, self.experiments),
+                                    caption="Servers under test and their versions."))
+
+    def failures_table(self):
+        return _html(tables.to_html(
+            provenance.failures_table(self.runs),
+            caption="Runs that did not complete or recorded errors/timeouts "
+                    "(their ops are still analysed; nothing is dropped).",
+        ))
+
+
+def analyse(raw_dir: Path | str, experiments: Sequence[str] | None = None) -> Overview:
+    raw_dir = Path(raw_dir)
+    return Overview(raw_dir, experiments, provenance.load_all_runs(raw_dir, experiments))

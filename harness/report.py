@@ -1,0 +1,340 @@
+"""The batch report: execute every notebook with papermill, assemble HTML, print to PDF.
+
+``build_report(raw_dir, out_dir)`` runs each ``notebooks/NN-*.ipynb`` in order into
+``out_dir/executed/``, then builds one ``report.html`` from their markdown cells and
+outputs (code hidden; images embedded, tables as HTML), with a title page, contents and
+an appendix listing every run, and renders it to ``report.pdf`` with WeasyPrint.
+
+Why WeasyPrint: it turns our own HTML+CSS into a PDF in-process, with nothing but
+Debian's Pango underneath; the LaTeX route (nbconvert --to pdf) needs a TeX install of
+~1 GB, and webpdf needs a Chromium download, which a fresh machine may not reach.
+
+A notebook that fails is reported as a failed section with its error; a study whose
+raw results are absent reports "not run" itself (its section ends at that note).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from harness import __version__, paths
+from harness.errors import HarnessError
+
+NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
+KERNEL_NAME = "kvbench-harness"
+NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.studies.NOT_RUN_MARKER
+REPORT_TITLE = "Key-value stores and caches: evaluation report"
+_NOTEBOOK_TIMEOUT_S = 600
+
+
+class ReportError(HarnessError):
+    """The report could not be assembled (missing notebooks or template, PDF failure)."""
+
+
+@dataclass
+class Section:
+    """One executed notebook, rendered."""
+
+    name: str
+    title: str
+    anchor: str
+    body: str
+    subsections: list[tuple[str, str]] = field(default_factory=list)
+    failed: str | None = None
+    not_run: bool = False
+
+
+def discover_notebooks(notebooks_dir: Path) -> list[Path]:
+    """Every ``NN-name.ipynb`` in `notebooks_dir`, in order: adding one adds a section."""
+    return sorted(Path(notebooks_dir).glob(NOTEBOOK_GLOB))
+
+
+@contextmanager
+def venv_kernel() -> Iterator[str]:
+    """A kernelspec that runs this interpreter, found first on JUPYTER_PATH.
+
+    A user-level ``python3`` kernelspec may point at another Python without the harness;
+    pinning ``sys.executable`` makes batch runs use this venv whatever is installed.
+    """
+    with tempfile.TemporaryDirectory(prefix="harness-kernel-") as tmp:
+        spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
+        spec_dir.mkdir(parents=True)
+        spec = {
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python (harness)",
+            "language": "python",
+        }
+        (spec_dir / "kernel.json").write_text(json.dumps(spec))
+        old = os.environ.get("JUPYTER_PATH")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (tmp, old) if p)
+        try:
+            yield KERNEL_NAME
+        finally:
+            if old is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = old
+
+
+def execute_notebook(
+    notebook: Path, out_path: Path, parameters: dict[str, object], kernel_name: str
+) -> str | None:
+    """Execute one notebook; returns None on success, else the error text."""
+    import papermill as pm  # heavy; only the report needs it
+
+    declared = pm.inspect_notebook(str(notebook))
+    params = {k: v for k, v in parameters.items() if k in declared}
+    try:
+        pm.execute_notebook(
+            str(notebook),
+            str(out_path),
+            parameters=params,
+            kernel_name=kernel_name,
+            cwd=str(notebook.parent),
+            progress_bar=False,
+            execution_timeout=_NOTEBOOK_TIMEOUT_S,
+        )
+    except pm.PapermillExecutionError as exc:
+        return f"{exc.ename}: {exc.evalue}"
+    return None
+
+
+# --- notebook -> HTML ----------------------------------------------------------------
+
+_ANCHOR_LINK = re.compile(r'<a class="anchor-link" href="#[^"]*">.*?</a>')
+_HEADING = re.compile(r"<h([1-3])(?: id=\"[^\"]*\")?>(.*?)</h\1>", re.S)
+
+
+def _markdown(text: str) -> str:
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    return _ANCHOR_LINK.sub("", markdown2html_mistune(text))
+
+
+def _output_html(output: dict) -> tuple[str, bool]:
+    """HTML for one output, and whether it carries the not-run marker."""
+    kind = output.get("output_type")
+    if kind == "error":
+        return (f'<div class="failed"><strong>Error:</strong> '
+                f'{html.escape(output.get("ename", ""))}: '
+                f'{html.escape(output.get("evalue", ""))}</div>'), False
+    if kind not in ("display_data", "execute_result"):
+        return "", False  # stdout/stderr (warnings, logs) are not report content
+    data = output.get("data", {})
+    meta = output.get("metadata", {})
+    not_run = NOT_RUN_MARKER in json.dumps(meta)
+    if "text/html" in data:
+        return f'<div class="output">{_joined(data["text/html"])}</div>', not_run
+    if "image/svg+xml" in data:
+        return f'<figure>{_joined(data["image/svg+xml"])}</figure>', not_run
+    if "image/png" in data:
+        b64 = _joined(data["image/png"]).replace("\n", "")
+        return f'<figure><img src="data:image/png;base64,{b64}" alt=""></figure>', not_run
+    if "text/markdown" in data:
+        return f'<div class="output">{_markdown(_joined(data["text/markdown"]))}</div>', not_run
+    return "", not_run  # text/plain alone is a repr, not content
+
+
+def _joined(value: str | list[str]) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def render_notebook(path: Path, index: int, failed: str | None = None) -> Section:
+    """A section from an executed notebook: markdown and outputs, code hidden."""
+    nb = nbformat.read(path, as_version=4)
+    parts: list[str] = []
+    not_run = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "parameters" in tags or "injected-parameters" in tags or "report-hide" in tags:
+            continue
+        if cell.cell_type == "markdown":
+            parts.append(_markdown(cell.source))
+        elif cell.cell_type == "code":
+            for output in cell.get("outputs", []):
+                text, marker = _output_html(output)
+                parts.append(text)
+                not_run = not_run or marker
+        if not_run:
+            break  # the study did not run: the rest of its section would be empty headings
+    body = "\n".join(p for p in parts if p)
+    anchor = f"sec-{index}"
+    title = path.stem
+    subsections: list[tuple[str, str]] = []
+    counter = 0
+
+    def number(match: re.Match) -> str:
+        nonlocal title, counter
+        level, text = int(match.group(1)), match.group(2)
+        if level == 1:
+            title = re.sub(r"<[^>]+>", "", text)
+            return ""  # the section title is rendered by the template
+        counter += 1
+        sub_id = f"{anchor}-{counter}"
+        if level == 2:
+            subsections.append((sub_id, re.sub(r"<[^>]+>", "", text)))
+        return f'<h{level + 1} id="{sub_id}">{text}</h{level + 1}>'
+
+    body = _HEADING.sub(number, body)
+    if failed:
+        body += (f'<div class="failed"><strong>This section failed to execute:</strong> '
+                 f"{html.escape(failed)}</div>")
+    return Section(path.stem, title, anchor, body, subsections, failed, not_run)
+
+
+# --- assembly --------------------------------------------------------------------------
+
+
+def _git_commit(root: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def appendix_html(raw_dir: Path) -> str:
+    """Every run, one line each."""
+    from harness.analysis import provenance, tables
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = provenance.load_all_runs(raw_dir)
+    table = tables.to_html(
+        provenance.run_listing(runs),
+        caption=f"All {len(runs)} runs under {raw_dir}.",
+        headers={"config_id": "configuration", "repetition": "rep.",
+                 "started_utc": "started (UTC)"},
+        css_class="kv-table runs",
+    )
+    skipped = "".join(f"<li>{html.escape(str(w.message))}</li>" for w in caught)
+    if skipped:
+        table += f'<div class="failed"><strong>Skipped runs:</strong><ul>{skipped}</ul></div>'
+    return table
+
+
+def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+    )
+    try:
+        template = env.get_template("template.html.j2")
+        css = (template_dir / "style.css").read_text()
+    except (jinja2.TemplateNotFound, FileNotFoundError) as exc:
+        raise ReportError(f"report template missing in {template_dir}: {exc}") from None
+    return template.render(
+        title=REPORT_TITLE,
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        raw_dir=str(raw_dir),
+        kit=f"{__version__} ({_git_commit(paths.project_root())})",
+        sections=sections,
+        appendix=appendix_html(raw_dir),
+        css=css,
+    )
+
+
+def write_pdf(html_text: str, pdf_path: Path, base_url: Path) -> Path:
+    try:
+        import weasyprint
+    except OSError as exc:  # Pango missing: WeasyPrint fails at import with OSError
+        raise ReportError(
+            f"PDF export needs Pango ({exc}); install the Debian packages "
+            "libpango-1.0-0 libpangoft2-1.0-0 (make setup does), or pass --no-pdf"
+        ) from None
+    weasyprint.HTML(string=html_text, base_url=str(base_url)).write_pdf(str(pdf_path))
+    return pdf_path
+
+
+def build_report(
+    raw_dir: Path,
+    out_dir: Path,
+    *,
+    pdf: bool = True,
+    notebooks_dir: Path | None = None,
+    figures_dir: Path | None = None,
+) -> dict[str, Path]:
+    """Execute every notebook into `out_dir`/executed/ and write report.html (and .pdf).
+
+    Returns paths: ``html``, ``pdf`` (if made), ``executed`` (the directory) and one
+    entry per notebook name (its executed copy). Never starts a server: it only reads
+    `raw_dir`, which may be missing or hold only some studies.
+    """
+    raw_dir = Path(raw_dir).resolve()
+    out_dir = Path(out_dir).resolve()
+    notebooks_dir = Path(notebooks_dir or paths.notebooks_dir()).resolve()
+    figures_dir = Path(figures_dir or paths.figures_dir()).resolve()
+    notebooks = discover_notebooks(notebooks_dir)
+    if not notebooks:
+        raise ReportError(f"no notebooks matching {NOTEBOOK_GLOB} in {notebooks_dir}")
+    executed_dir = out_dir / "executed"
+    executed_dir.mkdir(parents=True, exist_ok=True)
+    parameters = {"raw_results": str(raw_dir), "figures_dir": str(figures_dir)}
+
+    result: dict[str, Path] = {"executed": executed_dir}
+    sections = []
+    with venv_kernel() as kernel:
+        for i, nb in enumerate(notebooks, start=1):
+            target = executed_dir / nb.name
+            failed = execute_notebook(nb, target, parameters, kernel)
+            result[nb.stem] = target
+            sections.append(render_notebook(target, i, failed))
+
+    template_dir = _template_dir(out_dir)
+    html_text = assemble_html(sections, raw_dir, template_dir)
+    html_path = out_dir / "report.html"
+    html_path.write_text(html_text, encoding="utf-8")
+    result["html"] = html_path
+    if pdf:
+        result["pdf"] = write_pdf(html_text, out_dir / "report.pdf", out_dir)
+    return result
+
+
+def _template_dir(out_dir: Path) -> Path:
+    """The report sources: the project's report/ (a copy in `out_dir` wins, to restyle)."""
+    for candidate in (out_dir, paths.report_dir()):
+        if (candidate / "template.html.j2").exists():
+            return candidate
+    return paths.report_dir()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.report [--raw DIR] [--out DIR] [--pdf]``, the same options as
+    ``harness report`` (usable before the CLI is wired, and by make)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.report")
+    parser.add_argument("--raw", type=Path, default=paths.raw_results_dir())
+    parser.add_argument("--out", type=Path, default=paths.report_dir())
+    parser.add_argument("--pdf", action="store_true", help="also write report.pdf")
+    args = parser.parse_args(argv)
+    try:
+        out = build_report(args.raw, args.out, pdf=args.pdf)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for key in ("html", "pdf"):
+        if key in out:
+            print(out[key])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

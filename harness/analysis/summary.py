@@ -110,6 +110,39 @@ def _factorize_rows(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return codes, frame.iloc[first].reset_index(drop=True)
 
 
+def _run_positions(runs: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """Each op's row number in `runs`, mapped through the run_id categories (cheap)."""
+    if not len(ops):
+        return np.zeros(0, np.int64)
+    run_pos = pd.Index(runs["run_id"].astype(str))
+    rid = ops["run_id"]
+    if isinstance(rid.dtype, pd.CategoricalDtype):
+        lookup = run_pos.get_indexer(rid.cat.categories.astype(str))
+        pos = lookup[rid.cat.codes.to_numpy()]
+    else:
+        pos = run_pos.get_indexer(rid.astype(str).to_numpy())
+    if (pos < 0).any():
+        raise ResultsError("ops reference runs that are not in the runs table")
+    return pos.astype(np.int64)
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the values they stand for (categoricals: without a copy)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories,
+                                                                     dtype=object)
+    codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _factorize_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense codes 0..k-1 for integer keys (first-seen order) and each code's first row."""
+    codes, _ = pd.factorize(keys, sort=False)
+    # factorize numbers keys in first-seen order, so first occurrences come out in code order
+    first = pd.Series(codes).drop_duplicates().index.to_numpy(np.int64)
+    return codes.astype(np.int64), first
+
+
 def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Summary statistics per group of `by` (default: experiment + grid parameters).
 
@@ -125,35 +158,38 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
         by = list(by)
         ops_keys = [c for c in by if c in OPS_LEVEL]
     _check_by(by, runs)
-    if "warmup" in ops.columns:
-        ops = ops[~ops["warmup"].to_numpy(bool)]
+    if "warmup" in ops.columns and ops["warmup"].any():
+        ops = ops[~ops["warmup"].to_numpy(bool)]  # copies: only when there is warm-up
     run_keys = [c for c in by if c not in ops_keys]
 
     # Run-level group of every run, then carried to each op through its run's position.
+    # Everything per op is integer codes: no strings are materialised per op.
     run_codes, run_key_rows = _factorize_rows(runs[run_keys].reset_index(drop=True))
-    run_pos = pd.Index(runs["run_id"].astype(str))
-    op_run = run_pos.get_indexer(ops["run_id"].astype(str).to_numpy()) if len(ops) else (
-        np.zeros(0, np.int64)
-    )
-    if len(ops) and (op_run < 0).any():
-        raise ResultsError("ops reference runs that are not in the runs table")
-    key_frame = pd.DataFrame({"_run_group": run_codes[op_run]})
+    op_run = _run_positions(runs, ops)
+    combined = run_codes[op_run]
+    extra_codes = []
     for col in ops_keys:
-        key_frame[col] = ops[col].to_numpy()
-    op_group, group_rows = _factorize_rows(key_frame)
-    n_groups = len(group_rows) if len(ops) else 0
+        codes, uniques = _codes(ops[col])
+        combined = combined * (len(uniques) + 1) + codes
+        extra_codes.append((col, codes, uniques))
+    op_group, first = _factorize_ints(combined)
+    n_groups = len(first)
+    group_rows = pd.DataFrame({"_run_group": run_codes[op_run[first]]})
+    for col, codes, uniques in extra_codes:
+        group_rows[col] = uniques[codes[first]]
 
     lat = ops["latency_ns"].to_numpy(np.int64)
     start = ops["start_ns"].to_numpy(np.int64)
-    status = ops["status"]
-    is_error = status.isin(ERROR_STATUSES).to_numpy(bool)
-    is_miss = (status == "miss").to_numpy(bool)
+    status_codes, status_names = _codes(ops["status"])
+    is_error = np.isin(status_codes, np.flatnonzero(np.isin(status_names, ERROR_STATUSES)))
+    is_miss = np.isin(status_codes, np.flatnonzero(status_names == "miss"))
 
     # Wall time per unit = (run, group): ops of one group inside one run.
-    units = pd.DataFrame({"g": op_group, "r": op_run, "s": start, "e": start + lat})
-    per_unit = units.groupby(["g", "r"], sort=False).agg(s=("s", "min"), e=("e", "max"))
-    unit_group = per_unit.index.get_level_values("g").to_numpy()
-    unit_wall_ns = (per_unit["e"] - per_unit["s"]).to_numpy(np.float64)
+    unit, unit_first = _factorize_ints(op_group.astype(np.int64) * len(runs) + op_run)
+    unit_start = pd.Series(start).groupby(unit).min().to_numpy()
+    unit_end = pd.Series(start + lat).groupby(unit).max().to_numpy()
+    unit_group = op_group[unit_first]
+    unit_wall_ns = (unit_end - unit_start).astype(np.float64)
 
     n_ops = np.bincount(op_group, minlength=n_groups).astype(np.int64)
     wall_ns = np.bincount(unit_group, weights=unit_wall_ns, minlength=n_groups)

@@ -1,0 +1,111 @@
+"""`redis-benchmark-csv`: the output of ``redis-benchmark --csv``.
+
+Two layouts, both one test per line:
+
+* redis 6.2 and later: a header, then per test
+  ``"SET","39761.43","0.166","0.032","0.135","0.295","0.855","3.903"`` =
+  test, rps, avg/min/p50/p95/p99/max latency in milliseconds;
+* older redis: no header, ``"SET","39761.43"`` = test, rps only.
+
+The CSV does not state how many requests each test made (``-n``), nor clients, pipeline
+or value size. ``--count`` gives the requests; without it redis-benchmark's own default
+(100000) is used, and the run says so.
+
+One run per test: ``count`` aggregated records of the average latency each, spread
+evenly over count / rps seconds, so the summary's throughput is the rps and its mean
+latency the average printed. Percentiles, min and max are kept in ``extra.stated``;
+the summary's percentiles of these runs are the mean. Old layout (no latency): the
+records carry 1 / rps each, back to back: the throughput is right, but the latency
+columns are then the mean time between completions, not a request latency, and the run
+says so (``extra.latency_stated = false``). Params: ``op`` (the test name as a slug:
+``set``, ``mset_10_keys``) and ``requests``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from harness.importers.base import (
+    ImportOptions,
+    ImportResult,
+    Noise,
+    ParsedRun,
+    Records,
+    nothing_found,
+    read_lines,
+    slug,
+)
+
+NAME = "redis-benchmark-csv"
+DEFAULT_REQUESTS = 100_000  # redis-benchmark's default -n
+_NS_PER_MS = 1e6
+_LATENCY_COLUMNS = ("avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
+                    "p99_latency_ms", "max_latency_ms")
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value else None  # NaN is not a figure
+
+
+class RedisBenchmarkCsv:
+    name = NAME
+    description = "redis-benchmark --csv output (old test,rps or 6.2+ with latency columns)"
+
+    def parse(self, path: Path, options: ImportOptions) -> ImportResult:
+        count = options.count or DEFAULT_REQUESTS
+        noise = Noise()
+        result = ImportResult(NAME, Path(path))
+        header: list[str] | None = None
+        seen: dict[str, int] = {}
+        for no, line in enumerate(read_lines(path), 1):
+            try:
+                row = next(csv.reader([line]), [])
+            except csv.Error:
+                row = []
+            row = [c.strip() for c in row]
+            if row and row[0].lower() == "test" and len(row) >= 2 and row[1].lower() == "rps":
+                header = [c.lower() for c in row]
+                continue
+            rps = _float(row[1]) if len(row) >= 2 else None
+            if not row or not row[0] or rps is None or rps <= 0:
+                noise.skip(no, line)
+                continue
+            cols = header if header and len(row) == len(header) else ["test", "rps"]
+            values = dict(zip(cols, row, strict=False))
+            stated: dict[str, Any] = {"test": row[0], "rps": row[1]}
+            stated.update({k: values[k] for k in _LATENCY_COLUMNS if k in values})
+            avg = _float(values.get("avg_latency_ms", ""))
+            wall_ns = count / rps * 1e9
+            notes: list[str] = []
+            if avg is not None:
+                rec = Records.aggregate(slug(row[0]), count, avg * _NS_PER_MS * count,
+                                        wall_ns=wall_ns)
+                notes.append("aggregated records: the summary's percentiles are the mean; "
+                             "redis-benchmark's are in extra.stated")
+            else:
+                rec = Records.aggregate(slug(row[0]), count, wall_ns)
+                notes.append("no latency in this CSV (old layout): records carry 1/rps, the "
+                             "mean time between completions, not a request latency")
+            op = slug(row[0])
+            seen[op] = seen.get(op, 0) + 1
+            result.runs.append(ParsedRun(
+                records=[rec],
+                grid_point={"op": op},
+                params={"requests": count},
+                repetition=seen[op],
+                notes=notes,
+                extra={"stated": stated, "latency_stated": avg is not None},
+                line=no,
+            ))
+        result.skipped = noise.lines
+        if not result.runs:
+            raise nothing_found(path, NAME)
+        src = "--count" if options.count else "redis-benchmark's default -n"
+        result.notes.append(f"{count} requests per test ({src}); the CSV does not state it")
+        return result

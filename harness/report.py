@@ -222,6 +222,8 @@ def appendix_html(raw_dir: Path) -> str:
                  "started_utc": "started (UTC)"},
         css_class="kv-table runs",
     )
+    for w in caught:  # listed in the report, and still told to whoever ran it
+        warnings.warn(str(w.message), UserWarning, stacklevel=2)
     skipped = "".join(f"<li>{html.escape(str(w.message))}</li>" for w in caught)
     if skipped:
         table += f'<div class="failed"><strong>Skipped runs:</strong><ul>{skipped}</ul></div>'

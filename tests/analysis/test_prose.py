@@ -1,0 +1,53 @@
+"""Sentences say what the statistics say."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.analysis import prose, stats
+
+
+def test_fmt_p_and_ratio():
+    assert prose.fmt_p(0.0001) == "p < 0.001"
+    assert prose.fmt_p(0.41) == "p = 0.41"
+    assert prose.fmt_p(0.0042) == "p = 0.0042"
+    assert prose.fmt_ratio(3.43) == "3.4×"
+    assert prose.fmt_ratio(1.031) == "1.03×"
+    assert prose.fmt_ratio(21.9) == "22×"
+
+
+def test_significant_faster_sentence_orients_ratio():
+    slow = np.array([3.0, 3.1, 2.9, 3.2, 2.8, 3.0, 3.05, 2.95, 3.1, 2.9])
+    fast = slow / 3.4
+    for a, b, la, lb in ((slow, fast, "datastore reads", "memcache reads"),
+                         (fast, slow, "memcache reads", "datastore reads")):
+        c = stats.compare_two(a, b)
+        text = prose.compare_sentence(c, la, lb, unit="sets")
+        assert text.startswith("Memcache reads are 3.4× faster than datastore reads (95% CI ")
+        assert "p < 0.001" in text and "n = 10 sets each" in text and c.test in text
+
+
+def test_no_difference_sentence():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1, 0.1, 10), rng.normal(1, 0.1, 10)
+    c = stats.compare_two(a, b)
+    assert not c.significant
+    text = prose.compare_sentence(c, "LRU", "FIFO")
+    assert text.startswith("LRU and FIFO do not differ significantly (")
+    assert prose.fmt_p(c.p_value) in text
+
+
+def test_throughput_direction():
+    c = stats.compare_two([100.0, 101, 99, 100], [50.0, 51, 49, 50])
+    text = prose.compare_sentence(c, "4 clients", "1 client", lower_is_better=False,
+                                  better="higher throughput")
+    assert text.startswith("4 clients are 2.0× higher throughput than 1 client")
+
+
+def test_multi_sentence_names_exceptions():
+    groups = {"a": [1.0, 1.1, 0.9, 1.0], "b": [1.0, 1.05, 0.95, 1.02],
+              "c": [5.0, 5.1, 4.9, 5.0]}
+    m = stats.compare_many(groups)
+    text = prose.multi_sentence(m, "three caches", unit="runs")
+    assert text.startswith("The three caches differ significantly (")
+    assert "except a vs b" in text

@@ -1,0 +1,77 @@
+"""The batch report: notebooks executed, one HTML, one PDF, robust to missing data."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from harness import paths
+from harness.report import build_report, discover_notebooks
+
+
+def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
+    out = build_report(dsmc_raw, tmp_path / "report", pdf=True,
+                       figures_dir=tmp_path / "figures")
+    html = out["html"].read_text()
+    for title in ("Setup and overview", "Methodology", "Datastore vs memcache",
+                  "Appendix: every run", "Contents"):
+        assert title in html
+    assert "ratio to fastest" in html and "faster than datastore reads" in html
+    assert "datastore_memcache.analyse(" not in html  # code cells hidden
+    assert html.count('<tr><td class="num">') == 0  # sanity of table markup
+    assert html.count("datastore_vs_memcache</td>") >= 50  # appendix: every run
+    assert out["pdf"].read_bytes()[:5] == b"%PDF-"
+    for nb in discover_notebooks(paths.notebooks_dir()):
+        assert out[nb.stem].exists()
+    assert (tmp_path / "figures" / "datastore-vs-memcache-throughput.png").exists()
+
+
+def test_absent_results_are_reported_not_run(tmp_path: Path):
+    out = build_report(tmp_path / "no_raw_results", tmp_path / "report", pdf=False,
+                       figures_dir=tmp_path / "figures")
+    html = out["html"].read_text()
+    assert "Not run." in html and "No runs found" in html
+    assert "pdf" not in out
+
+
+def _notebook(path: Path, cells) -> None:
+    nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), path)
+
+
+def test_each_notebook_is_a_section_and_failures_do_not_crash(tiny_raw: Path, tmp_path: Path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    params = new_code_cell('raw_results = "x"')
+    params.metadata["tags"] = ["parameters"]
+    _notebook(nbs / "20-extra.ipynb", [new_markdown_cell("# Extra study\n\n## Part"),
+                                       params, new_code_cell("raw_results")])
+    _notebook(nbs / "05-broken.ipynb", [new_markdown_cell("# Broken"),
+                                        new_code_cell("1 / 0")])
+    (nbs / "notes.ipynb").write_text("{}")  # not NN-name: ignored
+    out = build_report(tiny_raw, tmp_path / "report", pdf=False, notebooks_dir=nbs,
+                       figures_dir=tmp_path / "figures")
+    html = out["html"].read_text()
+    assert html.index("Broken") < html.index("Extra study")
+    assert "This section failed to execute" in html and "ZeroDivisionError" in html
+    assert str(tiny_raw) in html  # the parameter was injected
+    assert "notes" not in out
+
+
+def test_corrupt_run_is_listed_and_skipped(tiny_raw: Path, tmp_path: Path):
+    raw = tmp_path / "raw"
+    shutil.copytree(tiny_raw, raw)
+    (raw / "tiny" / "tiny-2-1" / "ops.parquet").write_bytes(b"garbage")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / "00-overview.ipynb", nbs)
+    with pytest.warns(UserWarning, match="tiny-2-1"):
+        out = build_report(raw, tmp_path / "report", pdf=False, notebooks_dir=nbs,
+                           figures_dir=tmp_path / "figures")
+    html = out["html"].read_text()
+    assert "Skipped runs" in html and "checksum mismatch" in html
+    assert "3 runs in 1 experiment" in html

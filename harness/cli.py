@@ -1,4 +1,4 @@
-"""`harness` command line: run | validate | summary | report | hosts | verify | list."""
+"""`harness` command line: run | validate | summary | report | import | hosts | verify | list."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from harness import paths
 from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+IMPORT_SHOWN_SKIPPED = 5
 
 
 def _overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -79,6 +80,41 @@ def cmd_report(args: argparse.Namespace) -> int:
     outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from harness.errors import ResultsError
+    from harness.importers import (
+        ImportOptions,
+        check_new,
+        default_experiment,
+        import_file,
+        write_import,
+    )
+
+    options = ImportOptions(count=args.count, size=args.size)
+    # Parse and check every file before writing any: a bad one leaves nothing half-imported.
+    results = [import_file(args.format, Path(f), options) for f in args.files]
+    targets: dict[tuple[str, str], Path] = {}
+    for res in results:
+        exp = args.experiment or default_experiment(args.format, res.path)
+        key = (exp, check_new(res, Path(args.out), exp))
+        if key in targets:
+            raise ResultsError(f"{res.path}: same content as {targets[key]}; given twice")
+        targets[key] = res.path
+    for res in results:
+        exp = args.experiment or default_experiment(args.format, res.path)
+        written = write_import(res, Path(args.out), exp)
+        kind = "aggregated " if any(r.aggregated for r in res.runs) else ""
+        print(f"{res.path}: {len(written)} {kind}run(s) written to {Path(args.out) / exp} "
+              f"({args.format}); {len(res.skipped)} noise line(s) skipped")
+        for no, text in res.skipped[:IMPORT_SHOWN_SKIPPED]:
+            print(f"  skipped line {no}: {text[:100]}")
+        if len(res.skipped) > IMPORT_SHOWN_SKIPPED:
+            print(f"  ... and {len(res.skipped) - IMPORT_SHOWN_SKIPPED} more")
+        for note in res.notes:
+            print(f"  note: {note}")
     return EXIT_OK
 
 
@@ -172,6 +208,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pdf", action="store_true")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("import", help="bring other tools' results into the raw-results format",
+                       description="Parse FILEs written by another tool or script and write "
+                       "them as runs (source: imported). Formats: perfctest, gae-bench, "
+                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv.")
+    p.add_argument("format", help="the files' format, e.g. gae-bench or redis-benchmark-csv")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--out", required=True, metavar="RAW_DIR", help="raw results directory")
+    p.add_argument("--experiment", help="experiment name (default: FORMAT-<file stem>)")
+    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50) or "
+                   "requests per test (redis-benchmark-csv, default 100000)")
+    p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("hosts", help="host utilities")
     hsub = p.add_subparsers(dest="hosts_command", required=True)

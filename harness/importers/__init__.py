@@ -15,7 +15,7 @@ from harness.importers.kv_report import KvReport
 from harness.importers.memtier_json import MemtierJson
 from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
-from harness.importers.writer import default_experiment, write_import
+from harness.importers.writer import check_new, default_experiment, write_import
 from harness.registry import Registry
 
 IMPORTERS: Registry[Importer] = Registry("import format")
@@ -36,6 +36,7 @@ __all__ = [
     "Importer",
     "ParsedRun",
     "Records",
+    "check_new",
     "default_experiment",
     "import_file",
     "write_import",

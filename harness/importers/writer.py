@@ -121,17 +121,24 @@ def _manifest(run: ParsedRun, result: ImportResult, experiment: str, cfg: str, r
     )
 
 
-def write_import(result: ImportResult, raw_dir: Path, experiment: str) -> list[Path]:
-    """Write every run of `result` under `raw_dir/experiment`; return their directories."""
+def check_new(result: ImportResult, raw_dir: Path, experiment: str) -> str:
+    """The file's sha256; raises if the experiment holds runs imported from it already."""
     exp_dir = Path(raw_dir) / experiment
-    done_reps, done_files = _existing(exp_dir)
     digest = sha256_file(result.path)
-    if digest in done_files:
+    done = _existing(exp_dir)[1]
+    if digest in done:
         raise ResultsError(
-            f"{result.path}: already imported into {exp_dir} (as {done_files[digest]}); "
+            f"{result.path}: already imported into {exp_dir} (as {done[digest]}); "
             "importing it again would count its measurements twice. Use another "
             "--experiment to keep a second copy."
         )
+    return digest
+
+
+def write_import(result: ImportResult, raw_dir: Path, experiment: str) -> list[Path]:
+    """Write every run of `result` under `raw_dir/experiment`; return their directories."""
+    digest = check_new(result, raw_dir, experiment)
+    done_reps = _existing(Path(raw_dir) / experiment)[0]
     source = {"file": Path(result.path).name, "sha256": digest, "format": result.format}
     counters: dict[str, int] = defaultdict(int)
     written: list[Path] = []

@@ -156,7 +156,7 @@ class Runner:
             kit = kit_info()
             for group in groups.values():
                 with self._services(group[0], hosts) as running:
-                    endpoints = {s.kind: s.endpoint for s in running.values()}
+                    endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
                     sinfo = {n: s.info() for n, s in running.items()}
                     for plan in group:
                         bar.set_postfix_str(plan.label())
@@ -177,7 +177,13 @@ class Runner:
         running: dict[str, RunningService] = {}
         try:
             for name, svc in plan.services.items():
-                running[name] = SERVICES.get(svc.kind).start(hosts[svc.host], name, svc.settings)
+                launcher = SERVICES.get(svc.kind)
+                if launcher.needs_peers:  # in spec order: the services started so far
+                    peers = {r.endpoint.kind: r.endpoint for r in running.values()}
+                    running[name] = launcher.start(hosts[svc.host], name, svc.settings,
+                                                   peers=peers)
+                else:
+                    running[name] = launcher.start(hosts[svc.host], name, svc.settings)
             yield running
         finally:
             for svc in reversed(list(running.values())):

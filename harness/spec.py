@@ -252,7 +252,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         settings = resolve(sdef.get("settings"), service.settings)
         services[sname] = ServiceSpec(sname, kind, host, settings)
     if workload is not None:
-        kinds = [s.kind for s in services.values()]
+        # A stand-in (kind `external`) counts as the kind it provides.
+        kinds = [SERVICES.get(s.kind).provides(s.settings) for s in services.values()]
         for needed in workload.requires:
             if kinds.count(needed) != 1:
                 bad("services", f"workload {wname!r} needs exactly one {needed!r} service, "

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from harness.registry import Registry
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.external import External
+from harness.services.filestore import FileStore
 from harness.services.memcached import Memcached
 from harness.services.postgres import Postgres
 from harness.services.redis import Redis
 
 SERVICES: Registry[Service] = Registry("service")
+SERVICES.add("external", External())
+SERVICES.add("filestore", FileStore())
 SERVICES.add("memcached", Memcached())
 SERVICES.add("postgres", Postgres())
 SERVICES.add("redis", Redis())

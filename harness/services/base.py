@@ -81,10 +81,18 @@ class Service(abc.ABC):
     settings: Mapping[str, Setting]
     #: Executables the service needs on its host (for `harness hosts check`).
     binaries: tuple[str, ...]
+    #: When True, the runner passes `start(..., peers=...)`: the endpoints of the services
+    #: started before this one in the spec, by kind (an app that needs its memcached).
+    needs_peers: bool = False
 
     @abc.abstractmethod
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         """Start the server with `settings` (defaults filled in) and wait until it answers."""
+
+    def provides(self, settings: Mapping[str, Any]) -> str:
+        """The service kind this service counts as for a workload's `requires` (its own,
+        except for stand-ins such as `external`)."""
+        return self.kind
 
     def resolve(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Settings with defaults filled in."""

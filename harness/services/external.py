@@ -1,0 +1,75 @@
+"""`external`: a server the harness did not start (an app on App Engine, one started by
+hand), standing in for the service kind it `provides`.
+
+It starts and stops nothing. `start` checks that the URL answers HTTP (any status: the
+app need not have a /health route) and returns an Endpoint of the provided kind, with
+the URL in `extra["url"]`, so a workload cannot tell it from a launched service.
+"""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Mapping
+from typing import Any
+
+from harness.drivers.http import HTTPError, parse_url
+from harness.errors import ServiceError
+from harness.hosts import Host
+from harness.services._util import NotReady
+from harness.services.base import Endpoint, RunningService, Service, Setting
+
+PROBE_TIMEOUT_S = 5.0
+
+
+def http_get(address: str, port: int, path: str,
+             timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int, dict[str, str], bytes]:
+    """GET `path` from the harness machine: (status, lower-case headers, body).
+
+    OSError when nothing answers (refused, reset, timeout); NotReady when something
+    answers but not with HTTP, so readiness polling treats both as "not yet".
+    """
+    conn = http.client.HTTPConnection(address, port, timeout=timeout_s)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    except http.client.HTTPException as exc:
+        raise NotReady(f"not an HTTP answer from {address}:{port}: {exc!r}") from exc
+    finally:
+        conn.close()
+
+
+class External(Service):
+    kind = "external"
+    binaries = ()
+    settings: Mapping[str, Setting] = {
+        "provides": Setting((str, type(None)), None,
+                            "the service kind it stands in for, e.g. filestore"),
+        "url": Setting((str, type(None)), None, "base URL, e.g. http://127.0.0.1:8080/"),
+    }
+
+    def provides(self, settings: Mapping[str, Any]) -> str:
+        return settings.get("provides") or self.kind
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        provides, url = settings.get("provides"), settings.get("url")
+        if not provides or not url:
+            raise ServiceError(f"external {name!r}: set both `provides` (the service kind "
+                               "it stands in for) and `url`")
+        try:
+            target = parse_url(url)
+        except HTTPError as exc:
+            raise ServiceError(f"external {name!r}: {exc}") from None
+        try:
+            status, headers, _ = http_get(target.host, target.port, target.base_path + "health")
+        except (OSError, NotReady) as exc:
+            raise ServiceError(f"external {name!r}: {url} does not answer HTTP: {exc}. "
+                               "Start the app first, or fix the URL.") from None
+        endpoint = Endpoint(kind=provides, host=target.host, port=target.port,
+                            extra={"url": url})
+        return RunningService(
+            name=name, kind=self.kind, host=host, endpoint=endpoint,
+            version=headers.get("server", "unknown"),
+            config={"provides": provides, "url": url, "health_status": status},
+            processes=[],
+        )

@@ -176,6 +176,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_gen_files(args: argparse.Namespace) -> int:
+    from harness.filegen import check_params, generate_files
+
+    params = {k: getattr(args, k) for k in ("size_bytes", "min_bytes", "max_bytes",
+                                             "median_bytes", "sigma")
+              if getattr(args, k) is not None}
+    problems = check_params(args.dist, **params)
+    if args.count < 0:
+        problems.append("--count must be >= 0")
+    if problems:
+        raise HarnessError("gen-files: " + "; ".join(problems))
+    specs = generate_files(args.dir, args.count, args.dist, args.seed, **params)
+    total = sum(s.size_bytes for s in specs)
+    print(f"wrote {len(specs)} file(s), {total:,} bytes, to {args.dir}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -231,6 +248,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every run's ops checksum")
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("gen-files", help="write test files of a given size distribution",
+                       description="Write COUNT files 0.txt, 1.txt, ... into DIR; sizes are "
+                       "fixed, uniform or log-normal, and the same for the same --seed.")
+    p.add_argument("dir")
+    p.add_argument("--count", type=int, default=100)
+    p.add_argument("--dist", choices=("fixed", "uniform", "lognormal"), default="lognormal")
+    p.add_argument("--size-bytes", type=int, help="fixed: every file's size")
+    p.add_argument("--min-bytes", type=int, help="uniform: lower bound; lognormal: clip")
+    p.add_argument("--max-bytes", type=int, help="uniform: upper bound; lognormal: clip")
+    p.add_argument("--median-bytes", type=int, help="lognormal: median size")
+    p.add_argument("--sigma", type=float, help="lognormal: sigma of log(size)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_gen_files)
 
     p = sub.add_parser("list", help="workloads and services this kit knows")
     p.set_defaults(func=cmd_list)

@@ -97,10 +97,10 @@ def failures_table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["experiment", "run_id", "config_id", "repetition", "status", "error ops", "error"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
-    errors = _count(runs, "count_error") + _count(runs, "count_timeout")
-    bad = runs[(runs["status"] != "complete") | (errors > 0)].assign(
-        **{"error ops": errors.astype(int)}
-    )
+    errors = (_count(runs, "count_error") + _count(runs, "count_timeout")).astype(int)
+    # Assign before filtering: assigning a Series to an empty frame would adopt its index.
+    flagged = runs.assign(**{"error ops": errors})
+    bad = flagged[(flagged["status"] != "complete") | (errors > 0)]
     return bad[cols].reset_index(drop=True)
 
 

@@ -75,3 +75,31 @@ def test_run_without_measured_ops_still_counts(tiny_raw: Path):
 def test_empty_raw_dir(empty_raw: Path):
     table = summary_table(empty_raw, by=["experiment"])
     assert table.empty and list(table.columns) == ["experiment", *SUMMARY_COLUMNS]
+
+
+def test_provenance_tables(dsmc_raw: Path, tiny_raw: Path):
+    from harness.analysis import provenance
+
+    runs = provenance.load_all_runs(dsmc_raw)
+    failures = provenance.failures_table(runs)
+    assert list(failures["run_id"]) == ["r003", "r007"]  # the two runs with errors
+    assert list(failures["error ops"]) == [2, 2]
+    clean = provenance.failures_table(provenance.load_all_runs(tiny_raw))
+    assert list(clean["run_id"]) == ["tiny-1-1"]
+    exps = provenance.experiments_table(runs)
+    assert exps.loc[0, "runs"] == 50 and exps.loc[0, "measured ops"] == 2500
+    assert exps.loc[0, "complete / partial / failed"] == "50 / 0 / 0"
+    hosts = provenance.hosts_table(dsmc_raw)
+    assert list(hosts["hostname"]) == ["bench-client"]
+    services = provenance.services_table(dsmc_raw)
+    assert set(services["kind"]) == {"postgres", "memcached"}
+    assert len(provenance.run_listing(runs)) == 50
+    assert provenance.load_all_runs(dsmc_raw / "absent").empty
+
+
+def test_failures_table_without_failures(dsmc_raw: Path):
+    from harness.analysis import provenance
+
+    runs = provenance.load_all_runs(dsmc_raw)
+    ok = runs[~runs["run_id"].isin(["r003", "r007"])]
+    assert provenance.failures_table(ok).empty

@@ -117,7 +117,14 @@ class Host(abc.ABC):
 
     # -- built on the primitives, identical for every host ---------------------------
     def is_alive(self, proc: Process) -> bool:
-        return self.run(["kill", "-0", str(proc.pid)], check=False).ok
+        # `kill -0` also succeeds on a zombie, and an orphan whose init reaps late (or
+        # never, in containers) stays one after it died; so read the state where /proc
+        # exists (for any user's process), and a zombie counts as gone.
+        script = (
+            'if [ -r "/proc/$1/stat" ]; then read -r s < "/proc/$1/stat" || exit 1; '
+            's=${s##*") "}; [ "${s%% *}" != Z ]; else kill -0 "$1" 2>/dev/null; fi'
+        )
+        return self.run(["sh", "-c", script, "sh", str(proc.pid)], check=False).ok
 
     def signal(self, proc: Process, sig: str = "TERM", *, group: bool = True) -> bool:
         """Send SIG (e.g. TERM, KILL, STOP, CONT) to the process (group); False if gone."""
@@ -206,24 +213,30 @@ class LocalHost(Host):
         argv = tuple(str(a) for a in argv)
         t0 = time.monotonic()
         try:
+            # Bytes, decoded leniently: text=True would translate \r\n and raise on
+            # output that is not valid in the locale's encoding.
             proc = subprocess.run(
                 argv,
                 capture_output=True,
-                text=True,
                 timeout=timeout,
                 env={**os.environ, **env} if env else None,
                 cwd=cwd,
-                input=input,
+                input=None if input is None else input.encode(),
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
-        except FileNotFoundError:
-            result = CommandResult(argv, 127, "", f"{argv[0]}: command not found", 0.0)
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            result = CommandResult(argv, code, "", _exec_failure(argv, cwd, exc), 0.0)
         except subprocess.TimeoutExpired as exc:
             raise HostError(f"{self.name}: command timed out after {timeout}s: "
                             f"{shlex.join(argv)}") from exc
         else:
             result = CommandResult(
-                argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0
+                argv,
+                proc.returncode,
+                proc.stdout.decode("utf-8", "replace"),
+                proc.stderr.decode("utf-8", "replace"),
+                time.monotonic() - t0,
             )
         return check_result(result, self.name) if check else result
 
@@ -248,8 +261,8 @@ class LocalHost(Host):
                     cwd=cwd,
                     start_new_session=True,
                 )
-            except FileNotFoundError:
-                raise HostError(f"{self.name}: {argv[0]}: command not found") from None
+            except OSError as exc:
+                raise HostError(f"{self.name}: {_exec_failure(argv, cwd, exc)}") from None
         self._children[child.pid] = child
         return Process(self.name, child.pid, argv, log_path)
 
@@ -258,13 +271,7 @@ class LocalHost(Host):
         if child is not None:
             # poll() reaps our own children so that a dead one is not a zombie "alive".
             return child.poll() is None
-        try:
-            os.kill(proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return super().is_alive(proc)  # os.kill(pid, 0) would call a zombie alive
 
     def signal(self, proc: Process, sig: str = "TERM", *, group: bool = True) -> bool:
         signum = getattr(signal, f"SIG{sig}")
@@ -290,13 +297,29 @@ class LocalHost(Host):
         return free_port(self.address)
 
     def put(self, local: Path | str, remote: str) -> None:
-        shutil.copyfile(local, remote)
+        try:
+            shutil.copyfile(local, remote)
+        except OSError as exc:  # HostError, as from SSHHost, so callers catch one type
+            raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
 
     def get(self, remote: str, local: Path | str) -> None:
-        shutil.copyfile(remote, local)
+        try:
+            shutil.copyfile(remote, local)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
 
     def close(self) -> None:
         pass
+
+
+def _exec_failure(argv: Sequence[str], cwd: str | None, exc: OSError) -> str:
+    """What a shell would say when argv cannot be executed (a missing cwd is not a
+    missing command)."""
+    if cwd is not None and not os.path.isdir(cwd):
+        return f"cd: {cwd}: No such file or directory"
+    if isinstance(exc, FileNotFoundError):
+        return f"{argv[0]}: command not found"
+    return f"{argv[0]}: {exc.strerror}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,0 +1,342 @@
+"""SSHHost: the Host interface on a target machine over SSH (paramiko).
+
+Honours the OpenSSH client config (HostName, Port, User, IdentityFile,
+UserKnownHostsFile) and known_hosts, and refuses unknown host keys unless the spec says
+`accept_new_host_key`. Command strings are built with `shlex`, so every argv element
+reaches the program literally; that assumes a POSIX login shell on the target, which
+is what OpenSSH runs the command string with.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from harness.errors import HostError, HostKeyError
+from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
+
+_CHUNK = 1 << 16
+
+
+def parse_target(target: str) -> tuple[str | None, str, int | None]:
+    """`user@host:port`, `user@host`, `host:port`, `[v6]:port` or `host` -> (user, host, port)."""
+    user, _, hostport = target.rpartition("@")
+    host, port = hostport, None
+    if hostport.startswith("[") and "]" in hostport:
+        host, _, rest = hostport[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+    elif hostport.count(":") == 1:
+        host, port = hostport.split(":")
+    if not host or (port is not None and not port.isdigit()):
+        raise HostError(f"bad SSH target {target!r}: use user@host:port, host or an ssh alias")
+    return user or None, host, int(port) if port else None
+
+
+def _expand(path: str) -> Path:
+    return Path(os.path.expanduser(path))
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect, after applying the ssh config to a spec's target."""
+
+    host: str
+    port: int
+    user: str
+    key_files: tuple[Path, ...]
+    #: Host keys are looked up in all of these; a newly accepted key goes into the first.
+    known_hosts: tuple[Path, ...]
+
+
+def resolve(spec: HostSpec) -> Endpoint:
+    """Apply the ssh config (spec.ssh_config, else ~/.ssh/config if present) to spec.target."""
+    user, alias, port = parse_target(spec.target)
+    config_path = _expand(spec.ssh_config or "~/.ssh/config")
+    config: dict[str, Any] = {}
+    if spec.ssh_config or config_path.exists():
+        try:
+            config = paramiko.SSHConfig.from_path(str(config_path)).lookup(alias)
+        except (OSError, paramiko.SSHException) as exc:
+            raise HostError(f"{spec.name}: cannot read ssh config {config_path}: {exc}") from exc
+    keys = [_expand(f) for f in config.get("identityfile", [])]
+    if spec.identity_file:
+        if not _expand(spec.identity_file).is_file():
+            raise HostError(f"{spec.name}: identity_file {spec.identity_file} does not exist")
+        keys.insert(0, _expand(spec.identity_file))
+    known = [spec.known_hosts] if spec.known_hosts else (
+        str(config.get("userknownhostsfile", "")).split() or ["~/.ssh/known_hosts"])
+    return Endpoint(
+        host=str(config.get("hostname", alias)),
+        port=port or int(config.get("port", 22)),
+        user=user or str(config.get("user") or getpass.getuser()),
+        key_files=tuple(k for k in keys if k.is_file()),
+        known_hosts=tuple(_expand(k) for k in known),
+    )
+
+
+class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
+    """Called by paramiko only for keys absent from known_hosts; a key that differs from
+    the known one never gets here (paramiko raises BadHostKeyException instead)."""
+
+    def __init__(self, spec: HostSpec, endpoint: Endpoint) -> None:
+        self.spec, self.ep = spec, endpoint
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        ep, path = self.ep, self.ep.known_hosts[0]
+        if not self.spec.accept_new_host_key:
+            raise HostKeyError(
+                f"{self.spec.name}: unknown SSH host key for {ep.host}:{ep.port} "
+                f"({key.get_name()} {key.fingerprint}), not in {path}. If that fingerprint "
+                f"is right, add the key with `ssh-keyscan -p {ep.port} {ep.host} >> {path}`, "
+                f"or set `accept_new_host_key: true` for host {self.spec.name!r} in the spec."
+            )
+        existing = path.read_bytes() if path.exists() else b""
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as f:
+            sep = "\n" if existing and not existing.endswith(b"\n") else ""
+            f.write(f"{sep}{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SSHHost(Host):
+    """A machine reached over SSH; open one with `SSHHost.connect(spec)`."""
+
+    def __init__(self, spec: HostSpec, client: paramiko.SSHClient, endpoint: Endpoint) -> None:
+        self.name = spec.name
+        self.address = spec.address or endpoint.host
+        self.python = spec.python or "python3"
+        self.target = f"{endpoint.user}@{endpoint.host}:{endpoint.port}"
+        self._client = client
+        self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, spec: HostSpec) -> SSHHost:
+        ep = resolve(spec)
+        known_name = ep.host if ep.port == 22 else f"[{ep.host}]:{ep.port}"
+        where = f"{spec.name} ({ep.user}@{ep.host}:{ep.port}, target {spec.target!r})"
+        client = paramiko.SSHClient()
+        try:
+            for path in ep.known_hosts:
+                if path.exists():
+                    client.get_host_keys().load(str(path))
+            client.set_missing_host_key_policy(_KnownHostsPolicy(spec, ep))
+            t = spec.connect_timeout_s
+            client.connect(
+                ep.host, ep.port, username=ep.user, key_filename=[str(k) for k in ep.key_files],
+                allow_agent=True, look_for_keys=True, timeout=t, banner_timeout=t, auth_timeout=t,
+            )
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyError(
+                f"{where}: SSH host key for {ep.host}:{ep.port} does not match known_hosts "
+                f"({ep.known_hosts[0]}): server offered {exc.key.get_name()} "
+                f"{exc.key.fingerprint}, expected {exc.expected_key.get_name()} "
+                f"{exc.expected_key.fingerprint}. Refusing to connect: possible "
+                "man-in-the-middle attack. If the host was reinstalled, remove the old key "
+                f"with `ssh-keygen -R '{known_name}' -f {ep.known_hosts[0]}` and add the "
+                "new one after checking its fingerprint."
+            ) from None
+        except (paramiko.SSHException, OSError, EOFError, ValueError) as exc:
+            client.close()
+            raise HostError(f"{where}: {_connect_failure(exc, spec.connect_timeout_s)}") from exc
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(30)  # long runs must not be cut by idle NAT timeouts
+        return cls(spec, client, ep)
+
+    # -- primitives ---------------------------------------------------------------
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        input: str | None = None,
+    ) -> CommandResult:
+        argv = tuple(str(a) for a in argv)
+        command = _command(argv, env)
+        if cwd is not None:
+            command = f"cd -- {shlex.quote(cwd)} && {command}"
+        # sshd runs the command in a session of its own, led by the shell; on timeout we
+        # kill that process group, so the shell first tells us its pid on stderr.
+        mark = f"harness-pid-{uuid.uuid4().hex}:"
+        if timeout is not None:
+            command = f"echo {mark}$$ >&2; {command}"
+        t0 = time.monotonic()
+        out, err, status = self._exec(command, input, timeout)
+        head, found, tail = err.partition(mark)
+        pid, _, tail = tail.partition("\n")
+        err = head + tail if found else err
+        if status is None:
+            if pid.isdigit():
+                self.run(["kill", "-KILL", "--", f"-{pid}"], check=False, timeout=30)
+            raise HostError(f"{self.name}: command timed out after {timeout}s: {shlex.join(argv)}")
+        result = CommandResult(argv, status, out, err, time.monotonic() - t0)
+        return check_result(result, self.name) if check else result
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        log_path: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Process:
+        argv = tuple(str(a) for a in argv)
+        q = shlex.quote
+        # The child prints its own pid after setsid() and before exec, so when this
+        # returns the pid is already its group leader (no race with an early stop()).
+        # fd 3 keeps a relative log_path relative to the login directory, not to cwd.
+        script = [
+            "set -e",
+            f"mkdir -p -- {q(os.path.dirname(log_path) or '.')}",
+            f"exec 3>>{q(log_path)}",
+            *([f"cd -- {q(cwd)}"] if cwd is not None else []),
+            f"command -v {q(argv[0])} >/dev/null || "
+            f"{{ echo {q(argv[0] + ': command not found')} >&2; exit 127; }}",
+            "setsid sh -c 'echo $$ >&4; exec 4>&-; exec \"$@\"' sh "
+            f"{_command(argv, env)} 4>&1 >&3 2>&1 3>&- </dev/null &",
+        ]
+        res = self.run(["sh", "-c", "\n".join(script)], check=False, timeout=60)
+        if not res.ok or not res.stdout.strip().isdigit():
+            detail = (res.stderr or res.stdout).strip()
+            raise HostError(f"{self.name}: cannot start {shlex.join(argv)}: {detail}")
+        return Process(self.name, int(res.stdout.strip()), argv, log_path)
+
+    def put(self, local: Path | str, remote: str) -> None:
+        with self._sftp_lock:
+            try:
+                self._open_sftp().put(str(local), remote)
+            except OSError as exc:
+                raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
+
+    def get(self, remote: str, local: Path | str) -> None:
+        with self._sftp_lock:
+            try:
+                # Open the remote file first so a missing one leaves no empty local file.
+                with self._open_sftp().open(remote, "rb") as src:
+                    src.prefetch()
+                    with open(local, "wb") as dst:
+                        while chunk := src.read(_CHUNK):
+                            dst.write(chunk)
+            except OSError as exc:
+                raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._sftp_lock:
+            if self._sftp is not None:
+                self._sftp.close()
+                self._sftp = None
+        self._client.close()
+
+    # -- helpers ------------------------------------------------------------------
+    def _open_sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            try:
+                self._sftp = self._client.open_sftp()
+            except (paramiko.SSHException, OSError) as exc:
+                raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
+        return self._sftp
+
+    def _exec(
+        self, command: str, stdin: str | None, timeout: float | None
+    ) -> tuple[str, str, int | None]:
+        """Run `command`; (stdout, stderr, exit status), the status None on timeout.
+
+        stdin is written and stdout/stderr read in parallel threads: a command that
+        fills one stream's window while we block on another would otherwise hang.
+        """
+        transport = self._client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostError(f"{self.name}: SSH connection to {self.target} is closed")
+        out: list[bytes] = []
+        err: list[bytes] = []
+        try:
+            chan = transport.open_session(timeout=timeout)
+            chan.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostError(f"{self.name}: SSH connection to {self.target} failed: {exc}") from exc
+
+        def read(recv: Callable[[int], bytes], sink: list[bytes]) -> None:
+            while chunk := recv(_CHUNK):
+                sink.append(chunk)
+
+        def write() -> None:
+            try:
+                if stdin:
+                    chan.sendall(stdin.encode())
+                chan.shutdown_write()
+            except OSError:
+                pass  # the command exited without reading all of its input, as locally
+
+        threads = [
+            threading.Thread(target=read, args=(chan.recv, out), daemon=True),
+            threading.Thread(target=read, args=(chan.recv_stderr, err), daemon=True),
+            threading.Thread(target=write, daemon=True),
+        ]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with chan:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if any(t.is_alive() for t in threads) or not chan.status_event.wait(left):
+                status = None  # closing the channel ends the threads
+            else:
+                # paramiko ignores `exit-signal`: a command killed by a signal reports -1.
+                status = chan.exit_status
+        if status == -1 and not transport.is_active():
+            raise HostError(f"{self.name}: SSH connection to {self.target} was lost")
+        return _decode(out), _decode(err), status
+
+
+def _command(argv: Sequence[str], env: Mapping[str, str] | None) -> str:
+    if not argv:
+        raise ValueError("argv must not be empty")
+    if env and any(not k or "=" in k for k in env):
+        raise ValueError(f"bad environment variable name in {sorted(env)}")
+    prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+    return shlex.join([*prefix, *argv])
+
+
+def _decode(chunks: list[bytes]) -> str:
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _connect_failure(exc: BaseException, timeout: float) -> str:
+    """An actionable sentence for why connecting failed (never echoes secrets)."""
+    if isinstance(exc, paramiko.AuthenticationException):
+        return (f"authentication failed ({exc}); load your key into ssh-agent, or set "
+                "identity_file in the host spec or IdentityFile in the ssh config")
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror}); check the target or HostName"
+    if isinstance(exc, TimeoutError):
+        return f"timed out after {timeout}s; is the host up and the port open to you?"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        refused = all(isinstance(e, ConnectionRefusedError) for e in exc.errors.values())
+        why = "connection refused" if refused else str(exc)
+        return f"{why}; is sshd running there, and is the port right?"
+    if isinstance(exc, paramiko.SSHException):
+        return f"SSH handshake failed ({exc}); is that port an SSH server?"
+    return f"cannot connect: {exc}"

@@ -133,6 +133,19 @@ def read_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
+def ends_cut(path: Path) -> bool:
+    """True when the file's last line has no line break: it may have been cut short."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, 2)
+            return f.read(1) not in (b"\n", b"\r")
+    except OSError:
+        return False
+
+
 class Noise:
     """Collects the lines a parser could not use (blank lines are not noise)."""
 

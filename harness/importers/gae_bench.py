@@ -28,6 +28,7 @@ from harness.importers.base import (
     Noise,
     ParsedRun,
     Records,
+    ends_cut,
     nothing_found,
     read_lines,
     slug,
@@ -68,6 +69,7 @@ class GaeBench:
         result = ImportResult(NAME, Path(path))
         test: str | None = None
         sets: dict[str, int] = {}
+        no = 0
         for no, line in enumerate(read_lines(path), 1):
             unused = False
             for part in _BR.split(line):
@@ -94,6 +96,16 @@ class GaeBench:
                     unused = unused or bool(part.strip())
             if unused:
                 noise.skip(no, line)
+        last = result.runs[-1] if result.runs else None
+        if last is not None and ends_cut(path) and last.line == no:
+            # A cut "%0.3f" value shows as fewer decimals than the ones before it.
+            text = last.extra["stated"]["set_seconds"]
+            prev = [r.extra["stated"]["set_seconds"] for r in result.runs[-2:-1]]
+            if prev and len(text.split(".")[1]) != len(prev[0].split(".")[1]):
+                result.runs.pop()
+                noise.skip(no, text)
+                result.notes.append(f"line {no}: the file ends inside value {text!r} (cut "
+                                    "short?); that set is not imported")
         result.skipped = noise.lines
         if not result.runs:
             raise nothing_found(path, NAME)

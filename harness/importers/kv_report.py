@@ -101,13 +101,15 @@ class _Block:
                 if abs(counts - stated["success_fraction"]) > 1e-9:
                     notes.append(f"stated throughput {f['throughput']} differs from the "
                                  f"counts (get {f['get_count']} / put {f['put_count']})")
-        out = []
+        present = []
         for op in ("put", "get"):
             ms, count = f.get(f"{op}_ms"), f.get(f"{op}_count")
-            if ms is None or count is None or int(count) == 0:
-                if ms is not None or count is not None:
-                    notes.append(f"{op}: time or count missing; no {op} run")
-                continue
+            if ms is not None and count is not None and int(count) > 0:
+                present.append((op, ms, count))
+            elif ms is not None or count is not None:
+                notes.append(f"{op}: time or count missing (cut off?); no {op} run")
+        out = []
+        for op, ms, count in present:
             out.append(ParsedRun(
                 records=[Records.aggregate(op, int(count), float(ms) * 1e6)],
                 grid_point={"op": op, **params},

@@ -116,6 +116,13 @@ def test_run_missing_command_is_127(host: Host) -> None:
     assert "no-such-command-3b1f" in res.stderr
 
 
+def test_run_non_executable_file_is_126(host: Host, workdir: str) -> None:
+    host.write_text(f"{workdir}/script", "#!/bin/sh\necho ran\n")  # no exec bit
+    res = host.run([f"{workdir}/script"], check=False)
+    assert (res.returncode, res.stdout) == (126, "")
+    assert "ermission denied" in res.stderr
+
+
 def test_run_output_bytes_are_kept_and_bad_utf8_replaced(host: Host) -> None:
     res = host.run(["printf", "a\\r\\nb\\377é"])
     assert res.stdout == "a\r\nb\ufffdé"

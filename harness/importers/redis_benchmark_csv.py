@@ -76,6 +76,11 @@ class RedisBenchmarkCsv:
             if not row or not row[0] or rps is None or rps <= 0:
                 noise.skip(no, line)
                 continue
+            if line.count('"') % 2 or (header and len(row) < len(header)):
+                # An unbalanced quote or a short row is a line cut off: its numbers too.
+                noise.skip(no, line)
+                result.notes.append(f"line {no}: incomplete row (cut off?); not imported")
+                continue
             cols = header if header and len(row) == len(header) else ["test", "rps"]
             values = dict(zip(cols, row, strict=False))
             stated: dict[str, Any] = {"test": row[0], "rps": row[1]}

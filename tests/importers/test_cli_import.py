@@ -1,0 +1,73 @@
+"""`harness import` end to end, then `harness summary` on what it wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from tests.importers.conftest import DATA, write_variant
+
+
+def test_import_then_summary_by_threads_op(seed, tmp_path: Path, capsys) -> None:
+    raw = tmp_path / "raw"
+    assert main(["import", "perfctest", str(seed("000")), "-o", str(raw),
+                 "--experiment", "seed000"]) == 0
+    out = capsys.readouterr().out
+    assert "1 run(s) written to" in out and "seed000" in out
+    assert "136 noise line(s) skipped" in out and "  skipped line 3: Performance" in out
+    assert main(["summary", str(raw), "--by", "threads,op", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["threads"], row["op"], row["ops"]) == (1, "insert", 21)
+
+
+def test_gae_bench_options_and_aggregated_label(seed, tmp_path: Path, capsys) -> None:
+    raw = tmp_path / "raw"
+    assert main(["import", "gae-bench", str(seed("001")), "-o", str(raw), "--count", "50",
+                 "--size", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "50 aggregated run(s) written to" in out
+    assert (raw / "gae-bench-001_d557312a82865043").is_dir()  # the default experiment
+
+
+def test_several_files_one_experiment(tmp_path: Path, capsys) -> None:
+    raw = tmp_path / "raw"
+    files = [str(DATA / "redis-benchmark-7.0-n20000-c10-d100.csv"),
+             str(DATA / "redis-benchmark-7.0-n10000-c50-P4.csv")]
+    assert main(["import", "redis-benchmark-csv", *files, "-o", str(raw),
+                 "--experiment", "rb"]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(raw), "--by", "op", "--format", "json"]) == 0
+    rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["set"]["runs"] == 2  # one per file: repetitions of the same op
+
+
+def test_nothing_recognisable_exits_2_and_writes_nothing(seed, tmp_path: Path, capsys) -> None:
+    raw = tmp_path / "raw"
+    bad = write_variant(tmp_path, "notes.txt", "nothing to see\n")
+    code = main(["import", "kv-report", str(seed("003")), str(bad), "-o", str(raw)])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == f"error: {bad}: no kv-report records found"
+    assert not raw.exists()
+
+
+def test_reimport_refused(seed, tmp_path: Path, capsys) -> None:
+    raw = tmp_path / "raw"
+    args = ["import", "cluster-perf", str(seed("002")), "-o", str(raw), "--experiment", "c"]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "already imported" in capsys.readouterr().err
+    assert len(list((raw / "c").iterdir())) == 10
+
+
+def test_unknown_format(tmp_path: Path, capsys) -> None:
+    assert main(["import", "ycsb", str(tmp_path), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown import format 'ycsb'" in err and "gae-bench" in err
+
+
+def test_out_is_required(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["import", "gae-bench", str(tmp_path / "x")])

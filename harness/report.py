@@ -215,13 +215,19 @@ def appendix_html(raw_dir: Path) -> str:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = provenance.load_all_runs(raw_dir)
-    table = tables.to_html(
-        provenance.run_listing(runs),
-        caption=f"All {len(runs)} runs under {raw_dir}.",
-        headers={"config_id": "configuration", "repetition": "rep.",
-                 "started_utc": "started (UTC)"},
-        css_class="kv-table runs",
-    )
+    listing = provenance.run_listing(runs)
+    # One table per experiment: the experiment column would only repeat, and the page
+    # is too narrow for it beside long run ids.
+    parts = [f"<p>{len(runs)} runs under <code>{html.escape(str(raw_dir))}</code>.</p>"]
+    for exp, group in listing.groupby("experiment", sort=True):
+        parts.append(f"<h3>{html.escape(str(exp))}</h3>")
+        parts.append(tables.to_html(
+            group.drop(columns=["experiment"]),
+            headers={"config_id": "configuration", "repetition": "rep.",
+                     "started_utc": "started (UTC)"},
+            css_class="kv-table runs",
+        ))
+    table = "\n".join(parts)
     for w in caught:  # listed in the report, and still told to whoever ran it
         warnings.warn(str(w.message), UserWarning, stacklevel=2)
     skipped = "".join(f"<li>{html.escape(str(w.message))}</li>" for w in caught)

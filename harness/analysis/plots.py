@@ -139,7 +139,7 @@ def per_set(
     counts = data[hue].value_counts()
     labels = _labels_with_n(counts, "sets")
     data[hue] = data[hue].map(labels)
-    data[x] = data[x].astype(int) + 1  # sets are numbered from 1 as in the seed
+    data[x] = data[x].astype(int)
     hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
     fig = new_figure()
     ax = fig.axes[0]

@@ -120,6 +120,7 @@ def run_listing(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=cols)
     listing = runs.assign(
+        started_utc=runs["started_utc"].astype(str).str.replace("T", " ").str[:19],
         **{"measured ops": _count(runs, "count_measured").astype(int),
            "errors": (_count(runs, "count_error") + _count(runs, "count_timeout")).astype(int)}
     )

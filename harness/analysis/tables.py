@@ -30,7 +30,9 @@ def pct(digits: int = 2) -> Formatter:
     def fmt(v: object) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "–"
-        return f"{float(v) * 100:.{digits}g}%"
+        p = float(v) * 100
+        # 100%, 12%, 0.8%, 0.012%: never scientific notation
+        return f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.{digits}g}%"
 
     return fmt
 

@@ -45,7 +45,7 @@ def test_filters_on_any_parameter(dsmc_raw: Path):
     assert set(loaded.runs["op"]) == {"mem_read_hit", "mem_read_miss"}
     assert len(loaded.ops) == 20 * 50
     assert list(loaded.ops.columns) == ["run_id", "latency_ns"]
-    assert load_runs(dsmc_raw, where={"repetition": lambda r: r < 2}).shape[0] == 10
+    assert load_runs(dsmc_raw, where={"repetition": lambda r: r <= 2}).shape[0] == 10
     assert load_runs(dsmc_raw, experiments=["nope"]).empty
 
 

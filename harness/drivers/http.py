@@ -220,6 +220,11 @@ class HTTPConnection(asyncio.Protocol):
             self.transport.write(body)
         return fut
 
+    @property
+    def closed(self) -> bool:
+        """True when no further request can be sent (closed, or the server asked to)."""
+        return self._closed is not None or not self.reusable or self.transport is None
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()

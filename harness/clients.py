@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, HostError
-from harness.hosts import Host, LocalHost, Process
+from harness.hosts import CommandResult, Host, LocalHost, Process
 from harness.loadgen import ClientConfig
 from harness.results import OpsArrays
 from harness.services.base import Endpoint
@@ -89,40 +89,46 @@ class ClientGroup:
         except HostError:
             return "(no log)"
 
+    def _by_host(self) -> dict[str, list[Worker]]:
+        groups: dict[str, list[Worker]] = {}
+        for w in self.workers:
+            groups.setdefault(w.host.name, []).append(w)
+        return groups
+
+    def _ctl(self, host: Host, *args: str, check: bool = True) -> CommandResult:
+        return host.run([host.python, "-m", "harness.workerctl", *args], check=check)
+
     def wait_ready(self) -> None:
-        pending = list(self.workers)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while pending:
-            for w in list(pending):
-                if w.host.exists(w.files["ready"]):
-                    pending.remove(w)
-                elif not w.host.is_alive(w.process):
-                    raise HarnessError(
-                        f"client {w.client_id} on {w.host.name} exited before it was ready:\n"
-                        f"{self._log_tail(w)}")
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{len(pending)} client process(es) not ready after "
-                                   f"{READY_TIMEOUT_S:.0f} s")
-            if pending:
-                time.sleep(0.005)
+        for workers in self._by_host().values():
+            host = workers[0].host
+            res = self._ctl(host, "ready", str(READY_TIMEOUT_S),
+                            *(f"{w.process.pid}:{w.files['ready']}" for w in workers),
+                            check=False)
+            if res.returncode == 3:
+                dead = json.loads(res.stdout)["dead"]
+                w = next(w for w in workers if w.process.pid == dead)
+                raise HarnessError(
+                    f"client {w.client_id} on {host.name} exited before it was ready:\n"
+                    f"{self._log_tail(w)}")
+            if res.returncode != 0:
+                raise HarnessError(f"client processes on {host.name} not ready after "
+                                   f"{READY_TIMEOUT_S:.0f} s: {res.stdout}{res.stderr}")
 
     def go(self) -> int:
         """Release all processes at one start time; returns it (Unix ns)."""
-        # Over SSH each go file costs round trips; leave time for all of them to land.
-        remote = any(not isinstance(w.host, LocalHost) for w in self.workers)
-        start_at = time.time_ns() + (50_000_000 * len(self.workers) if remote else 30_000_000)
-        for w in self.workers:
-            tmp = w.files["go"] + ".tmp"
-            w.host.write_text(tmp, str(start_at))
-            w.host.run(["mv", tmp, w.files["go"]])
+        groups = self._by_host()
+        # Over SSH each command is a round trip; leave time for every host's go files.
+        remote = sum(not isinstance(ws[0].host, LocalHost) for ws in groups.values())
+        start_at = time.time_ns() + 30_000_000 + 400_000_000 * remote
+        for workers in groups.values():
+            self._ctl(workers[0].host, "go", str(start_at), *(w.files["go"] for w in workers))
         return start_at
 
-    def wait(self, poll_s: float = 0.01) -> bool:
+    def wait(self) -> bool:
         """Wait for every process to exit. Returns True if interrupted (Ctrl-C)."""
         try:
-            for w in self.workers:
-                while w.host.is_alive(w.process):
-                    time.sleep(poll_s)
+            for workers in self._by_host().values():
+                self._ctl(workers[0].host, "wait", *(str(w.process.pid) for w in workers))
         except KeyboardInterrupt:
             self.stop()
             return True
@@ -143,21 +149,26 @@ class ClientGroup:
         statuses: list[dict[str, Any]] = []
         errors: list[str] = []
         with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
-            for w in self.workers:
-                status: dict[str, Any] = {"client": w.client_id, "host": w.host.name}
-                try:
-                    status.update(json.loads(w.host.read_text(w.files["status"])))
-                except (HostError, ValueError):
-                    status.update(state="failed", error="no status file (the process died)")
-                if w.host.exists(w.files["out"]):
+            for workers in self._by_host().values():
+                host = workers[0].host
+                found = json.loads(self._ctl(host, "status",
+                                             *(w.files["status"] for w in workers)).stdout)
+                for w in workers:
+                    status: dict[str, Any] = {"client": w.client_id, "host": host.name}
+                    status.update(found.get(w.files["status"]) or {
+                        "state": "failed", "error": "no status file (the process died)"})
                     local = Path(tmp) / f"c{w.client_id}.npz"
-                    w.host.get(w.files["out"], local)
-                    parts.append(OpsArrays.load_npz(local))
-                if status.get("state") in ("failed", "aborted"):
-                    tail = self._log_tail(w) if status.get("state") == "failed" else ""
-                    errors.append(f"client {w.client_id} on {w.host.name}: "
-                                  f"{status.get('error')}" + (f"\n{tail}" if tail else ""))
-                statuses.append(status)
-                for key in ("ready", "go", "status", "out"):
-                    w.host.run(["rm", "-f", w.files[key]], check=False)
+                    try:
+                        host.get(w.files["out"], local)
+                        parts.append(OpsArrays.load_npz(local))
+                    except HostError:
+                        pass  # no records file: the status says why
+                    if status.get("state") in ("failed", "aborted"):
+                        tail = self._log_tail(w) if status["state"] == "failed" else ""
+                        errors.append(f"client {w.client_id} on {host.name}: "
+                                      f"{status.get('error')}" + (f"\n{tail}" if tail else ""))
+                    statuses.append(status)
+                host.run(["rm", "-f", *(w.files[k] for w in workers
+                                         for k in ("ready", "go", "status", "out"))],
+                         check=False)
         return Collected(OpsArrays.concat(parts, self.op_names), statuses, errors)

@@ -166,21 +166,33 @@ def test_cli_run_summary_and_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "4 run(s)" in capsys.readouterr().out
 
 
+def _tagged_workers(tag: str) -> list[int]:
+    found = []
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            if b"harness.worker" in cmdline and tag.encode() in (
+                    proc_dir / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc_dir.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_ctrl_c_keeps_the_current_run_as_partial_and_resume_finishes(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     path = write_spec(tmp_path, ops="[mem_read_hit]", reps=2, n=3_000_000)
     cmd = [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(raw),
            "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tag = f"HARNESS_TEST_TAG={tmp_path.name}"
+    env = {**os.environ, "HARNESS_TEST_TAG": tmp_path.name}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    # Wait until this harness's client process is measuring: workers inherit the tag.
     deadline = time.monotonic() + 60
-    # Wait until the first run's clients are measuring (their records file appears later,
-    # so watch for a running worker process instead).
-    while time.monotonic() < deadline:
-        out = subprocess.run(["pgrep", "-f", f"harness.worker .*{tmp_path.name}|harness.worker"],
-                             capture_output=True, text=True).stdout
-        if out.strip():
-            break
+    while time.monotonic() < deadline and not _tagged_workers(tag):
         time.sleep(0.05)
+    assert _tagged_workers(tag), "the harness never started a client process"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -197,3 +209,29 @@ def test_ctrl_c_keeps_the_current_run_as_partial_and_resume_finishes(tmp_path: P
     assert resumed.returncode == 0, resumed.stderr
     statuses = sorted(m.status for m in manifests(raw))
     assert statuses == ["complete", "complete", "partial"]
+
+
+def test_same_spec_over_ssh_gives_the_same_set_of_runs(tmp_path: Path, sshd) -> None:
+    """Servers and clients on the loopback SSH host instead of localhost."""
+    remote = (f"{{target: '{sshd.target}', python: '{sys.executable}', "
+              f"known_hosts: '{sshd.known_hosts}', identity_file: '{sshd.identity_file}'}}")
+    local_raw, ssh_raw = tmp_path / "local", tmp_path / "ssh"
+    kw = dict(ops="[store_read, mem_read_hit]", reps=2, n=20, processes=2)
+    Runner(load_spec(write_spec(tmp_path, name="same", **kw)), local_raw,
+           progress=False).run()
+    ssh_spec = write_spec(tmp_path, name="same", server=remote, client=remote, **kw)
+    outcomes = Runner(load_spec(ssh_spec), ssh_raw, progress=False).run()
+    assert [o.status for o in outcomes] == ["complete"] * 4
+
+    def runs(raw: Path) -> list[tuple]:
+        return sorted((m.config_id, m.repetition, m.status, m.counts["measured"])
+                      for m in manifests(raw))
+
+    assert runs(ssh_raw) == runs(local_raw)
+    for m in manifests(ssh_raw):
+        assert m.hosts["server"]["harness_host"] == "server"
+        assert {w["host"] for w in m.loadgen["workers"]} == {"client"}
+        assert m.services["cache"]["host"] == "server"
+        # Credentials never reach the manifest: no key material, no identity file path.
+        text = json.dumps(m.to_dict())
+        assert "PRIVATE KEY" not in text and str(sshd.identity_file) not in text

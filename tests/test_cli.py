@@ -1,0 +1,73 @@
+"""CLI commands that are not covered by the runner tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.hosts import free_port
+
+SPEC = """\
+name: hc
+workload: datastore_memcache
+hosts:
+  here: localhost
+  there: {there}
+services:
+  db: {{kind: postgres, host: here}}
+  cache: {{kind: memcached, host: there}}
+clients: {{hosts: [there]}}
+run: {{ops: 10}}
+"""
+
+
+def test_hosts_check_reports_each_host(tmp_path: Path, sshd, capsys: pytest.CaptureFixture
+                                       ) -> None:
+    there = (f"{{target: '{sshd.target}', python: '{sys.executable}', "
+             f"known_hosts: '{sshd.known_hosts}', identity_file: '{sshd.identity_file}'}}")
+    spec = tmp_path / "hc.yaml"
+    spec.write_text(SPEC.format(there=there))
+    assert main(["hosts", "check", str(spec)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["here (localhost): ok", f"there ({sshd.target}): ok"]
+
+
+def test_hosts_check_says_what_is_missing_and_what_is_unreachable(
+        tmp_path: Path, sshd, capsys: pytest.CaptureFixture) -> None:
+    there = (f"{{target: '{sshd.target}', python: /nonexistent/python, "
+             f"known_hosts: '{sshd.known_hosts}', identity_file: '{sshd.identity_file}'}}")
+    spec = tmp_path / "hc.yaml"
+    spec.write_text(SPEC.format(there=there))
+    assert main(["hosts", "check", str(spec)]) == 1
+    out = capsys.readouterr().out
+    assert "there" in out and "missing: /nonexistent/python with the harness installed" in out
+    spec.write_text(SPEC.format(there=f"root@127.0.0.1:{free_port()}"))
+    assert main(["hosts", "check", str(spec)]) == 1
+    assert "unreachable" in capsys.readouterr().out
+
+
+def test_list_names_workloads_and_services(capsys: pytest.CaptureFixture) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "workload datastore_memcache" in out and "service memcached" in out
+    assert "param value_size_bytes" in out
+
+
+def test_verify_flags_a_modified_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from harness.results import write_run
+    from tests.test_results import arrays, manifest
+
+    run_dir = write_run(tmp_path, manifest(), arrays())
+    assert main(["verify", str(tmp_path)]) == 0
+    (run_dir / "ops.parquet").write_bytes(b"garbage")
+    assert main(["verify", str(tmp_path)]) == 1
+    assert "checksum mismatch" in capsys.readouterr().out
+
+
+def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
+    spec = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
+    assert main(["validate", str(spec), "--set", "nokeyvalue"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err

@@ -16,6 +16,7 @@ declare -A NEED=(
   [lib:libpango-1.0.so.0]=libpango-1.0-0
   [lib:libpangoft2-1.0.so.0]=libpangoft2-1.0-0
   [font:DejaVuSans.ttf]=fonts-dejavu-core
+  [lib:libharfbuzz-subset.so.0]=libharfbuzz-subset0
 )
 
 have() {

@@ -83,6 +83,8 @@ def test_run_writes_one_complete_directory_per_configuration_and_repetition(
         ops = read_ops(run_dir).to_pandas()
         assert sorted(ops["client"].unique()) == [0, 1]
         assert set(ops["op"].astype(str)) == {m.grid_point["op"]}
+        # Warm-up ops too: a clean run has no error anywhere in its raw data.
+        assert set(ops["status"].astype(str)) == {"ok"} and ops["warmup"].sum() == 5
     # Nothing left running: every server pid recorded in the manifests is gone.
     for m in mans:
         for svc in m.services.values():

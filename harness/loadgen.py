@@ -97,6 +97,57 @@ class _Conn:
         self.lock = asyncio.Lock()
 
 
+class _Deadline:
+    """The timeout of one slot's calls, without a loop timer per call.
+
+    `asyncio.timeout` schedules and cancels a timer on every op (~5 us, as much as the
+    rest of the op's Python work). Here a call only stores its deadline; one timer per
+    slot fires at the earliest deadline it was armed for, cancels the slot's task if the
+    call in flight is past its own deadline and otherwise re-arms for that deadline. A
+    call therefore times out at its deadline, as with `asyncio.timeout`.
+    """
+
+    __slots__ = ("deadline_ns", "expired", "handle", "loop", "task", "timeout_ns")
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_ns = int(timeout_s * 1e9)
+        self.deadline_ns = 0  # 0: no call in flight
+        self.expired = False
+        self.handle: asyncio.TimerHandle | None = None
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+
+    def start(self, now_ns: int) -> None:
+        """A call starts at `now_ns` (perf_counter_ns)."""
+        self.deadline_ns = now_ns + self.timeout_ns
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        if not self.deadline_ns or self.task is None or self.task.done():
+            return  # between calls (the next call re-arms) or finished
+        left_ns = self.deadline_ns - time.perf_counter_ns()
+        if left_ns > 0:
+            self.handle = self.loop.call_later(left_ns / 1e9, self._fire)
+        else:
+            self.expired = True
+            self.task.cancel()
+
+    def take_expiry(self) -> bool:
+        """After a CancelledError: True if only our expiry caused it (then it becomes a
+        timeout, as with `asyncio.timeout`); False if the task was cancelled otherwise."""
+        if not self.expired:
+            return False
+        self.expired = False
+        return self.task is not None and self.task.uncancel() == 0
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 class ClientRun:
     """Runs one process's share of a run and keeps its records."""
 
@@ -115,6 +166,7 @@ class ClientRun:
         self.base_ns = 0
         self.end_ns: int | None = None
         self.warmup_end_ns = 0
+        self.deadlines: list[_Deadline] = []
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
@@ -131,7 +183,11 @@ class ClientRun:
             self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
         slots = [self._slot(c) for c in self.conns for _ in range(cfg.inflight)]
-        await asyncio.gather(*slots)
+        try:
+            await asyncio.gather(*slots)
+        finally:
+            for d in self.deadlines:
+                d.close()
         for c in self.conns:
             await self._drop(c, c.generation)
 
@@ -158,6 +214,9 @@ class ClientRun:
         status_c, bytes_c, warm_c = rec.status, rec.nbytes, rec.warmup
         execute, next_op = self.client.execute, self.client.next_op
         timeout = self.cfg.timeout_s
+        watch = None if timeout is None else _Deadline(timeout)
+        if watch is not None:
+            self.deadlines.append(watch)
         total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
         base = self.base_ns
         while not self.stopping:
@@ -171,18 +230,28 @@ class ClientRun:
                 return
             gen = holder.generation
             try:
+                call_ns = t0
                 if holder.conn is None:
                     await self._reconnect(holder, gen)
                     gen = holder.generation
-                if timeout is None:
+                    call_ns = clock()  # the timeout covers the call, not the reconnect
+                if watch is None:
                     status, nbytes = await execute(holder.conn, op, seq)
                 else:
-                    async with asyncio.timeout(timeout):
+                    watch.start(call_ns)
+                    try:
                         status, nbytes = await execute(holder.conn, op, seq)
+                    finally:
+                        watch.deadline_ns = 0
                 t1 = clock()
                 self.consecutive_errors = 0
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded, none raised
+            except (Exception, asyncio.CancelledError) as exc:
+                # Every failure is recorded, none raised; a cancel is ours only if it expired.
                 t1 = clock()
+                if isinstance(exc, asyncio.CancelledError):
+                    if watch is None or not watch.take_expiry():
+                        raise
+                    exc = TimeoutError(f"no reply within {timeout} s")
                 status = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
                 nbytes = 0
                 await self._on_error(holder, gen, exc)

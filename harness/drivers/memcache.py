@@ -24,9 +24,12 @@ class MemcacheProtocol(asyncio.Protocol):
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self.transport: asyncio.Transport | None = None
         self._lost: Exception | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        # Kept: on Python 3.11 every get_running_loop() is a getpid() system call.
+        self._loop = asyncio.get_running_loop()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or ConnectionResetError("memcached closed the connection")
@@ -36,25 +39,32 @@ class MemcacheProtocol(asyncio.Protocol):
                 fut.set_exception(ConnectionResetError(str(self._lost)))
 
     def data_received(self, data: bytes) -> None:
+        # Parsed in place by offset: usually `data` holds exactly the replies awaited, and
+        # only an incomplete tail is copied into `_buf` for the next call.
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+            data = bytes(buf)
+            buf.clear()
         waiters = self._waiters
+        pos, n = 0, len(data)
         while waiters:
-            kind, fut = waiters[0]
-            eol = buf.find(b"\r\n")
+            eol = data.find(b"\r\n", pos)
             if eol < 0:
-                return
+                break
+            kind, fut = waiters[0]
             result: object
-            if kind == _GET and buf.startswith(b"VALUE "):
-                size = int(buf[:eol].split(b" ")[3])
-                end = eol + 2 + size + 7  # data, "\r\n", "END\r\n"
-                if len(buf) < end:
-                    return
-                result = bytes(buf[eol + 2 : eol + 2 + size])
-                del buf[:end]
+            if kind == _GET and data.startswith(b"VALUE ", pos):
+                # "VALUE <key> <flags> <bytes>": without cas, the size is the last field.
+                start = eol + 2
+                end = start + int(data[data.rfind(b" ", pos, eol) + 1 : eol])
+                if n < end + 7:  # data, "\r\n", "END\r\n"
+                    break
+                result = data[start:end]
+                pos = end + 7
             else:
-                line = bytes(buf[:eol])
-                del buf[: eol + 2]
+                line = data[pos:eol]
+                pos = eol + 2
                 if kind == _GET and line == b"END":
                     result = None
                 elif line.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
@@ -68,11 +78,13 @@ class MemcacheProtocol(asyncio.Protocol):
                 fut.set_exception(result)
             else:
                 fut.set_result(result)
+        if pos < n:
+            buf += data[pos:] if pos else data
 
     def _request(self, payload: bytes, kind: int) -> asyncio.Future:
-        if self._lost is not None or self.transport is None:
+        if self._lost is not None or self.transport is None or self._loop is None:
             raise ConnectionResetError("memcached connection is closed")
-        fut = asyncio.get_running_loop().create_future()
+        fut = self._loop.create_future()
         self._waiters.append((kind, fut))
         self.transport.write(payload)
         return fut

@@ -1,0 +1,322 @@
+"""Can one harness client process keep up with a C load generator? Harness vs memcaslap.
+
+Starts one local memcached (1 thread, pinned to CPU 0) through the launcher and, in one
+run and alternating, drives it with the harness's timed loop (`ClientRun`, workload
+`memcache_mix`, uvloop, in this process, pinned to CPU 1) and with `memcaslap` (pinned
+to CPU 1) at the same number of connections, key size, value size and get/set mix.
+Prints median ops/s per tool and the ratio, the harness's latency percentiles, and what
+recording one op costs the harness (clock reads and array stores).
+
+    .venv/bin/python benchmarks/loadgen_memcached.py --connections 1,32 --duration 10
+
+Traffic goes to 127.0.0.1 only. The server is stopped on exit, error and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.hosts import LocalHost
+from harness.loadgen import ClientConfig, ClientRun, Recorder
+from harness.results import MISS, OK
+from harness.services import SERVICES
+from harness.services.base import Endpoint
+
+SERVER_CPU, CLIENT_CPU = 0, 1
+WORKLOAD = "memcache_mix"
+MEMCASLAP = "/usr/bin/memcaslap"
+#: memcaslap's summary line, e.g. "Run time: 5.0s Ops: 255751 TPS: 85220 Net_rate: 12.8M/s"
+SUMMARY_RE = re.compile(r"Run time: ([\d.]+)s Ops: (\d+) TPS: (\d+)")
+
+
+@dataclass(frozen=True)
+class Trial:
+    tool: str
+    connections: int
+    ops_per_s: float
+    #: Client CPU time (user + system) per op: less disturbed by other load than ops/s.
+    cpu_us_per_op: float
+    p50_us: float | None = None
+    p99_us: float | None = None
+    errors: int = 0
+    misses: int = 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--connections", default="1,32",
+                   help="comma-separated connection counts (default 1,32)")
+    # Whole seconds: memcaslap's --time takes an integer.
+    p.add_argument("--duration", type=int, default=10, help="seconds per trial (default 10)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="trials per tool and connection count, alternating (default 3)")
+    p.add_argument("--get-ratio", type=float, default=0.9, help="share of gets (default 0.9)")
+    p.add_argument("--key-space", type=int, default=10000, help="distinct keys (default 10000)")
+    p.add_argument("--key-size", type=int, default=16, help="key bytes (default 16)")
+    p.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
+    p.add_argument("--memcaslap", default=MEMCASLAP, help=f"memcaslap binary ({MEMCASLAP})")
+    p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    args = p.parse_args(argv)
+    args.connections = [int(c) for c in args.connections.split(",") if c.strip()]
+    if not args.connections or min(args.connections) < 1:
+        p.error("--connections needs positive integers")
+    if args.repeats < 1 or args.duration <= 0:
+        p.error("--repeats and --duration must be positive")
+    if args.key_size < 16:
+        p.error("--key-size must be at least 16 (memcaslap's minimum)")
+    return args
+
+
+# -- the harness side --------------------------------------------------------------------
+
+def workload_params(args: argparse.Namespace) -> dict[str, Any]:
+    return {"get_ratio": args.get_ratio, "key_space": args.key_space,
+            "key_size_bytes": args.key_size, "value_size_bytes": args.value_size}
+
+
+def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
+                  duration_s: float) -> Trial:
+    """One client process's timed loop, in this process on uvloop, every op recorded."""
+    import uvloop
+
+    from harness.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(WORKLOAD)
+    cfg = ClientConfig(workload=WORKLOAD, params=params,
+                       endpoints={"memcached": endpoint.to_dict()}, client_id=0,
+                       connections=connections, inflight=1, duration_s=duration_s)
+
+    async def go() -> tuple[ClientRun, float, float]:
+        # Reload the key space, in case anything evicted some of it.
+        await workload.prepare(cfg.endpoint_objects(), params)
+        run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
+        await run.connect_all()
+        cpu0 = _cpu_s(resource.RUSAGE_SELF)
+        await run.run()
+        cpu_s = _cpu_s(resource.RUSAGE_SELF) - cpu0
+        return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
+
+    run, elapsed_s, cpu_s = uvloop.run(go())
+    ops = run.rec.to_arrays(workload.ops, 0, 0)
+    done = (ops.status == OK) | (ops.status == MISS)
+    lat_us = ops.latency_ns[done] / 1e3
+    return Trial(
+        "harness", connections, int(done.sum()) / elapsed_s, cpu_s * 1e6 / max(len(ops), 1),
+        float(np.percentile(lat_us, 50)) if lat_us.size else None,
+        float(np.percentile(lat_us, 99)) if lat_us.size else None,
+        errors=int((~done).sum()), misses=int((ops.status == MISS).sum()),
+    )
+
+
+# -- the memcaslap side ------------------------------------------------------------------
+
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def memcaslap_config(args: argparse.Namespace) -> str:
+    """memcaslap's --cfg_cmd file: key and value length ranges, then cmd proportions."""
+    return (f"key\n{args.key_size} {args.key_size} 1\n"
+            f"value\n{args.value_size} {args.value_size} 1\n"
+            f"cmd\n0 {1 - args.get_ratio:.3f}\n1 {args.get_ratio:.3f}\n")
+
+
+def memcaslap_window_k(key_space: int, connections: int) -> int:
+    return max(1, round(key_space / connections / 1024))
+
+
+def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
+                    connections: int, pin: bool) -> Trial:
+    # memcaslap keeps a window of keys per connection, in units of 1024 (its minimum);
+    # this makes its total key space about the harness's.
+    window_k = memcaslap_window_k(args.key_space, connections)
+    argv = [args.memcaslap, f"--servers=127.0.0.1:{port}", "--threads=1",
+            f"--concurrency={connections}", f"--time={args.duration}s",
+            f"--cfg_cmd={cfg_path}", f"--win_size={window_k}k"]
+    if pin:
+        argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
+    # run() kills memcaslap if we are interrupted while it runs.
+    cpu0 = _cpu_s(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
+    cpu_s = _cpu_s(resource.RUSAGE_CHILDREN) - cpu0  # taskset execs memcaslap: one process
+    match = SUMMARY_RE.search(proc.stdout)
+    if proc.returncode != 0 or match is None:
+        raise RuntimeError(f"memcaslap failed (exit {proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    misses = re.search(r"get_misses: (\d+)", proc.stdout)
+    ops, run_s = int(match.group(2)), float(match.group(1))
+    return Trial("memcaslap", connections, ops / run_s, cpu_s * 1e6 / max(ops, 1),
+                 misses=int(misses.group(1)) if misses else 0)
+
+
+# -- what recording costs ----------------------------------------------------------------
+
+def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
+    """ns per op that ClientRun._slot spends recording around the awaited call: two clock
+    reads, the capacity check and six array stores (as written there), minus an empty
+    loop of the same length. Timed in thread CPU time, so other processes on the CPU do
+    not count; the least of `repeats` runs."""
+    rec = Recorder(iterations)
+    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
+    op_c, start_c, lat_c = rec.op, rec.start, rec.latency
+    status_c, bytes_c, warm_c = rec.status, rec.nbytes, rec.warmup
+    run = argparse.Namespace(warmup_end_ns=0)  # _slot reads this attribute per op
+    base, warm_ops = clock(), 0
+    op, status, nbytes = 1, OK, 100
+
+    def recorded() -> int:
+        t = cpu_clock()
+        for seq in range(iterations):
+            t0 = clock()
+            t1 = clock()
+            i = rec.n
+            if i == rec.capacity:
+                rec.grow()
+            rec.n = i + 1
+            op_c[i] = op
+            start_c[i] = t0 - base
+            lat_c[i] = t1 - t0
+            status_c[i] = status
+            bytes_c[i] = nbytes
+            warm_c[i] = seq < warm_ops or t0 < run.warmup_end_ns
+        return cpu_clock() - t
+
+    def empty() -> int:
+        t = cpu_clock()
+        for _seq in range(iterations):
+            pass
+        return cpu_clock() - t
+
+    best: list[float] = []
+    for fn in (recorded, empty):
+        runs = []
+        for _ in range(repeats):
+            rec.n = 0
+            runs.append(fn())
+        best.append(min(runs) / iterations)
+    return best[0] - best[1]
+
+
+# -- orchestration -----------------------------------------------------------------------
+
+def pin_cpus(pid: int, cpu: int) -> None:
+    subprocess.run(["taskset", "-pc", str(cpu), str(pid)], check=True, capture_output=True)
+
+
+def can_pin() -> bool:
+    cpus = os.sched_getaffinity(0)
+    return {SERVER_CPU, CLIENT_CPU} <= cpus and shutil.which("taskset") is not None
+
+
+def print_table(trials: list[Trial], connections: list[int], repeats: int) -> None:
+    def pick(tool: str, c: int) -> list[Trial]:
+        return [t for t in trials if t.tool == tool and t.connections == c]
+
+    def med(ts: list[Trial], attr: str) -> float | None:
+        vals = [getattr(t, attr) for t in ts if getattr(t, attr) is not None]
+        return statistics.median(vals) if vals else None
+
+    def cell(v: float | None, fmt: str) -> str:
+        return "" if v is None else format(v, fmt)
+
+    print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / memcaslap median")
+    print(f"{'conns':>5}  {'tool':<10} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
+          f"{'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
+    for c in connections:
+        h, m = pick("harness", c), pick("memcaslap", c)
+        h_ops, m_ops = med(h, "ops_per_s"), med(m, "ops_per_s")
+        for tool, ts in (("harness", h), ("memcaslap", m)):
+            ratio = h_ops / m_ops if tool == "harness" and h_ops and m_ops else None
+            print(f"{c:>5}  {tool:<10} {cell(med(ts, 'ops_per_s'), ',.0f'):>9}  "
+                  f"{cell(ratio, '.2f'):>5}  {cell(med(ts, 'cpu_us_per_op'), '.1f'):>9}  "
+                  f"{cell(med(ts, 'p50_us'), '.1f'):>7}  {cell(med(ts, 'p99_us'), '.1f'):>7}  "
+                  f"{sum(t.misses for t in ts):>6}  {sum(t.errors for t in ts):>6}")
+        # Trials of one repeat ran back to back: their ratio is less exposed to drift.
+        paired = [a.ops_per_s / b.ops_per_s for a, b in zip(h, m, strict=False)]
+        if paired:
+            print(f"{'':>5}  per-repeat ratios: {', '.join(f'{r:.2f}' for r in paired)}")
+
+
+def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[Trial]:
+    pin = not args.no_pin and can_pin()
+    if not args.no_pin and not pin:
+        log(f"warning: CPUs {SERVER_CPU} and {CLIENT_CPU} not both available (or no "
+            "taskset): running unpinned")
+    if shutil.which(args.memcaslap) is None:
+        raise SystemExit(f"{args.memcaslap} not found: apt-get install libmemcached-tools")
+    params = workload_params(args)
+    trials: list[Trial] = []
+    tmp = tempfile.mkdtemp(prefix="loadgen-bench-")
+    svc = None
+    try:
+        cfg_path = str(Path(tmp) / "memcaslap.cfg")
+        Path(cfg_path).write_text(memcaslap_config(args))
+        with LocalHost() as host:
+            # Room for both tools' keys, so neither sees evictions.
+            svc = SERVICES.get("memcached").start(host, "bench-memcached",
+                                                  {"threads": 1, "memory_mb": 1024})
+            if pin:
+                pin_cpus(svc.processes[0].pid, SERVER_CPU)
+                os.sched_setaffinity(0, {CLIENT_CPU})
+            log(f"memcached {svc.version} on 127.0.0.1:{svc.endpoint.port}"
+                f"{f' (CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU})' if pin else ''}")
+            for rep in range(args.repeats):
+                for c in args.connections:
+                    # Alternate the order so neither tool always runs second.
+                    order = ("harness", "memcaslap") if rep % 2 == 0 else ("memcaslap", "harness")
+                    for tool in order:
+                        if tool == "harness":
+                            t = harness_trial(svc.endpoint, params, c, args.duration)
+                        else:
+                            t = memcaslap_trial(args, svc.endpoint.port, cfg_path, c, pin)
+                        trials.append(t)
+                        log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<9} "
+                            f"{t.ops_per_s:>10,.0f} ops/s")
+    finally:
+        if svc is not None:
+            svc.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return trials
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through the same cleanup as Ctrl-C
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    try:
+        trials = run_benchmark(args, log)
+    except KeyboardInterrupt:
+        log("interrupted: server stopped")
+        return 130
+    print_table(trials, args.connections, args.repeats)
+    overhead = recorder_overhead_ns()
+    print(f"\nrecorder overhead per op (2 clock reads + 6 array stores): {overhead:.0f} ns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -75,9 +75,13 @@ def bars_with_ci(
         palette = sns.color_palette("colorblind", len(data))
         pos = np.arange(len(data))
         ax.bar(pos, data["mean"], color=palette, edgecolor="0.2", linewidth=0.6)
-        err = np.vstack([data["mean"] - data["ci_low"], data["ci_high"] - data["mean"]])
-        ax.errorbar(pos, data["mean"], yerr=np.nan_to_num(err), fmt="none", ecolor="0.1",
-                    capsize=4, linewidth=1.2)
+        # A CI that could not be bounded gets no whisker (an infinite one would wreck
+        # the axis); the table beside the figure says why.
+        low = data["ci_low"].where(np.isfinite(data["ci_low"]), data["mean"])
+        high = data["ci_high"].where(np.isfinite(data["ci_high"]), data["mean"])
+        err = np.vstack([data["mean"] - low, high - data["mean"]]).astype(float)
+        ax.errorbar(pos, data["mean"], yerr=np.nan_to_num(err, nan=0.0), fmt="none",
+                    ecolor="0.1", capsize=4, linewidth=1.2)
         ax.set_xticks(pos, [f"{v}\nn = {n}" for v, n in zip(data[x], data["n"], strict=True)])
     if log:
         ax.set_yscale("log")

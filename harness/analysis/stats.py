@@ -131,12 +131,20 @@ def harmonic_mean(x: ArrayLike, weights: ArrayLike | None = None) -> float:
 
 
 def harmonic_mean_ci(x: ArrayLike, confidence: float = 0.95) -> Estimate:
-    """Harmonic mean of rates; CI = the t interval of the reciprocals, inverted."""
+    """Harmonic mean of rates; CI = the t interval of the reciprocals, inverted.
+
+    Where that t interval reaches zero (few, skewed samples) its inverse is unbounded;
+    the BCa bootstrap of the reciprocals' mean is used instead, and the method says so.
+    """
     a = _arr(x)
     inv = t_ci(1.0 / a, confidence)
-    low = 1.0 / inv.high if inv.high > 0 else float("inf")
-    high = 1.0 / inv.low if inv.low > 0 else float("inf")
-    return Estimate(harmonic_mean(a), low, high, int(a.size), "harmonic, t on 1/x", confidence)
+    method = "harmonic, t on 1/x"
+    if not inv.low > 0:
+        inv = bootstrap_ci(1.0 / a, confidence)
+        method = "harmonic, bootstrap BCa on 1/x"
+    low = 1.0 / inv.high if inv.high > 0 else float("nan")
+    high = 1.0 / inv.low if inv.low > 0 else float("nan")
+    return Estimate(harmonic_mean(a), low, high, int(a.size), method, confidence)
 
 
 def cv(x: ArrayLike) -> float:

@@ -151,3 +151,29 @@ def test_config_table_uses_harmonic_mean_for_rates():
     table = stats.config_table(per_run, ["cfg"], "rate", rate=True)
     assert table.loc[0, "mean"] == pytest.approx(150.0)
     assert table.loc[0, "n"] == 2 and table.loc[0, "method"].startswith("harmonic")
+
+
+def test_harmonic_ci_stays_bounded_on_skewed_rates() -> None:
+    """Captured store_write throughputs (ops/s, 10 sets, one slow set): the t interval of
+    their reciprocals reaches below 0, so its inverse would be unbounded."""
+    from harness.analysis.stats import harmonic_mean, harmonic_mean_ci, t_ci
+
+    rates = np.array([3598.9, 3301.9, 336.8, 3910.2, 4263.6, 3073.8, 3468.5, 4222.3, 3690.5,
+                      2579.2])
+    assert t_ci(1.0 / rates).low <= 0
+    est = harmonic_mean_ci(rates)
+    assert est.method == "harmonic, bootstrap BCa on 1/x"
+    assert np.isfinite(est.low) and np.isfinite(est.high)
+    assert est.low < harmonic_mean(rates) < est.high
+
+
+def test_bars_with_ci_survives_an_unbounded_interval() -> None:
+    import pandas as pd
+
+    from harness.analysis import plots
+
+    table = pd.DataFrame({"op": ["a", "b"], "n": [3, 3], "mean": [10.0, 20.0],
+                          "ci_low": [8.0, 5.0], "ci_high": [12.0, float("inf")]})
+    fig = plots.bars_with_ci(table, "op", title="t", ylabel="ops/s")
+    top = fig.axes[0].get_ylim()[1]
+    assert 20 < top < 100

@@ -94,10 +94,14 @@ def compare_sentence(
     # "memcache reads (hits) are": judge number by the noun before any parenthesis.
     verb = "are" if winner.split(" (")[0].endswith("s") else "is"
     level = round(r.confidence * 100)
-    return _cap(
-        f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
-        f"({level}% CI {_range(low, high)}, {evidence})."
-    )
+    sentence = (f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
+                f"({level}% CI {_range(low, high)}, {evidence})")
+    if low <= 1.0:
+        # A rank test can find a consistent difference while a few slow runs widen the
+        # interval of the ratio of means past 1; say so instead of leaving a puzzle.
+        sentence += ("; the difference is consistent across runs, but the ratio of means "
+                     "is uncertain enough that its interval includes 1")
+    return _cap(sentence + ".")
 
 
 def multi_sentence(

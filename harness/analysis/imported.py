@@ -70,8 +70,9 @@ class Imported:
     def status(self):
         if not self.ran:
             return _markdown(
-                f"**Not run.** No imported results under `{self.raw_dir}`. Bring old "
-                "results in with `harness import FORMAT FILE... -o RAW_DIR`.", not_run=True)
+                f"**No imported results** under `{self.raw_dir}`: nothing to show here. "
+                "Bring old results in with `harness import FORMAT FILE... -o RAW_DIR`.",
+                not_run=True)
         n_files = len(self.sources())
         return _markdown(
             f"{self.per_run['run_id'].nunique()} imported runs from {n_files} file"

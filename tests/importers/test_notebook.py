@@ -44,7 +44,7 @@ def test_sections_recompute_the_seed_tables(imported_raw: Path) -> None:
 
 def test_nothing_imported(tmp_path: Path) -> None:
     imp = imported.analyse(tmp_path)
-    assert "Not run" in _text(imp.status())
+    assert "No imported results" in _text(imp.status())
     assert imp.gae_bench() is None and imp.sources_table() is None
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from tqdm import tqdm
 
 from harness import __version__, paths
 from harness.errors import HarnessError
@@ -74,7 +75,10 @@ def venv_kernel() -> Iterator[str]:
         spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
         spec = {
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            # Kernels talk over loopback only; ipykernel's plain-text TCP warning would
+            # bury the report's own output, so the kernel logs errors only.
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--log-level=ERROR"],
             "display_name": "Python (harness)",
             "language": "python",
         }
@@ -276,6 +280,7 @@ def build_report(
     out_dir: Path,
     *,
     pdf: bool = True,
+    progress: bool = True,
     notebooks_dir: Path | None = None,
     figures_dir: Path | None = None,
 ) -> dict[str, Path]:
@@ -298,12 +303,17 @@ def build_report(
 
     result: dict[str, Path] = {"executed": executed_dir}
     sections = []
-    with venv_kernel() as kernel:
+    with venv_kernel() as kernel, tqdm(total=len(notebooks), unit="notebook",
+                                       desc="report", disable=not progress) as bar:
         for i, nb in enumerate(notebooks, start=1):
+            bar.set_postfix_str(nb.stem)
             target = executed_dir / nb.name
             failed = execute_notebook(nb, target, parameters, kernel)
             result[nb.stem] = target
             sections.append(render_notebook(target, i, failed))
+            bar.update(1)
+            if failed:
+                bar.write(f"{nb.name}: failed: {failed.splitlines()[0] if failed else ''}")
 
     template_dir = _template_dir(out_dir)
     html_text = assemble_html(sections, raw_dir, template_dir)

@@ -1,0 +1,240 @@
+"""Study of seed 000: the file store. insert / find / remove × 1 and 4 client threads
+(connections) × memcache on and off, with the round trip to the app measured before
+every run (`extra.baseline` in the manifests).
+
+The unit of replication is the run: each configuration's means, CIs and tests are over
+per-run values: throughput, the run's median latency, and that median minus the run's
+median no-op round trip. Medians per run, because on a shared machine a few ops stalled
+by other processes (10-20 ms, against sub-millisecond ops) swing a run's mean latency far
+more than anything the app does; the pooled p99 keeps the tail in view.
+This module loads and computes; `filestore_views` words it (tables, sentences) and
+`filestore_plots` draws it, both as functions of a `Study`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import stats
+from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.summary import run_summary, summarise
+
+EXPERIMENT = "filestore_memcache"
+OPS: tuple[str, ...] = ("insert", "find", "remove")
+OP_PLURAL = {"insert": "inserts", "find": "finds", "remove": "removes"}
+DEFAULT_THRESHOLD_BYTES = 102400
+OPS_COLUMNS = ("op", "start_ns", "latency_ns", "status", "warmup", "bytes")
+PROBES = {"connect": "tcp_connect_ms", "noop": "http_noop_ms"}
+#: Per probe: `_ms` the run's median, then the recorded avg, min, max and stddev.
+BASELINE_COLUMNS = tuple(f"{k}{s}" for k in PROBES
+                         for s in ("_ms", "_avg_ms", "_min_ms", "_max_ms", "_sd_ms"))
+
+
+def mc_label(on: object) -> str:
+    return "memcache on" if bool(on) else "memcache off"
+
+
+def _baselines(raw_dir: Path, experiment: str) -> tuple[pd.DataFrame, int]:
+    """Per run: the round-trip baseline (ms); and the app's memcache threshold."""
+    rows: list[dict[str, Any]] = []
+    threshold = DEFAULT_THRESHOLD_BYTES
+    for _, man in read_manifests(raw_dir, experiments=[experiment]):
+        base = man.extra.get("baseline") or {}
+        row: dict[str, Any] = {"run_id": man.run_id}
+        for key, name in PROBES.items():
+            b = base.get(name, {})
+            row[f"{key}_ms"] = b.get("median", b.get("avg", np.nan))
+            for stat, field_ in (("avg", "avg"), ("min", "min"), ("max", "max"),
+                                 ("sd", "stddev")):
+                row[f"{key}_{stat}_ms"] = b.get(field_, np.nan)
+        rows.append(row)
+        for svc in man.services.values():
+            if svc.get("kind") == "filestore":
+                threshold = svc.get("config", {}).get("threshold_bytes", threshold)
+    return pd.DataFrame(rows, columns=["run_id", *BASELINE_COLUMNS]), int(threshold)
+
+
+@dataclass
+class Study:
+    raw_dir: Path
+    experiment: str
+    alpha: float
+    figures_dir: Path | None
+    loaded: Loaded | None = None
+    #: One row per run: op, memcache, threads, repetition, per-run statistics, baseline;
+    #: `latency_ms` is the run's median latency, `service_ms` that minus `noop_ms`.
+    per_run: pd.DataFrame = field(default_factory=pd.DataFrame)
+    threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
+
+    @property
+    def ran(self) -> bool:
+        return self.loaded is not None and not self.per_run.empty
+
+    @property
+    def threads(self) -> list[int]:
+        return sorted(int(t) for t in self.per_run["threads"].unique()) if self.ran else []
+
+    @property
+    def ops_present(self) -> list[str]:
+        present = set(self.per_run["op"]) if self.ran else set()
+        return [o for o in OPS if o in present]
+
+    def ops_frame(self) -> pd.DataFrame:
+        """Measured ops with their run's op, memcache and threads (for figures)."""
+        assert self.loaded is not None
+        keys = self.per_run[["run_id", "memcache", "threads"]]
+        ops = self.loaded.ops.merge(keys, on="run_id", how="inner")
+        return ops.assign(latency_ms=ops["latency_ns"] / 1e6, op=ops["op"].astype(str))
+
+    def select(self, op: str, threads: int, memcache: bool) -> pd.DataFrame:
+        p = self.per_run
+        return p[(p["op"] == op) & (p["threads"] == threads) & (p["memcache"] == memcache)]
+
+    def memcache_effect(self) -> pd.DataFrame:
+        """Per op and thread count: memcache on vs off, paired by repetition (see
+        `paired_comparison`), with effect size, ratio and CI, Holm-adjusted p over the
+        table; and the unpaired test over the same runs for reference."""
+        rows: list[dict[str, Any]] = []
+        for op in self.ops_present:
+            for t in self.threads:
+                on = self.select(op, t, True).set_index("repetition")["latency_ms"]
+                off = self.select(op, t, False).set_index("repetition")["latency_ms"]
+                c = paired_comparison(on, off, alpha=self.alpha)
+                if c is None:
+                    continue
+                u = stats.compare_two(on, off, alpha=self.alpha)
+                rows.append({"op": op, "threads": t, "comparison": c,
+                             "p_unpaired": u.p_value, "test_unpaired": u.test})
+        if not rows:
+            return pd.DataFrame()
+        p_holm = stats.holm([r["comparison"].p_value for r in rows])
+        p_unpaired = stats.holm([r["p_unpaired"] for r in rows])
+        for row, p, pu in zip(rows, p_holm, p_unpaired, strict=True):
+            c = row.pop("comparison")
+            row.update(pairs=c.n_a, mean_on_ms=c.mean_a, mean_off_ms=c.mean_b,
+                       ratio=c.ratio.value, ratio_low=c.ratio.low, ratio_high=c.ratio.high,
+                       test=c.test, p=c.p_value, p_holm=float(p), p_unpaired_holm=float(pu),
+                       effect=c.effect_size, effect_name=c.effect_size_name,
+                       significant=bool(p < self.alpha),
+                       comparison=replace(c, p_value=float(p), test=f"{c.test}, Holm-adjusted"))
+        return pd.DataFrame(rows)
+
+    def config_table(self) -> pd.DataFrame:
+        """The 12 configurations: runs, throughput (harmonic mean, CI), latency (CI)."""
+        keys = ["op", "threads", "memcache"]
+        tput = stats.config_table(self.per_run, keys, "throughput_ops_s", rate=True)
+        lat = stats.config_table(self.per_run, keys, "latency_ms")
+        ops = self.ops_frame()
+        pooled = summarise(Loaded(self.per_run, ops), keys)[
+            [*keys, "latency_p50_ms", "latency_p99_ms", "error_rate", "miss_rate"]]
+        out = tput.merge(lat, on=keys, suffixes=("_tput", "_lat")).merge(pooled, on=keys)
+        rank = {o: i for i, o in enumerate(OPS)}
+        return out.sort_values(keys, key=lambda s: s.map(rank) if s.name == "op" else s,
+                               ascending=[True, True, False]).reset_index(drop=True)
+
+    def baseline_table(self) -> pd.DataFrame:
+        """The round trip over all runs, like ping's summary: min and max over all probes,
+        the mean of per-run medians (95% CI) and of per-run averages, mean stddev."""
+        rows = []
+        for key, what in (("connect", "TCP connect"), ("noop", "HTTP no-op (GET /health)")):
+            p = self.per_run
+            vals = p[f"{key}_ms"].dropna()
+            est = stats.mean_ci(vals) if len(vals) > 1 else None
+            rows.append({"probe": what, "runs": len(vals), "min": p[f"{key}_min_ms"].min(),
+                         "mean": est.value if est else vals.mean(),
+                         "ci_low": est.low if est else np.nan,
+                         "ci_high": est.high if est else np.nan,
+                         "avg": p[f"{key}_avg_ms"].mean(), "max": p[f"{key}_max_ms"].max(),
+                         "sd": p[f"{key}_sd_ms"].mean()})
+        return pd.DataFrame(rows)
+
+    def service_time(self) -> pd.DataFrame:
+        """At the lowest thread count: latency, RTT and latency − no-op RTT per config."""
+        if not self.ran:
+            return pd.DataFrame()
+        t = self.threads[0]
+        rows = []
+        for op in self.ops_present:
+            for mc in (True, False):
+                sel = self.select(op, t, mc)
+                if sel.empty:
+                    continue
+                lat = stats.mean_ci(sel["latency_ms"])
+                svc = stats.mean_ci(sel["service_ms"].dropna())
+                rows.append({"op": op, "memcache": mc_label(mc), "threads": t,
+                             "runs": lat.n, "latency_ms": lat.value,
+                             "noop_ms": sel["noop_ms"].mean(),
+                             "connect_ms": sel["connect_ms"].mean(),
+                             "service_ms": svc.value, "service_low": svc.low,
+                             "service_high": svc.high,
+                             "rtt_share": sel["noop_ms"].mean() / lat.value})
+        return pd.DataFrame(rows)
+
+
+
+
+def paired_comparison(a: pd.Series, b: pd.Series, *, alpha: float = 0.05,
+                      confidence: float = 0.95) -> stats.Comparison | None:
+    """a vs b paired on their index (the repetition), on log ratios; None if < 2 pairs.
+
+    The runs of one repetition ran one after another (specs expand repetition-major, and
+    memcache is the grid's last key), so a pair shares the machine's state at the time;
+    pairing removes the drift between repetitions, which on a shared machine is most of
+    the spread. Test: one-sample t-test of log(a/b) if it passes Shapiro-Wilk, else the
+    Wilcoxon signed-rank test; ratio: geometric mean of a/b with the t interval of the
+    mean log ratio; effect size: Cohen's d_z of the log ratios.
+    """
+    from scipy import stats as st
+
+    pairs = pd.concat({"a": a, "b": b}, axis=1, join="inner").dropna()
+    pairs = pairs[(pairs["a"] > 0) & (pairs["b"] > 0)]
+    n = len(pairs)
+    if n < 2:
+        return None
+    d = np.log(pairs["a"].to_numpy(float)) - np.log(pairs["b"].to_numpy(float))
+    norm = stats.normality(d, alpha)
+    if norm.normal:
+        res, name = st.ttest_1samp(d, 0.0), "paired t-test on log ratios"
+    else:
+        res, name = st.wilcoxon(d), "Wilcoxon signed-rank"
+    ci = stats.t_ci(d, confidence)
+    ratio = stats.Estimate(float(np.exp(ci.value)), float(np.exp(ci.low)),
+                           float(np.exp(ci.high)), n, "geometric mean, t on log ratios",
+                           confidence)
+    sd = float(d.std(ddof=1))
+    geo = np.exp(np.log(pairs).mean())
+    return stats.Comparison(
+        name_a="a", name_b="b", n_a=n, n_b=n, mean_a=float(geo["a"]), mean_b=float(geo["b"]),
+        test=name, statistic=float(res.statistic), p_value=float(res.pvalue), alpha=alpha,
+        effect_size=float(d.mean() / sd) if sd > 0 else float("nan"),
+        effect_size_name="Cohen's d_z", ratio=ratio, normality_a=norm, normality_b=norm)
+
+
+def analyse(raw_dir: Path | str, experiment: str = EXPERIMENT, *, alpha: float = 0.05,
+            figures_dir: Path | str | None = None) -> Study:
+    """Load the study; an absent experiment gives a Study that reports "not run"."""
+    raw_dir = Path(raw_dir)
+    study = Study(raw_dir, experiment, alpha, Path(figures_dir) if figures_dir else None)
+    if experiment not in available_experiments(raw_dir):
+        return study
+    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS)
+    if loaded.runs.empty:
+        return study
+    per = run_summary(loaded)
+    per = per[per["ops"] > 0].copy()
+    per["op"] = per["op"].astype(str)
+    per["memcache"] = per["memcache"].astype(bool)
+    per["threads"] = per["loadgen_connections"].astype(int) * per["loadgen_processes"].astype(
+        int)
+    base, study.threshold_bytes = _baselines(raw_dir, experiment)
+    per = per.merge(base, on="run_id", how="left")  # NaN where a run has no baseline
+    per[list(BASELINE_COLUMNS)] = per[list(BASELINE_COLUMNS)].astype(float)
+    per["latency_ms"] = per["latency_p50_ms"]
+    per["service_ms"] = per["latency_ms"] - per["noop_ms"]
+    study.loaded, study.per_run = loaded, per.reset_index(drop=True)
+    return study

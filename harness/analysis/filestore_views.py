@@ -1,0 +1,298 @@
+"""Tables and sentences of the file-store study (seed 000) for its notebook: functions
+of a `filestore.Study` returning HTML or Markdown to display, or None when not run.
+Sentences come from the tests in `harness.analysis.stats` via `prose`, never by eye.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.analysis import prose, stats, tables
+from harness.analysis.filestore import OP_PLURAL, Study, mc_label
+from harness.analysis.studies import NOT_RUN_MARKER
+
+
+def _markdown(text: str, *, not_run: bool = False):
+    from IPython.display import Markdown  # notebooks only
+
+    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
+
+
+def _html(text: str):
+    from IPython.display import HTML  # notebooks only
+
+    return HTML(text)
+
+
+def _p(p: float) -> str:
+    """A p-value without its `p = ` (table cells)."""
+    return prose.fmt_p(p).removeprefix("p = ")
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def status(study: Study):
+    if not study.ran:
+        sentence = prose.not_run_sentence(study.experiment, str(study.raw_dir))
+        return _markdown(f"**Not run.** {sentence}", not_run=True)
+    runs = study.loaded.runs
+    n_cfg = study.per_run.groupby(["op", "threads", "memcache"]).ngroups
+    reps = study.per_run.groupby(["op", "threads", "memcache"]).size()
+    each = (f"{int(reps.min())}" if reps.min() == reps.max()
+            else f"{int(reps.min())}–{int(reps.max())}")
+    text = (f"Data: experiment `{study.experiment}`, {len(runs)} runs of {n_cfg} "
+            f"configurations ({each} runs each), "
+            f"{len(study.loaded.ops):,} measured ops (warm-up ops excluded). "
+            f"Files smaller than {study.threshold_bytes:,} bytes go to memcache too.")
+    bad = int((runs["status"] != "complete").sum())
+    if bad:
+        text += f" {bad} runs did not complete; their recorded ops are included."
+    return _markdown(text)
+
+
+def memcache_findings(study: Study):
+    """Sentences on memcache per op; the seed's claim about inserts first."""
+    if not study.ran:
+        return None
+    eff = study.memcache_effect()
+    if eff.empty:
+        return _markdown("Too few runs per configuration to test the memcache effect.")
+    lines = []
+    for op in study.ops_present:
+        for row in eff[eff["op"] == op].itertuples():
+            noun = OP_PLURAL[op]
+            s = prose.compare_sentence(row.comparison, f"{noun} (memcache on)",
+                                       f"{noun} (memcache off)", unit="pairs of runs")
+            g = f"{row.effect_name} = {row.effect:.2f}"
+            lines.append(f"- {_threads(row.threads)}: {s[:-1]}; {g}.")
+        if op == "insert":
+            lines.insert(0, "**The seed's claim that memcache slows inserts down** "
+                            "(runs' median latency, memcache on vs off, paired by repetition):")
+            lines.append("\n**Finds and removes:**")
+    return _markdown("\n".join(lines))
+
+
+def thread_findings(study: Study):
+    """The seed's claims about 4 vs 1 threads: throughput up, latency down."""
+    if not study.ran or len(study.threads) < 2:
+        return None
+    lo, hi = study.threads[0], study.threads[-1]
+    tput, lat = [], []
+    for op in study.ops_present:
+        for mc in (True, False):
+            a, b = study.select(op, hi, mc), study.select(op, lo, mc)
+            if len(a) < 2 or len(b) < 2:
+                continue
+            tput.append(stats.compare_two(a["throughput_ops_s"], b["throughput_ops_s"],
+                                          alpha=study.alpha))
+            lat.append(stats.compare_two(a["latency_ms"], b["latency_ms"],
+                                         alpha=study.alpha))
+    if not tput:
+        return None
+
+    def count(cs: list[stats.Comparison], higher: bool) -> tuple[int, str]:
+        p = stats.holm([c.p_value for c in cs])
+        up = sum(1 for c, q in zip(cs, p, strict=True)
+                 if q < study.alpha and (c.mean_a > c.mean_b) == higher)
+        ratios = ", ".join(prose.fmt_ratio(c.ratio.value) for c in cs)
+        return up, ratios
+
+    n = len(tput)
+    t_up, t_ratios = count(tput, True)
+    l_up, l_ratios = count(lat, True)
+    return _markdown(
+        f"- Throughput with {hi} threads is significantly higher than with {lo} in "
+        f"{t_up} of {n} op × memcache configurations (Holm-adjusted tests over runs; "
+        f"ratios {hi}/{lo}: {t_ratios}).\n"
+        f"- Latency with {hi} threads is significantly *higher* than with {lo} in {l_up} "
+        f"of {n} (ratios {l_ratios}): a closed-loop client with more connections queues "
+        "at the server, so the seed's reading that more threads lower the latency is "
+        "not what a per-op timing shows.")
+
+
+def op_findings(study: Study):
+    """Insert slowest, find ≈ remove (the seed): one test over the ops per setting."""
+    if not study.ran or len(study.ops_present) < 2:
+        return None
+    lines = []
+    for t in study.threads:
+        for mc in (False, True):
+            groups = {op: study.select(op, t, mc)["latency_ms"]
+                      for op in study.ops_present}
+            if min(len(g) for g in groups.values()) < 2:
+                continue
+            m = stats.compare_many(groups, alpha=study.alpha)
+            lines.append(f"- {_threads(t)}, {mc_label(mc)}: " + prose.multi_sentence(
+                m, "latencies (run medians) of " + ", ".join(groups), unit="runs"))
+    return _markdown("\n".join(lines)) if lines else None
+
+
+def config_table_html(study: Study):
+    if not study.ran:
+        return None
+    t = study.config_table()
+    shown = pd.DataFrame({
+        "op": t["op"], "threads": t["threads"], "memcache": t["memcache"].map(mc_label),
+        "runs": t["n_tput"],
+        "tput": tables.ci_column(t, "mean_tput", "ci_low_tput", "ci_high_tput"),
+        "lat": tables.ci_column(t, "mean_lat", "ci_low_lat", "ci_high_lat"),
+        "p50": t["latency_p50_ms"], "p99": t["latency_p99_ms"],
+        "errors": t["error_rate"], "misses": t["miss_rate"],
+    })
+    return _html(tables.to_html(
+        shown, numeric=["runs", "tput", "lat", "p50", "p99", "errors", "misses"],
+        caption="Per configuration: throughput (harmonic mean over runs) and the runs' "
+                "median latency (mean over runs), each with its 95% CI; p50/p99 of all "
+                "ops pooled.",
+        headers={"tput": "ops/s (95% CI)", "lat": "median latency [ms] (95% CI)",
+                 "p50": "p50 [ms]", "p99": "p99 [ms]"},
+        formats={"errors": tables.pct(), "misses": tables.pct()}))
+
+
+def memcache_effect_html(study: Study):
+    if not study.ran:
+        return None
+    e = study.memcache_effect()
+    if e.empty:
+        return None
+    shown = e.assign(ratio=tables.ci_column(e, "ratio", "ratio_low", "ratio_high", suffix="×"),
+                     effect=[f"{v:.2f}" for v in e["effect"]], p=e["p"].map(_p),
+                     p_holm=e["p_holm"].map(_p), p_unpaired_holm=e["p_unpaired_holm"].map(_p))
+    cols = ["op", "threads", "pairs", "mean_on_ms", "mean_off_ms", "ratio", "test", "p",
+            "p_holm", "effect", "p_unpaired_holm"]
+    return _html(tables.to_html(
+        shown[cols], numeric=["threads", "pairs", "mean_on_ms", "mean_off_ms", "ratio",
+                              "effect"],
+        caption="Memcache on vs off per op, runs paired by repetition: geometric means of "
+                "the runs' median latency, ratio on/off with 95% CI (above 1: memcache "
+                "slower; the CIs are not adjusted for the six comparisons), the paired "
+                "test, p raw and Holm-adjusted over the table, effect size Cohen's d_z of "
+                "the log ratios (positive: memcache slower), and for reference the "
+                "Holm-adjusted p of the unpaired test over the same runs.",
+        headers={"pairs": "pairs (n)", "mean_on_ms": "on [ms]", "mean_off_ms": "off [ms]",
+                 "ratio": "on/off (95% CI)", "p_holm": "p (Holm)", "effect": "d_z",
+                 "p_unpaired_holm": "unpaired p (Holm)"}))
+
+
+def baseline_html(study: Study):
+    if not study.ran or study.per_run["noop_ms"].isna().all():
+        return None
+    t = study.baseline_table()
+    shown = t.assign(mean=tables.ci_column(t))[["probe", "runs", "min", "mean", "avg",
+                                                "max", "sd"]]
+    return _html(tables.to_html(
+        shown, numeric=["runs", "min", "mean", "avg", "max", "sd"],
+        caption="Round trip to the app, probed before every run from the harness machine "
+                "(ms): min and max over all probes, the per-run median and average "
+                "(means over runs; the median with its 95% CI), and the mean within-run "
+                "standard deviation.",
+        headers={"mean": "median (95% CI)", "avg": "avg", "sd": "stddev"}))
+
+
+def service_time_html(study: Study):
+    st = study.service_time()
+    if st.empty or st["noop_ms"].isna().all():
+        return None
+    shown = st.assign(service=tables.ci_column(st, "service_ms", "service_low",
+                                               "service_high"))
+    cols = ["op", "memcache", "runs", "latency_ms", "connect_ms", "noop_ms", "service",
+            "rtt_share"]
+    return _html(tables.to_html(
+        shown[cols], numeric=["runs", "latency_ms", "connect_ms", "noop_ms", "service",
+                              "rtt_share"],
+        caption=f"{st['threads'].iloc[0]} thread: the runs' median op latency beside "
+                "the round trip (medians of the run's probes), and the estimated service "
+                "time = median latency − the run's median no-op round trip (mean over "
+                "runs, 95% CI); last column: the no-op round trip's share of the latency.",
+        headers={"latency_ms": "latency [ms]", "connect_ms": "TCP connect [ms]",
+                 "noop_ms": "no-op RTT [ms]", "service": "service time [ms] (95% CI)",
+                 "rtt_share": "RTT share"},
+        formats={"rtt_share": tables.pct()}))
+
+
+def size_table_html(study: Study, bins: tuple[int, ...] = (0, 4096, 16384, 65536)):
+    """Median latency per file-size bin (lowest thread count), op × memcache."""
+    if not study.ran:
+        return None
+    ops = study.ops_frame()
+    ops = ops[(ops["threads"] == study.threads[0]) & (ops["status"] == "ok")]
+    edges = [*bins, study.threshold_bytes, math.inf]
+    names = [f"< {e // 1024} KiB" if e else "" for e in edges[1:-1]] + [
+        f"≥ {study.threshold_bytes // 1024} KiB"]
+    size = pd.cut(ops["bytes"], edges, right=False, labels=names)
+    t = (ops.assign(size_bin=size, memcache=ops["memcache"].map(mc_label))
+         .groupby(["op", "memcache", "size_bin"], observed=True)["latency_ms"]
+         .agg(["median", "count"]).reset_index())
+    t["cell"] = [f"{m:.3g} (n={n})" for m, n in zip(t["median"], t["count"], strict=True)]
+    wide = t.pivot(index=["op", "memcache"], columns="size_bin", values="cell")
+    wide = wide.reindex(index=[(o, mc_label(m)) for o in study.ops_present
+                               for m in (True, False)]).reset_index()
+    wide.columns = [str(c) for c in wide.columns]
+    return _html(tables.to_html(
+        wide.fillna("–"),
+        caption=f"Median latency [ms] by file size, {study.threads[0]} thread, successful "
+                "ops (n = ops in the bin); the last bin is not cached."))
+
+
+def _verdict(study: Study, op: str, eff: pd.DataFrame) -> str:
+    rows = eff[eff["op"] == op]
+    if rows.empty:
+        return f"{OP_PLURAL[op].capitalize()}: not enough runs to test."
+    ests = "; ".join(f"{_threads(r.threads)}: {prose.fmt_ratio(r.ratio)} "
+                     f"(95% CI {r.ratio_low:.2f}–{r.ratio_high:.2f})" for r in rows.itertuples())
+    sig = rows[rows["significant"]]
+    if sig.empty:
+        verdict = ("**no significant difference** with or without memcache (Holm-adjusted, "
+                   f"α = {study.alpha:g})")
+    else:
+        parts = [f"**{'slower' if r.ratio > 1 else 'faster'}** at {_threads(r.threads)}"
+                 for r in sig.itertuples()]
+        rest = [_threads(t) for t in rows.loc[~rows["significant"], "threads"]]
+        verdict = "memcache makes them " + " and ".join(parts)
+        if rest:
+            verdict += f", with no significant difference at {', '.join(rest)}"
+    return f"{OP_PLURAL[op].capitalize()}: {verdict}; latency ratio on/off {ests}."
+
+
+def summary(study: Study):
+    """What the data support, in a few sentences decided by the tests above."""
+    if not study.ran:
+        return None
+    eff = study.memcache_effect()
+    lines = [f"- {_verdict(study, op, eff)}" for op in study.ops_present if not eff.empty]
+    if "insert" in study.ops_present and not eff.empty:
+        ins = eff[eff["op"] == "insert"]
+        supported = bool((ins["significant"] & (ins["ratio"] > 1)).any())
+        if supported:
+            which = ", ".join(_threads(t) for t in ins.loc[ins["significant"], "threads"])
+            claim = (f"**supported** at {which}: with memcache on, a small file goes to "
+                     "memcached as well as to storage, and that extra set is what it costs")
+        else:
+            claim = ("**not supported** by these data: with memcache on, a small file also "
+                     "goes to memcached (one more round trip), but no test separates that "
+                     "from the run-to-run spread; nor do they show memcache making inserts "
+                     "faster")
+        lines.insert(0, f"- The seed's claim that memcache slows inserts down is {claim}.")
+    st = study.service_time()
+    if not st.empty and not st["noop_ms"].isna().all():
+        share = st.set_index(["op", "memcache"])["rtt_share"]
+        lines.append(
+            f"- At {_threads(int(st['threads'].iloc[0]))}, the no-op HTTP round trip is "
+            f"{share.min():.0%}–{share.max():.0%} of an op's median latency: where it is "
+            "most of it, the app's own work (storage, memcached) is a small part of what a "
+            "client waits for; over a real network (the seed's ping: 23–61 ms) that part "
+            "would be smaller still, and whatever memcache saves or costs harder to see from "
+            "the client.")
+    cv = study.per_run.groupby(["op", "threads", "memcache"])["latency_ms"].agg(stats.cv)
+    lines.append(
+        f"- Run-to-run spread: the coefficient of variation of the runs' median latency is "
+        f"{cv.min():.0%}–{cv.max():.0%} across configurations, with "
+        f"{int(study.per_run.groupby(['op', 'threads', 'memcache']).size().min())} runs each: "
+        "pairing runs by repetition removes the drift between repetitions, but what is "
+        "left still hides smaller differences (more `repetitions`, or a quieter machine, "
+        "narrow the intervals).")
+    return _markdown("\n".join(lines))

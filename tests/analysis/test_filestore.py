@@ -1,0 +1,114 @@
+"""The file-store study's analysis and notebook, on synthetic raw results with known
+effects (tests/fixtures/filestore.py: memcache slows inserts 1.25× and removes 1.6×)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from harness import paths
+from harness.analysis import filestore, filestore_plots, filestore_views
+from harness.report import execute_notebook, venv_kernel
+from tests.fixtures.filestore import write_filestore_runs
+
+NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
+
+
+@pytest.fixture(scope="module")
+def fs_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_filestore_runs(tmp_path_factory.mktemp("raw_fs"))
+
+
+@pytest.fixture(scope="module")
+def study(fs_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> filestore.Study:
+    return filestore.analyse(fs_raw, figures_dir=tmp_path_factory.mktemp("figs"))
+
+
+def test_per_run_table_has_configuration_and_baseline(study: filestore.Study) -> None:
+    assert study.ran and study.threads == [1, 4] and study.ops_present == list(filestore.OPS)
+    per = study.per_run
+    assert len(per) == 48 and set(per["memcache"]) == {True, False}
+    assert (per["noop_ms"] == 0.18).all() and (per["connect_ms"] == 0.05).all()
+    assert per["service_ms"].to_numpy() == pytest.approx(
+        (per["latency_ms"] - 0.18).to_numpy())
+    assert study.threshold_bytes == 102400
+
+
+def test_memcache_effect_finds_the_planted_effects(study: filestore.Study) -> None:
+    eff = study.memcache_effect().set_index(["op", "threads"])
+    assert eff.loc[("remove", 1), "ratio"] == pytest.approx(1.6, rel=0.15)
+    assert eff.loc[("remove", 1), "significant"]
+    assert eff.loc[("find", 1), "ratio"] == pytest.approx(1.0, rel=0.15)
+    assert not eff.loc[("find", 1), "significant"]
+    assert (eff["p_holm"] >= eff["p"]).all() and len(eff) == 6
+    assert set(eff["effect_name"]) == {"Cohen's d_z"} and (eff["pairs"] == 4).all()
+    assert (eff["p_unpaired_holm"] >= eff["p_unpaired"]).all()
+
+
+def test_tables_and_sentences(study: filestore.Study) -> None:
+    assert "48 runs of 12 configurations (4 runs each)" in filestore_views.status(study).data
+    table = study.config_table()
+    assert len(table) == 12 and list(table["op"][:4]) == ["insert"] * 4
+    summary = filestore_views.summary(study).data
+    assert "Removes: memcache makes them **slower** at 1 thread" in summary
+    assert "slows inserts down is" in summary and "no-op HTTP round trip" in summary
+    assert "Holm-adjusted" in filestore_views.memcache_findings(study).data
+    assert "significantly *higher*" in filestore_views.thread_findings(study).data
+    for view in (filestore_views.config_table_html, filestore_views.memcache_effect_html,
+                 filestore_views.baseline_html, filestore_views.service_time_html,
+                 filestore_views.size_table_html):
+        assert "<table" in view(study).data
+    st = study.service_time()
+    assert list(st["threads"].unique()) == [1] and len(st) == 6
+
+
+def test_figures_are_saved(study: filestore.Study) -> None:
+    for figure in (filestore_plots.throughput, filestore_plots.latency,
+                   filestore_plots.latency_by_size, filestore_plots.baseline,
+                   filestore_plots.ecdf):
+        assert figure(study) is not None
+    assert study.figures_dir is not None
+    names = {p.name for p in study.figures_dir.glob("*.png")}
+    assert names == {f"filestore-memcache-{n}.png" for n in
+                     ("baseline", "ecdf", "latency", "latency-by-size", "throughput")}
+
+
+def test_absent_experiment_says_not_run(tmp_path: Path) -> None:
+    empty = filestore.analyse(tmp_path)
+    assert not empty.ran
+    assert "Not run" in filestore_views.status(empty).data
+    assert filestore_views.summary(empty) is None and filestore_plots.latency(empty) is None
+
+
+def test_notebook_executes_on_study_data(fs_raw: Path, tmp_path: Path) -> None:
+    out = tmp_path / NOTEBOOK.name
+    with venv_kernel() as kernel:
+        params = {"raw_results": str(fs_raw), "figures_dir": str(tmp_path / "figures")}
+        assert execute_notebook(NOTEBOOK, out, params, kernel) is None
+    nb = nbformat.read(out, as_version=4)
+    texts, images = [], 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            assert output.output_type != "error", output.get("evalue")
+            texts += [str(v) for v in output.get("data", {}).values()]
+            images += "image/png" in output.get("data", {})
+    text = "\n".join(texts)
+    assert "Not run" not in text and "seed's claim" in text
+    assert images == 5
+    assert len(list((tmp_path / "figures").glob("*.svg"))) == 5
+
+
+def test_paired_comparison_on_known_pairs() -> None:
+    import pandas as pd
+
+    off = pd.Series([1.0, 2.0, 4.0, 1.5, 3.0], index=[1, 2, 3, 4, 5])
+    on = off * pd.Series([2.1, 1.9, 2.0, 2.05, 1.95], index=off.index)
+    c = filestore.paired_comparison(on, off)
+    assert c is not None and c.n_a == 5 and c.significant
+    assert c.ratio.value == pytest.approx(2.0, rel=0.02) and c.ratio.low > 1.8
+    assert c.effect_size_name == "Cohen's d_z" and c.effect_size > 5
+    # Unpaired, the 4× spread between pairs hides the 2× effect; paired, it does not.
+    assert not filestore.stats.compare_two(on, off).significant
+    assert filestore.paired_comparison(on.iloc[:1], off) is None

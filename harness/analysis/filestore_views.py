@@ -37,8 +37,12 @@ def _threads(n: int) -> str:
 
 def status(study: Study):
     if not study.ran:
-        sentence = prose.not_run_sentence(study.experiment, str(study.raw_dir))
-        return _markdown(f"**Not run.** {sentence}", not_run=True)
+        # Worded like the imported-results section: an optional study without runs is
+        # "no runs yet", and the marker still ends the report section here.
+        return _markdown(
+            f"**No file-store runs** under `{study.raw_dir}` (experiment "
+            f"`{study.experiment}`): nothing to show yet. Run `harness run "
+            "experiments/filestore_memcache.yaml` first.", not_run=True)
     runs = study.loaded.runs
     n_cfg = study.per_run.groupby(["op", "threads", "memcache"]).ngroups
     reps = study.per_run.groupby(["op", "threads", "memcache"]).size()

@@ -78,7 +78,8 @@ def test_figures_are_saved(study: filestore.Study) -> None:
 def test_absent_experiment_says_not_run(tmp_path: Path) -> None:
     empty = filestore.analyse(tmp_path)
     assert not empty.ran
-    assert "Not run" in filestore_views.status(empty).data
+    note = filestore_views.status(empty)
+    assert "No file-store runs" in note.data and note.metadata == {"harness_not_run": True}
     assert filestore_views.summary(empty) is None and filestore_plots.latency(empty) is None
 
 

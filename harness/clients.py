@@ -77,6 +77,8 @@ class ClientGroup:
                 ops=ops[i], duration_s=size.duration_s, warmup_ops=warm[i],
                 warmup_s=size.warmup_s, timeout_s=size.timeout_s,
                 max_consecutive_errors=size.max_consecutive_errors, files=files,
+                rate_ops_s=size.rate_ops_s / n if size.rate_ops_s else None,
+                arrival=size.arrival, phase=i / n, seed=size.seed * 1000 + i,
             )
             host.write_text(f"{base}.json", json.dumps(asdict(cfg)))
             proc = host.start([host.python, "-m", "harness.worker", f"{base}.json"],

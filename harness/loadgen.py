@@ -1,7 +1,14 @@
-"""The timed loop of one client process: connections x requests in flight, closed loop.
+"""The timed loop of one client process: connections x requests in flight.
 
-Each in-flight slot issues its next op when the previous one returns (closed loop, as in
-the seeds). Start and latency come from one monotonic ns clock; records go into
+Closed loop (the seeds' way): each in-flight slot issues its next op when the previous
+one returns. Open loop (`rate_ops_s` set): each op has an intended start from a
+`Schedule`; a free slot waits for it, and the op's latency is measured from the
+intended start (`latency_ns` = end - intended, the time a user arriving on schedule
+waits), while `start_ns` is the actual send, so service time = end - start_ns. When the
+slots cannot keep up, ops start late and their latency says so: a server stall is never
+hidden by the clients pausing with it (coordinated omission).
+
+Start and latency come from one monotonic ns clock; records go into
 preallocated `array.array` columns (an item store costs ~30 ns, a numpy scalar store
 several times that), turned into numpy without copying at the end. Every attempt is a
 record: a failed op or a failed reconnect is an `error` record, a timed-out op `timeout`.
@@ -20,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.results import ERROR, TIMEOUT, OpsArrays
+from harness.schedule import Schedule
 from harness.services.base import Endpoint
 from harness.workloads.base import WorkloadClient
 
@@ -40,6 +48,12 @@ class ClientConfig:
     warmup_s: float = 0.0
     timeout_s: float | None = 10.0
     max_consecutive_errors: int = 200
+    #: Open loop: this process's target rate; None = closed loop.
+    rate_ops_s: float | None = None
+    arrival: str = "fixed"
+    #: Fraction of one interval this process's fixed schedule is shifted by.
+    phase: float = 0.0
+    seed: int = 0
     files: Mapping[str, str] = field(default_factory=dict)
 
     def endpoint_objects(self) -> dict[str, Endpoint]:
@@ -57,13 +71,16 @@ class Recorder:
         self.status = array("b", bytes(capacity))
         self.nbytes = array("q", bytes(8 * capacity))
         self.warmup = array("b", bytes(capacity))
+        self.intended = array("q", bytes(8 * capacity))
+        self.open_loop = False
         self.capacity = capacity
         self.n = 0
 
     def grow(self) -> None:
         extra = self.capacity
         for col, width in ((self.op, 1), (self.start, 8), (self.latency, 8),
-                           (self.status, 1), (self.nbytes, 8), (self.warmup, 1)):
+                           (self.status, 1), (self.nbytes, 8), (self.warmup, 1),
+                           (self.intended, 8)):
             col.frombytes(bytes(width * extra))
         self.capacity += extra
 
@@ -79,11 +96,22 @@ class Recorder:
             op=np_of(self.op, np.int8),
             start_ns=np_of(self.start, np.int64) + offset_ns,
             latency_ns=np_of(self.latency, np.int64),
-            intended_ns=np.full(n, -1, np.int64),
+            intended_ns=(np_of(self.intended, np.int64) + offset_ns if self.open_loop
+                         else np.full(n, -1, np.int64)),
             status=np_of(self.status, np.int8),
             nbytes=np_of(self.nbytes, np.int64),
             warmup=np_of(self.warmup, np.int8).astype(bool),
         )
+
+
+async def _sleep_until(when_ns: int, clock: Any) -> None:
+    """Wait until `when_ns` on `clock`, closer than the loop's ~1 ms timer grain: sleep
+    coarsely, then yield to the loop (other slots keep working) until it is time."""
+    left = when_ns - clock()
+    if left > 2_000_000:
+        await asyncio.sleep((left - 1_500_000) / 1e9)
+    while clock() < when_ns:
+        await asyncio.sleep(0)
 
 
 class _Conn:
@@ -157,6 +185,9 @@ class ClientRun:
         warm = cfg.warmup_ops
         self.total = warm + cfg.ops if cfg.ops is not None else None
         self.rec = Recorder(self.total if self.total is not None else 1 << 16)
+        self.schedule = (Schedule(cfg.rate_ops_s, cfg.arrival, seed=cfg.seed, phase=cfg.phase)
+                         if cfg.rate_ops_s else None)
+        self.rec.open_loop = self.schedule is not None
         self.seq = 0
         self.stopping = False
         self.consecutive_errors = 0
@@ -167,6 +198,25 @@ class ClientRun:
         self.end_ns: int | None = None
         self.warmup_end_ns = 0
         self.deadlines: list[_Deadline] = []
+        if client.records_attempts:
+            client.record_attempt = self.record_attempt
+
+    def record_attempt(self, op: int, seq: int, start_ns: int, end_ns: int,
+                       status: int) -> None:
+        """One more record for op `seq`: an attempt that did not serve it (e.g. a
+        redirected request), timed by the workload on this clock (perf_counter_ns). Only
+        clients with `records_attempts` call it, so other workloads' loop is unchanged."""
+        rec = self.rec
+        i = rec.n
+        if i == rec.capacity:
+            rec.grow()
+        rec.n = i + 1
+        rec.op[i] = op
+        rec.start[i] = rec.intended[i] = start_ns - self.base_ns
+        rec.latency[i] = end_ns - start_ns
+        rec.status[i] = status
+        rec.nbytes[i] = 0
+        rec.warmup[i] = seq < self.cfg.warmup_ops or start_ns < self.warmup_end_ns
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
@@ -219,12 +269,19 @@ class ClientRun:
             self.deadlines.append(watch)
         total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
         base = self.base_ns
+        sched, intended_c = self.schedule, rec.intended
+        intended = 0
         while not self.stopping:
             seq = self.seq
             if total is not None and seq >= total:
                 return
             op = next_op(seq)
             self.seq = seq + 1
+            if sched is not None:
+                intended = base + sched.at(seq)
+                if end_ns is not None and intended >= end_ns:
+                    return
+                await _sleep_until(intended, clock)
             t0 = clock()
             if end_ns is not None and t0 >= end_ns:
                 return
@@ -261,10 +318,15 @@ class ClientRun:
             rec.n = i + 1
             op_c[i] = op
             start_c[i] = t0 - base
-            lat_c[i] = t1 - t0
             status_c[i] = status
             bytes_c[i] = nbytes
-            warm_c[i] = seq < warm_ops or t0 < self.warmup_end_ns
+            if sched is None:
+                lat_c[i] = t1 - t0
+                warm_c[i] = seq < warm_ops or t0 < self.warmup_end_ns
+            else:
+                lat_c[i] = t1 - intended
+                intended_c[i] = intended - base
+                warm_c[i] = seq < warm_ops or intended < self.warmup_end_ns
 
     async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"

@@ -29,6 +29,7 @@ from harness.results import ERROR, MANIFEST, TIMEOUT, Manifest, OpsArrays, write
 from harness.services import SERVICES
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand
+from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
 
 
@@ -70,11 +71,19 @@ def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
     n = int(m.sum())
     if n == 0:
         return 0, 0.0, float("nan"), float("nan"), float("nan")
-    start, lat = ops.start_ns[m], ops.latency_ns[m]
+    # Open loop: latency counts from the intended start, so the op begins there.
+    begin = np.where(ops.intended_ns >= 0, ops.intended_ns, ops.start_ns)
+    start, lat = begin[m], ops.latency_ns[m]
     wall_ns = int((start + lat).max() - start.min())
     p50, p99 = np.percentile(lat, [50, 99]) / 1e6
     err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
     return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
+
+
+def _target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
+    """An open-loop run met its target when it achieved at least 95% of the rate; below
+    that the clients could not keep the schedule and the latencies include their lag."""
+    return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))
 
 
 def run_id_for(plan: RunPlan) -> str:
@@ -110,6 +119,8 @@ class Runner:
     @contextlib.contextmanager
     def _hosts(self) -> Iterator[dict[str, Host]]:
         used = {s.host for s in self.spec.services.values()} | set(self.spec.clients.hosts)
+        used |= {h for s in self.spec.services.values() if SERVICES.get(s.kind).needs_hosts
+                 for h in s.settings.get("hosts") or []}  # services spread over hosts
         hosts: dict[str, Host] = {}
         problems = []
         try:
@@ -152,7 +163,9 @@ class Runner:
                                            desc=self.spec.name))
             groups: dict[str, list[RunPlan]] = {}
             for p in plans:
-                groups.setdefault(p.services_key(), []).append(p)
+                # A timeline changes the servers: every run gets its own, fresh ones.
+                key = p.services_key() + (f"#{p.index}" if self.spec.timeline else "")
+                groups.setdefault(key, []).append(p)
             kit = kit_info()
             for group in groups.values():
                 with self._services(group[0], hosts) as running:
@@ -178,12 +191,12 @@ class Runner:
         try:
             for name, svc in plan.services.items():
                 launcher = SERVICES.get(svc.kind)
+                kwargs: dict[str, Any] = {}
                 if launcher.needs_peers:  # in spec order: the services started so far
-                    peers = {r.endpoint.kind: r.endpoint for r in running.values()}
-                    running[name] = launcher.start(hosts[svc.host], name, svc.settings,
-                                                   peers=peers)
-                else:
-                    running[name] = launcher.start(hosts[svc.host], name, svc.settings)
+                    kwargs["peers"] = {r.endpoint.kind: r.endpoint for r in running.values()}
+                if launcher.needs_hosts:
+                    kwargs["hosts"] = hosts
+                running[name] = launcher.start(hosts[svc.host], name, svc.settings, **kwargs)
             yield running
         finally:
             for svc in reversed(list(running.values())):
@@ -200,12 +213,15 @@ class Runner:
         interrupted = False
         group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops)
         baseline: Any = None
+        timeline: Timeline | None = None
         try:
             asyncio.run(self.workload.prepare(endpoints, plan.params))
             baseline = asyncio.run(self.workload.baseline(endpoints, plan.params))
             group.start()
             group.wait_ready()
-            group.go()
+            start_ns = group.go()
+            if self.spec.timeline:
+                timeline = Timeline(self.spec.timeline, running, start_ns).start()
             if self.on_run_start is not None:
                 self.on_run_start(plan, running)
             interrupted = group.wait()
@@ -218,6 +234,9 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 - a driver error in prepare; keep going
             errors.append(f"prepare: {type(exc).__name__}: {exc}")
             group.stop()
+        if timeline is not None:
+            timeline.finish()
+            errors += timeline.errors
         try:
             got = group.collect()
             ops, workers = got.ops, got.workers
@@ -243,13 +262,19 @@ class Runner:
             ended_utc=utcnow(), error="\n".join(errors) or None, hosts=infos, services=sinfo,
             loadgen={"processes": plan.clients.processes,
                      "connections": plan.clients.connections,
-                     "inflight": plan.clients.inflight, "mode": "closed",
+                     "inflight": plan.clients.inflight,
+                     "mode": "open" if plan.size.open_loop else "closed",
+                     "target_rate_ops_s": plan.size.rate_ops_s,
+                     "arrival": plan.size.arrival if plan.size.open_loop else None,
+                     "achieved_rate_ops_s": rate if n else None,
+                     "target_met": _target_met(plan, rate) if plan.size.open_loop else None,
                      "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
                      "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
                      "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
                      "workers": workers},
             kit=kit, spec_file=str(self.spec.path),
-            extra={"baseline": baseline} if baseline else {},
+            extra={**({"baseline": baseline} if baseline else {}),
+                   **({"timeline": timeline.records} if timeline is not None else {})},
         )
         run_dir = write_run(self.out_dir, manifest, ops)
         if interrupted:
@@ -266,6 +291,10 @@ class Runner:
                 f"p50 {o.latency_p50_ms:.3f} ms, p99 {o.latency_p99_ms:.3f} ms")
         if o.error_rate:
             line += f", errors {o.error_rate:.1%}"
+        target = o.plan.size.rate_ops_s
+        if target:
+            met = _target_met(o.plan, o.throughput_ops_s)
+            line += f", target {target:,.0f} ops/s" + ("" if met else " NOT MET")
         if o.status != "complete" and o.error:
             line += f" -- {o.error.splitlines()[0]}"
         return line

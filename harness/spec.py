@@ -56,8 +56,13 @@ RUN_FIELDS: dict[str, Setting] = {
     "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)"),
     "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables"),
     "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors"),
+    "rate_ops_s": Setting((int, float, type(None)), None,
+                          "open loop: total target rate over all clients; null = closed loop"),
+    "arrival": Setting((str,), "fixed", "open-loop schedule", choices=("fixed", "poisson")),
+    "seed": Setting((int,), 0, "seed of the poisson schedule"),
 }
 TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9a-fA-F:.]+\])(?::\d+)?$")
+TIMELINE_FIELDS = ("at_s", "action", "service", "args")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -85,6 +90,23 @@ class RunSize:
     warmup_s: float
     timeout_s: float | None
     max_consecutive_errors: int
+    rate_ops_s: float | None = None
+    arrival: str = "fixed"
+    seed: int = 0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate_ops_s is not None
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """At `at_s` seconds after the clients start, `service`.scale(`action`, `args`)."""
+
+    at_s: float
+    action: str
+    service: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -301,7 +323,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     run_d = resolve(raw_run if isinstance(raw_run, Mapping) else {}, RUN_FIELDS)
     if (run_d["ops"] is None) == (run_d["duration_s"] is None):
         bad("run", "give exactly one of run.ops or run.duration_s")
-    for k in ("ops", "duration_s"):
+    for k in ("ops", "duration_s", "rate_ops_s"):
         if isinstance(run_d[k], (int, float)) and run_d[k] <= 0:
             bad(f"run.{k}", "must be positive")
     on_failure = data.get("on_failure", "continue")

@@ -12,7 +12,9 @@ of objects): first the grouping columns, then exactly
 ``throughput_ops_s``
     total measured ops / total measured wall time over the group's runs, in ops per
     second; this is the run-weighted harmonic mean of the per-run rates. A run's wall
-    time is max(start_ns + latency_ns) - min(start_ns) over its measured ops in the group.
+    time is max(begin + latency_ns) - min(begin) over its measured ops in the group, where
+    begin is intended_ns in open loop (latency counts from the intended start there) and
+    start_ns otherwise.
 ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
     mean and percentiles (linear interpolation) of the latencies of all the group's
     measured ops pooled, whatever their status, in milliseconds.
@@ -143,6 +145,16 @@ def _factorize_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), first
 
 
+def op_begin_ns(ops: pd.DataFrame) -> np.ndarray:
+    """When each op began for the user: its intended start in open loop (where
+    `latency_ns` counts from), else its actual start; so end = begin + latency_ns."""
+    start = ops["start_ns"].to_numpy(np.int64)
+    if "intended_ns" not in ops.columns:
+        return start
+    intended = pd.to_numeric(ops["intended_ns"]).to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(np.isnan(intended), start, np.nan_to_num(intended).astype(np.int64))
+
+
 def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Summary statistics per group of `by` (default: experiment + grid parameters).
 
@@ -179,7 +191,7 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
         group_rows[col] = uniques[codes[first]]
 
     lat = ops["latency_ns"].to_numpy(np.int64)
-    start = ops["start_ns"].to_numpy(np.int64)
+    start = op_begin_ns(ops)
     status_codes, status_names = _codes(ops["status"])
     is_error = np.isin(status_codes, np.flatnonzero(np.isin(status_names, ERROR_STATUSES)))
     is_miss = np.isin(status_codes, np.flatnonzero(status_names == "miss"))
@@ -278,7 +290,7 @@ def summary_table(
     experiments: list[str] | None = None,
 ) -> pd.DataFrame:
     """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc)."""
-    columns = ["start_ns", "latency_ns", "status"]
+    columns = ["start_ns", "latency_ns", "intended_ns", "status"]
     if by and "op" in by:
         columns.append("op")
     if by and "client" in by:

@@ -8,7 +8,7 @@ builds a `WorkloadClient` and the load generator times `execute` calls on it.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.services.base import Endpoint
@@ -16,7 +16,14 @@ from harness.settings import Setting
 
 
 class WorkloadClient(abc.ABC):
-    """Per-process client side of a workload. `execute` must not record timings itself."""
+    """Per-process client side of a workload. `execute` must not record timings itself,
+    except attempts that did not serve an op (a redirected request, retried within the
+    same `execute`): a client that sets `records_attempts` gets `record_attempt(op, seq,
+    start_ns, end_ns, status)` from the load generator (clock: time.perf_counter_ns), and
+    each call becomes one more record. The op's own record still spans the whole op."""
+
+    records_attempts: bool = False
+    record_attempt: Callable[[int, int, int, int, int], None] | None = None
 
     @abc.abstractmethod
     async def connect(self) -> Any:

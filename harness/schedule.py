@@ -1,0 +1,48 @@
+"""Open-loop arrival schedules: when each op of a client process is meant to start.
+
+An op's latency in open loop is measured from its intended start, so a server stall
+shows up in every op that should have started during it (no coordinated omission, as
+with YCSB's intended-time measurement and wrk2).
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+ARRIVALS = ("fixed", "poisson")
+_CHUNK = 1 << 16
+
+
+class Schedule:
+    """Intended start offsets (ns from the run's start) at `rate_ops_s` for one process.
+
+    `fixed`: evenly spaced, shifted by `phase` (a fraction of one interval) so that
+    several processes interleave. `poisson`: exponential gaps from a seeded generator.
+    """
+
+    def __init__(self, rate_ops_s: float, arrival: str = "fixed", *, seed: int = 0,
+                 phase: float = 0.0) -> None:
+        if rate_ops_s <= 0:
+            raise ValueError("rate_ops_s must be positive")
+        if arrival not in ARRIVALS:
+            raise ValueError(f"arrival must be one of {ARRIVALS}")
+        self.interval_ns = 1e9 / rate_ops_s
+        self.arrival = arrival
+        self.phase_ns = phase * self.interval_ns
+        self._rng = np.random.default_rng(seed)
+        self._offsets = array("q")
+        self._last = self.phase_ns
+
+    def at(self, seq: int) -> int:
+        """Intended start of the `seq`-th op (0-based), ns from the run's start."""
+        if self.arrival == "fixed":
+            return int(self.phase_ns + seq * self.interval_ns)
+        offsets = self._offsets
+        while seq >= len(offsets):
+            gaps = self._rng.exponential(self.interval_ns, _CHUNK)
+            chunk = self._last + np.cumsum(gaps)
+            self._last = float(chunk[-1])
+            offsets.frombytes(chunk.astype(np.int64).tobytes())
+        return offsets[seq]

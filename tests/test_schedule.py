@@ -1,0 +1,36 @@
+"""Open-loop arrival schedules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.schedule import Schedule
+
+
+def test_fixed_schedule_is_evenly_spaced_and_phase_shifted() -> None:
+    s = Schedule(1000.0, "fixed")
+    assert [s.at(i) for i in range(4)] == [0, 1_000_000, 2_000_000, 3_000_000]
+    half = Schedule(1000.0, "fixed", phase=0.5)
+    assert half.at(0) == 500_000 and half.at(2) == 2_500_000
+
+
+def test_poisson_schedule_has_the_rate_and_is_seeded() -> None:
+    s = Schedule(2000.0, "poisson", seed=7)
+    offsets = np.array([s.at(i) for i in range(100_000)])
+    gaps = np.diff(offsets)
+    assert np.all(gaps >= 0)
+    assert gaps.mean() == pytest.approx(500_000, rel=0.02)
+    # exponential gaps: the standard deviation equals the mean
+    assert gaps.std() == pytest.approx(gaps.mean(), rel=0.05)
+    again = Schedule(2000.0, "poisson", seed=7)
+    assert [again.at(i) for i in (0, 70_000, 99_999)] == [offsets[0], offsets[70_000],
+                                                          offsets[99_999]]
+    assert Schedule(2000.0, "poisson", seed=8).at(10) != offsets[10]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        Schedule(0, "fixed")
+    with pytest.raises(ValueError):
+        Schedule(10, "bursty")

@@ -4,11 +4,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RAW ?= raw_results
+SEEDS ?= ../shared/seeds
+# format:seed file:experiment -- the seed reports whose results `make demo` imports
+SEED_IMPORTS := perfctest:000_7b5c234d2542c401.txt:seed000-filestore \
+	gae-bench:001_d557312a82865043.txt:seed001-datastore-memcache \
+	cluster-perf:002_4475bf54ea1cda02.txt:seed002-cluster \
+	kv-report:003_f2f640157be000bd.txt:seed003-kvstore
 REPORT ?= report
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo report test lint lab clean clean-results
+.PHONY: help setup demo demo-import report test lint lab clean clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -24,9 +30,17 @@ $(STAMP): pyproject.toml scripts/ensure-system-packages.sh
 setup: $(STAMP) ## create .venv, install the kit and any missing servers
 	@echo "setup done: activate with 'source $(BIN)/activate'"
 
-demo: setup ## run the built-in studies at demo scale on localhost, then write the report
+demo: setup demo-import ## run the built-in studies at demo scale on localhost, then write the report
 	$(BIN)/harness run experiments/datastore_vs_memcache.yaml --out $(RAW) --resume
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
+
+demo-import: setup ## import the seed reports' own numbers (once; re-import is refused)
+	@for item in $(SEED_IMPORTS); do \
+	  IFS=: read -r fmt file exp <<< "$$item"; \
+	  if [ ! -f "$(SEEDS)/$$file" ]; then echo "skip $$file: no $(SEEDS)"; \
+	  elif [ -d "$(RAW)/imported/$$exp" ]; then echo "$$exp: imported already"; \
+	  else $(BIN)/harness import "$$fmt" "$(SEEDS)/$$file" -o $(RAW)/imported --experiment "$$exp" || exit 1; fi; \
+	done
 
 report: setup ## regenerate report/report.{html,pdf} from existing raw results
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)

@@ -38,6 +38,7 @@ from harness.errors import HarnessError
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
 KERNEL_NAME = "kvbench-harness"
 NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.studies.NOT_RUN_MARKER
+OMIT_MARKER = "harness_omit_section"  # == harness.analysis.studies.OMIT_MARKER
 REPORT_TITLE = "Key-value stores and caches: evaluation report"
 _NOTEBOOK_TIMEOUT_S = 600
 
@@ -57,6 +58,8 @@ class Section:
     subsections: list[tuple[str, str]] = field(default_factory=list)
     failed: str | None = None
     not_run: bool = False
+    #: An optional section with nothing to show: left out of the report.
+    omit: bool = False
 
 
 def discover_notebooks(notebooks_dir: Path) -> list[Path]:
@@ -160,6 +163,9 @@ def _joined(value: str | list[str]) -> str:
 def render_notebook(path: Path, index: int, failed: str | None = None) -> Section:
     """A section from an executed notebook: markdown and outputs, code hidden."""
     nb = nbformat.read(path, as_version=4)
+    if not failed and any(OMIT_MARKER in json.dumps(o.get("metadata", {}))
+                          for c in nb.cells for o in c.get("outputs", [])):
+        return Section(path.stem, path.stem, f"sec-{index}", "", omit=True)
     parts: list[str] = []
     not_run = False
     for cell in nb.cells:
@@ -305,12 +311,14 @@ def build_report(
     sections = []
     with venv_kernel() as kernel, tqdm(total=len(notebooks), unit="notebook",
                                        desc="report", disable=not progress) as bar:
-        for i, nb in enumerate(notebooks, start=1):
+        for nb in notebooks:
             bar.set_postfix_str(nb.stem)
             target = executed_dir / nb.name
             failed = execute_notebook(nb, target, parameters, kernel)
             result[nb.stem] = target
-            sections.append(render_notebook(target, i, failed))
+            section = render_notebook(target, len(sections) + 1, failed)
+            if not section.omit:
+                sections.append(section)
             bar.update(1)
             if failed:
                 bar.write(f"{nb.name}: failed: {failed.splitlines()[0] if failed else ''}")

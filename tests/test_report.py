@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -38,6 +39,29 @@ def test_absent_results_are_reported_not_run(tmp_path: Path):
     html = out["html"].read_text()
     assert "Not run." in html and "No runs found" in html
     assert "pdf" not in out
+    # Optional sections with nothing to show are left out, not reported as not run.
+    assert "Imported results" not in html and "No imported results" not in html
+
+
+def test_optional_section_appears_only_with_data(tmp_path: Path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / "50-imported.ipynb", nbs)
+    seeds = paths.project_root().parent / "shared" / "seeds"
+    raw = tmp_path / "raw"
+    kw = dict(pdf=False, notebooks_dir=nbs, figures_dir=tmp_path / "figures", progress=False)
+    html = build_report(raw, tmp_path / "r1", **kw)["html"].read_text()
+    assert "Imported results" not in html
+    seed = seeds / "001_d557312a82865043.txt"
+    if not seed.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{seed} not found: CI clones the repo with shared/ beside it")
+        pytest.skip(f"{seed} not found: the seeds live in ../shared beside the checkout")
+    from harness.cli import main
+
+    assert main(["import", "gae-bench", str(seed), "-o", str(raw)]) == 0
+    html = build_report(raw, tmp_path / "r2", **kw)["html"].read_text()
+    assert "Imported results" in html and "17.9" in html
 
 
 def _notebook(path: Path, cells) -> None:

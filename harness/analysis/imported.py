@@ -19,15 +19,17 @@ import pandas as pd
 
 from harness.analysis import prose, stats, tables
 from harness.analysis.load import Loaded, grid_keys, load_ops, read_manifests, runs_frame
-from harness.analysis.studies import NOT_RUN_MARKER
+from harness.analysis.studies import NOT_RUN_MARKER, OMIT_MARKER
 from harness.analysis.studies.datastore_memcache import LABELS, OPS, SEED_MS
 from harness.analysis.summary import run_summary
 
 
-def _markdown(text: str, *, not_run: bool = False):
+def _markdown(text: str, *, not_run: bool = False, omit: bool = False):
     from IPython.display import Markdown  # notebooks only
 
-    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
+    meta = {**({NOT_RUN_MARKER: True} if not_run else {}), **({OMIT_MARKER: True} if omit
+                                                              else {})}
+    return Markdown(text, metadata=meta or None)
 
 
 def _html(text: str):
@@ -72,7 +74,7 @@ class Imported:
             return _markdown(
                 f"**No imported results** under `{self.raw_dir}`: nothing to show here. "
                 "Bring old results in with `harness import FORMAT FILE... -o RAW_DIR`.",
-                not_run=True)
+                not_run=True, omit=True)
         n_files = len(self.sources())
         return _markdown(
             f"{self.per_run['run_id'].nunique()} imported runs from {n_files} file"

@@ -7,3 +7,6 @@ not run, so a notebook over absent results still executes and says "not run".
 
 #: Output metadata key of a study's "not run" note; the report ends the section there.
 NOT_RUN_MARKER = "harness_not_run"
+#: Output metadata key of an optional section with nothing to show: the report leaves the
+#: whole section out (e.g. "imported results" when nothing was imported).
+OMIT_MARKER = "harness_omit_section"

@@ -1,0 +1,1 @@
+"""Datasets that workloads send: records built deterministically or read from disk."""

@@ -1,0 +1,1 @@
+"""A small reference KV server speaking the course protocol (see README.md)."""

@@ -1,0 +1,306 @@
+"""A minimal asyncio RESP2 client with pipelining, and a Redis Cluster client on top.
+
+`RespConnection`: requests on one connection may be in flight together; Redis answers in
+order, so a FIFO of futures matches replies to requests. Error replies are returned as
+`RespError` values, not raised, so the cluster layer can read MOVED/ASK cheaply.
+
+`ClusterClient`: keeps the slot map (CLUSTER SLOTS), sends each command to the master of
+its key's slot, and follows redirections: MOVED updates the map and retries at the new
+owner, ASK retries once at the importing node behind ASKING, TRYAGAIN / CLUSTERDOWN wait
+a little and retry, a connection failure refreshes the map from another node. Each
+attempt that was not served is reported to `on_attempt(start_ns, end_ns, status)` (clock:
+time.perf_counter_ns), so a workload can record it: `redirect` for a redirection,
+`error` for a failed connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.results import ERROR, REDIRECT
+
+SLOTS = 16384
+MAX_ATTEMPTS = 16
+#: Called for each attempt that did not serve the op: (start_ns, end_ns, status code).
+OnAttempt = Callable[[int, int, int], None]
+
+
+class RespError(HarnessError):
+    """An error reply (`-ERR ...`, `-MOVED ...`); returned as a value, raised by callers."""
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def _crc16_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        table.append(crc & 0xFFFF)
+    return table
+
+
+_CRC = _crc16_table()
+
+
+def key_slot(key: bytes) -> int:
+    """The cluster slot of `key`: CRC16 (XMODEM) mod 16384, of its {hash tag} if any."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    crc = 0
+    for b in key:
+        crc = ((crc << 8) & 0xFFFF) ^ _CRC[((crc >> 8) ^ b) & 0xFF]
+    return crc % SLOTS
+
+
+def encode(args: Sequence[bytes | str | int]) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        data = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+def _parse(data: bytes, pos: int) -> tuple[Any, int]:
+    """One reply from data[pos:]: (value, next position); _Incomplete if cut short."""
+    eol = data.find(b"\r\n", pos)
+    if eol < 0:
+        raise _Incomplete
+    tag = data[pos]
+    if tag == 36:  # $ bulk string
+        n = int(data[pos + 1:eol])
+        if n < 0:
+            return None, eol + 2
+        end = eol + 2 + n
+        if len(data) < end + 2:
+            raise _Incomplete
+        return data[eol + 2:end], end + 2
+    if tag == 43:  # + simple string
+        return data[pos + 1:eol], eol + 2
+    if tag == 45:  # - error
+        return RespError(data[pos + 1:eol].decode(errors="replace")), eol + 2
+    if tag == 58:  # : integer
+        return int(data[pos + 1:eol]), eol + 2
+    if tag == 42:  # * array
+        n = int(data[pos + 1:eol])
+        pos = eol + 2
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            item, pos = _parse(data, pos)
+            items.append(item)
+        return items, pos
+    raise RespError(f"not a RESP reply: {data[pos:pos + 40]!r}")
+
+
+class RespConnection(asyncio.Protocol):
+    """One connection; `request` returns a future of the decoded reply."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._waiters: deque[asyncio.Future] = deque()
+        self.transport: asyncio.Transport | None = None
+        self._lost: Exception | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._loop = asyncio.get_running_loop()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = exc or ConnectionResetError("redis closed the connection")
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(ConnectionResetError(str(self._lost)))
+
+    @property
+    def closed(self) -> bool:
+        return self._lost is not None
+
+    def data_received(self, data: bytes) -> None:
+        if self._buf:
+            data = self._buf + data
+        waiters, pos = self._waiters, 0
+        while waiters and pos < len(data):
+            try:
+                value, pos = _parse(data, pos)
+            except _Incomplete:
+                break
+            fut = waiters.popleft()
+            if not fut.done():  # a cancelled (timed-out) request's reply is dropped in order
+                fut.set_result(value)
+        self._buf = data[pos:]
+
+    def request(self, *args: bytes | str | int) -> asyncio.Future:
+        return self.pipeline([args])[-1]
+
+    def pipeline(self, commands: Iterable[Sequence[bytes | str | int]]) -> list[asyncio.Future]:
+        """Send several commands in one write; one future per reply."""
+        if self._lost is not None or self.transport is None or self._loop is None:
+            raise ConnectionResetError("redis connection is closed")
+        payload, futs = [], []
+        for cmd in commands:
+            payload.append(encode(cmd))
+            fut = self._loop.create_future()
+            self._waiters.append(fut)
+            futs.append(fut)
+        self.transport.write(b"".join(payload))
+        return futs
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def connect(host: str, port: int, timeout_s: float = 10.0) -> RespConnection:
+    loop = asyncio.get_running_loop()
+    _, proto = await asyncio.wait_for(loop.create_connection(RespConnection, host, port),
+                                      timeout_s)
+    return proto
+
+
+async def command(host: str, port: int, *args: bytes | str | int) -> Any:
+    """One command on a fresh connection; raises RespError on an error reply."""
+    conn = await connect(host, port)
+    try:
+        reply = await conn.request(*args)
+    finally:
+        conn.close()
+    if isinstance(reply, RespError):
+        raise reply
+    return reply
+
+
+Node = tuple[str, int]
+
+
+def _node(addr: str) -> Node:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]"), int(port.split("@")[0])
+
+
+class ClusterClient:
+    """Commands routed by key slot over one connection per master, opened on demand."""
+
+    def __init__(self, seeds: Sequence[Node], *, connect_timeout_s: float = 10.0) -> None:
+        self.seeds = list(seeds)
+        self.connect_timeout_s = connect_timeout_s
+        self.slots: list[Node | None] = [None] * SLOTS
+        self.conns: dict[Node, RespConnection] = {}
+
+    async def refresh(self, avoid: Node | None = None) -> None:
+        """Read the slot map from the first node (known masters, then seeds) whose map
+        covers every slot; a node just removed from the cluster knows no slots."""
+        known = list(dict.fromkeys([*self.conns, *(n for n in self.slots if n), *self.seeds]))
+        known.sort(key=lambda n: n == avoid)
+        last: Exception | None = None
+        for node in known:
+            try:
+                reply = await (await self.conn(node)).request("CLUSTER", "SLOTS")
+            except OSError as exc:
+                last = exc
+                continue
+            if isinstance(reply, RespError):
+                last = reply
+                continue
+            slots: list[Node | None] = [None] * SLOTS
+            for first, last_slot, master, *_ in reply:
+                owner = (master[0].decode() or node[0], int(master[1]))
+                slots[first:last_slot + 1] = [owner] * (last_slot - first + 1)
+            if None in slots:
+                last = RespError(f"{node[0]}:{node[1]} does not know every slot's owner")
+                continue
+            self.slots = slots
+            for gone in set(self.conns) - set(slots):
+                self.conns.pop(gone).close()
+            return
+        raise ConnectionError(f"no cluster node answered CLUSTER SLOTS: {last}")
+
+    async def conn(self, node: Node) -> RespConnection:
+        c = self.conns.get(node)
+        if c is None or c.closed:
+            c = await connect(node[0], node[1], self.connect_timeout_s)
+            self.conns[node] = c
+        return c
+
+    async def connect_all(self) -> None:
+        """Slot map and a connection to every master, before any timed op."""
+        await self.refresh()
+        for node in set(self.slots):
+            if node is not None:
+                await self.conn(node)
+
+    async def execute(self, key: bytes, *args: bytes | str | int,
+                      on_attempt: OnAttempt | None = None) -> Any:
+        """Run a one-key command at the key's master, following redirections."""
+        slot = key_slot(key)
+        clock = time.perf_counter_ns
+        ask: Node | None = None
+        for attempt in range(MAX_ATTEMPTS):
+            t0 = clock()
+            node = ask or self.slots[slot]
+            try:
+                if node is None:
+                    await self.refresh()
+                    node = self.slots[slot]
+                    if node is None:
+                        raise ConnectionError(f"slot {slot} has no master (cluster down?)")
+                c = await self.conn(node)
+                if ask is not None:
+                    reply = await c.pipeline([("ASKING",), args])[1]
+                else:
+                    reply = await c.request(*args)
+            except OSError:
+                # A removed or dead node: the attempt failed; ask the others who owns it.
+                if on_attempt is not None:
+                    on_attempt(t0, clock(), ERROR)
+                if node is not None and node in self.conns:
+                    self.conns.pop(node).close()
+                if attempt >= 3:
+                    raise
+                await asyncio.sleep(0.01 * 2 ** attempt)
+                ask = None
+                with contextlib.suppress(OSError):
+                    await self.refresh(avoid=node)
+                continue
+            if type(reply) is not RespError:
+                return reply
+            msg = str(reply)
+            ask = None
+            if msg.startswith(("MOVED ", "ASK ")):
+                kind, _, addr = msg.split(" ", 2)
+                target = _node(addr)
+                if kind == "MOVED":
+                    self.slots[slot] = target
+                else:
+                    ask = target
+            elif msg.startswith(("TRYAGAIN", "CLUSTERDOWN")):
+                # CLUSTERDOWN also comes from a node that has just left the cluster.
+                await asyncio.sleep(0.005 * 2 ** min(attempt, 6))
+                if msg.startswith("CLUSTERDOWN"):
+                    with contextlib.suppress(OSError, RespError):
+                        await self.refresh(avoid=node)
+            else:
+                return reply  # an ordinary error reply: the caller decides
+            if on_attempt is not None:
+                on_attempt(t0, clock(), REDIRECT)
+        raise RespError(f"{args[0]!r} {key!r}: still redirected after {MAX_ATTEMPTS} attempts")
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            c.close()
+        self.conns.clear()

@@ -36,6 +36,8 @@ TOP_LEVEL = {
     "grid": "parameter -> list of values; every combination is one configuration",
     "repetitions": "runs per configuration",
     "run": "{ops | duration_s, warmup_ops | warmup_s, timeout_s, max_consecutive_errors}",
+    "timeline": "list of {at_s, action, service, args}: steps run while clients run "
+                "(e.g. add_node); needs run.duration_s",
     "on_failure": "continue | stop: what the grid does after a failed run",
 }
 HOST_FIELDS = {
@@ -123,6 +125,7 @@ class Spec:
     repetitions: int
     size: RunSize
     on_failure: str = "continue"
+    timeline: tuple[TimelineEvent, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -272,6 +275,10 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             continue
         report(check_settings(f"{where}.settings", sdef.get("settings"), service.settings))
         settings = resolve(sdef.get("settings"), service.settings)
+        if service.needs_hosts and isinstance(settings.get("hosts"), list):
+            for h in settings["hosts"]:
+                if h not in hosts:
+                    bad(f"{where}.settings.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
         services[sname] = ServiceSpec(sname, kind, host, settings)
     if workload is not None:
         # A stand-in (kind `external`) counts as the kind it provides.
@@ -329,6 +336,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "stop"):
         bad("on_failure", "must be 'continue' or 'stop'")
+    timeline = _validate_timeline(data.get("timeline"), services, run_d, bad)
     if workload is not None and isinstance(raw_params, Mapping):
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)
@@ -342,7 +350,52 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
                            clients_d["connections"], clients_d["inflight"]),
         params=resolve(raw_params if isinstance(raw_params, Mapping) else {}, params_schema),
         grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
+        timeline=timeline,
     )
+
+
+def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
+                       run_d: Mapping[str, Any], bad: Any) -> tuple[TimelineEvent, ...]:
+    """`timeline`: events at times within the run, each an action the service's kind has."""
+    from harness.services import SERVICES
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        bad("timeline", "expected a list of {at_s, action, service, args}")
+        return ()
+    if run_d["duration_s"] is None:
+        bad("timeline", "needs run.duration_s: events happen at times within the run")
+    length = (run_d["duration_s"] or 0) + (run_d["warmup_s"] or 0)
+    events = []
+    for i, ev in enumerate(raw):
+        where = f"timeline.{i}"
+        if not isinstance(ev, Mapping):
+            bad(where, "expected a mapping {at_s, action, service, args}")
+            continue
+        for k in ev:
+            if k not in ("at_s", "action", "service", "args"):
+                bad(f"{where}.{k}", f"unknown field{did_you_mean(str(k), TIMELINE_FIELDS)}")
+        at, action, sname, args = (ev.get("at_s"), ev.get("action"), ev.get("service"),
+                                   ev.get("args") or {})
+        if not isinstance(at, int | float) or isinstance(at, bool) or at < 0:
+            bad(f"{where}.at_s", "required: seconds (>= 0) from the start of the clients")
+        elif isinstance(run_d["duration_s"], int | float) and at >= length:
+            bad(f"{where}.at_s", f"{at} s is not within the run ({length:g} s)")
+        if not isinstance(args, Mapping):
+            bad(f"{where}.args", "expected a mapping")
+        if sname not in services:
+            bad(f"{where}.service", f"unknown service {sname!r}; services: {sorted(services)}")
+            continue
+        kind = services[sname].kind
+        actions = SERVICES.get(kind).actions
+        if action not in actions:
+            bad(f"{where}.action", f"{action!r} is not an action of {kind} service {sname!r}"
+                                   f"; actions: {list(actions) or 'none'}")
+            continue
+        if isinstance(at, int | float) and isinstance(args, Mapping):
+            events.append(TimelineEvent(float(at), action, sname, dict(args)))
+    return tuple(events)
 
 
 def _grid_setting(

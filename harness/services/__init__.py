@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from harness.registry import Registry
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.command import Command
 from harness.services.external import External
 from harness.services.filestore import FileStore
 from harness.services.memcached import Memcached
 from harness.services.postgres import Postgres
 from harness.services.redis import Redis
+from harness.services.redis_cluster import RedisCluster
 
 SERVICES: Registry[Service] = Registry("service")
+SERVICES.add("command", Command())
 SERVICES.add("external", External())
 SERVICES.add("filestore", FileStore())
 SERVICES.add("memcached", Memcached())
 SERVICES.add("postgres", Postgres())
 SERVICES.add("redis", Redis())
+SERVICES.add("redis_cluster", RedisCluster())
 
 __all__ = ["SERVICES", "Endpoint", "RunningService", "Service", "Setting"]

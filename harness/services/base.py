@@ -63,6 +63,11 @@ class RunningService:
     def alive(self) -> bool:
         return all(self.host.is_alive(p) for p in self.processes)
 
+    def scale(self, action: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Change the running service (e.g. add a node) while clients run; returns what
+        the manifest records about the step. Only kinds that declare `actions` can."""
+        raise NotImplementedError(f"{self.kind} {self.name!r} cannot {action!r}")
+
     def stop(self) -> None:
         if self._stopped:
             return
@@ -84,6 +89,11 @@ class Service(abc.ABC):
     #: When True, the runner passes `start(..., peers=...)`: the endpoints of the services
     #: started before this one in the spec, by kind (an app that needs its memcached).
     needs_peers: bool = False
+    #: When True, the runner passes `start(..., hosts=...)`: every connected spec host by
+    #: name, for services spread over the hosts named in their `hosts` setting.
+    needs_hosts: bool = False
+    #: Timeline actions its RunningService can `scale` (spec field `timeline`).
+    actions: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:

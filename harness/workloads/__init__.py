@@ -6,11 +6,13 @@ from harness.registry import Registry
 from harness.workloads.base import Workload, WorkloadClient
 from harness.workloads.datastore_memcache import DatastoreMemcache
 from harness.workloads.filestore import FileStore
+from harness.workloads.kvstore import KVStore
 from harness.workloads.memcache_mix import MemcacheMix
 
 WORKLOADS: Registry[Workload] = Registry("workload")
 WORKLOADS.add("datastore_memcache", DatastoreMemcache())
 WORKLOADS.add("filestore", FileStore())
+WORKLOADS.add("kvstore", KVStore())
 WORKLOADS.add("memcache_mix", MemcacheMix())
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadClient"]

@@ -1,0 +1,278 @@
+"""`command`: any server, started from a command template on the spec's hosts.
+
+For servers the harness has no launcher for, such as a course project's KV server:
+
+    command: "java -jar server.jar -p {port} -c {cache_size} -s {strategy} -d {data_dir}"
+
+The template is split with shlex first and each word formatted afterwards, so every
+placeholder's value stays ONE argument (a path with spaces included) and no shell is
+involved. Placeholders: {host} (the address to listen on), {port} (a free port),
+{index} (0, 1, ... per server), {data_dir} (an empty directory per server), {workdir},
+{cache_size}, {strategy}, {name}, {python} (the host's interpreter that imports the
+harness), {kit} (the directory holding that harness package: the checkout, for an
+editable install), and any name under `vars`. `servers` copies are started, spread
+round robin over `hosts`, each with its own log, and each must pass the `ready` probe:
+`tcp` (it accepts a connection) or `line` (it answers a line, after `ready_send` if set).
+
+Membership hooks (ECS-like commands run on the service's host, same placeholders plus
+{members}, the servers before the change as `host:port,...`, and {node}):
+`setup` once all servers are ready; `add` after a server was started by the timeline
+action `add_node`; `remove` before the server is stopped by `remove_node`. The reference
+server's ECS (examples/kvserver/ecs.py) is such a hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import socket
+import string
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import HostError, ServiceError
+from harness.hosts import Host, Process
+from harness.services._util import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    NotReady,
+    ProbeError,
+    resolve_checked,
+)
+from harness.services.base import Endpoint, RunningService, Service, Setting
+
+HOOK_TIMEOUT_S = 600.0
+_KIT = "import harness, os; print(os.path.dirname(os.path.dirname(harness.__file__)))"
+BASE_FIELDS = ("host", "port", "index", "data_dir", "workdir", "cache_size", "strategy",
+               "name", "python", "kit")
+HOOK_FIELDS = ("members", "node", "workdir", "name", "python", "kit", "cache_size",
+               "strategy")
+
+
+def template_fields(template: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f}
+
+
+def render(template: str, values: Mapping[str, Any]) -> list[str]:
+    """shlex-split `template`, then format each word: a value is never split."""
+    try:
+        return [word.format_map(values) for word in shlex.split(template)]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ServiceError(f"command template {template!r}: {exc!r}; placeholders: "
+                           f"{', '.join(sorted(values))}") from None
+
+
+def probe(address: str, port: int, kind: str, send: str, timeout_s: float = 2.0) -> None:
+    with socket.create_connection((address, port), timeout=timeout_s) as sock:
+        if kind == "tcp":
+            return
+        if send:
+            sock.sendall(send.encode() + b"\r\n")
+        reply = b""
+        while b"\n" not in reply:
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise NotReady(f"{address}:{port} closed the connection without a line")
+            reply += chunk
+
+
+@dataclass
+class Server:
+    index: int
+    host: Host
+    address: str
+    port: int
+    process: Process
+
+    @property
+    def addr(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+@dataclass
+class CommandService(RunningService):
+    servers: list[Server] = field(default_factory=list)
+    launches: dict[str, Launch] = field(default_factory=dict)
+    hosts: dict[str, Host] = field(default_factory=dict)
+    launcher: Command | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+    started: int = 0
+    last_host: str = ""
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        out["servers"] = [{"host": s.host.name, "address": s.addr} for s in self.servers]
+        out["pids"] = [s.process.pid for s in self.servers]
+        return out
+
+    def alive(self) -> bool:
+        return all(s.host.is_alive(s.process) for s in self.servers)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for launch in self.launches.values():
+            for proc in reversed(launch.processes):
+                with contextlib.suppress(HostError):
+                    launch.host.stop(proc)
+            launch.host.remove_tree(launch.workdir)
+
+    def hook(self, which: str, node: str) -> tuple[float, str]:
+        """Run the `which` hook on the service's host; (seconds, last output line)."""
+        template = self.settings[which]
+        values = {**self.values, "members": ",".join(s.addr for s in self.servers),
+                  "node": node}
+        t0 = time.monotonic()
+        res = self.host.run(render(template, values), cwd=self.values["cwd"],
+                            timeout=HOOK_TIMEOUT_S)
+        lines = res.stdout.strip().splitlines()
+        return time.monotonic() - t0, lines[-1] if lines else ""
+
+    def scale(self, action: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.launcher is not None
+        if action == "add_node":
+            if not self.settings["add"]:
+                raise ServiceError(f"command {self.name!r}: add_node needs the `add` hook")
+            t0 = time.monotonic()
+            server = self.launcher.start_server(self, args.get("host"))
+            start_s = time.monotonic() - t0
+            hook_s, said = self.hook("add", server.addr)
+            self.servers.append(server)
+            return {"node": server.addr, "servers": len(self.servers), "start_node_s": start_s,
+                    "handover_s": hook_s, "hook_output": said}
+        if action == "remove_node":
+            if not self.settings["remove"]:
+                raise ServiceError(f"command {self.name!r}: remove_node needs the `remove` "
+                                   "hook")
+            if len(self.servers) < 2:
+                raise ServiceError(f"command {self.name!r}: cannot remove the last server")
+            server = self.servers[int(args.get("node", -1))]
+            hook_s, said = self.hook("remove", server.addr)
+            self.servers.remove(server)
+            t0 = time.monotonic()
+            server.host.stop(server.process)
+            return {"node": server.addr, "servers": len(self.servers), "handover_s": hook_s,
+                    "stop_s": time.monotonic() - t0, "hook_output": said}
+        return super().scale(action, args)
+
+
+class Command(Service):
+    kind = "command"
+    binaries = ()
+    needs_hosts = True
+    actions = ("add_node", "remove_node")
+    settings: Mapping[str, Setting] = {
+        "command": Setting((str, type(None)), None, "server command template (see docs)"),
+        "servers": Setting((int,), 1, "servers started at the beginning"),
+        "hosts": Setting((list, type(None)), None,
+                         "spec host names to spread servers over; default: the service's"),
+        "ready": Setting((str,), "tcp", "readiness probe", choices=("tcp", "line")),
+        "ready_send": Setting((str,), "", "line probe: text sent before reading a line"),
+        "ready_timeout_s": Setting((int, float), DEFAULT_READY_TIMEOUT_S,
+                                   "how long a server may take to become ready"),
+        "protocol": Setting((str,), "kvtext", "protocol the workload speaks to it"),
+        "provides": Setting((str,), "kvstore", "the service kind workloads find it under"),
+        "greeting": Setting((bool,), False, "servers send a line on connect (skipped)"),
+        "cache_size": Setting((int, type(None)), None, "{cache_size}"),
+        "strategy": Setting((str, type(None)), None, "{strategy}, e.g. FIFO, LRU, LFU"),
+        "cwd": Setting((str,), "{workdir}", "working directory of servers and hooks"),
+        "vars": Setting((dict,), {}, "more template values, name -> value"),
+        "setup": Setting((str, type(None)), None, "hook run once all servers are ready"),
+        "add": Setting((str, type(None)), None, "hook run after add_node started a server"),
+        "remove": Setting((str, type(None)), None, "hook run before remove_node stops one"),
+    }
+
+    def provides(self, settings: Mapping[str, Any]) -> str:
+        return str(settings.get("provides") or "kvstore")
+
+    def _check(self, name: str, s: Mapping[str, Any]) -> None:
+        if not s["command"]:
+            raise ServiceError(f"command {name!r}: set `command`, the server's command line")
+        if s["servers"] < 1:
+            raise ServiceError(f"command {name!r}: servers must be at least 1")
+        known = set(BASE_FIELDS) | set(s["vars"])
+        for key, allowed in (("command", known), ("cwd", known),
+                             ("setup", known | set(HOOK_FIELDS)),
+                             ("add", known | set(HOOK_FIELDS)),
+                             ("remove", known | set(HOOK_FIELDS))):
+            unknown = template_fields(s[key] or "") - allowed
+            if unknown:
+                raise ServiceError(f"command {name!r}: {key}: unknown placeholder(s) "
+                                   f"{sorted(unknown)}; known: {sorted(allowed)}")
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
+              hosts: Mapping[str, Host] | None = None) -> RunningService:
+        s = resolve_checked(self, settings)
+        self._check(name, s)
+        known = {host.name: host, **(hosts or {})}
+        missing = [h for h in s["hosts"] or [] if h not in known]
+        if missing:
+            raise ServiceError(f"command {name!r}: hosts {missing} are not connected")
+        launch = Launch(host, self.kind, name)
+        svc = CommandService(
+            name=name, kind=self.kind, host=host,
+            endpoint=Endpoint(self.provides(s), host.address, 0), version="unknown",
+            config={}, processes=[], workdir=None, launches={host.name: launch},
+            hosts=dict(known), launcher=self, settings=s)
+        try:
+            svc.values = self._values(svc, host, launch)
+            for _ in range(s["servers"]):
+                svc.servers.append(self.start_server(svc, None))
+            setup_s = svc.hook("setup", "")[0] if s["setup"] else 0.0
+        except BaseException as exc:
+            error = None
+            if isinstance(exc, (HostError, OSError, ProbeError)):
+                error = svc.launches[svc.last_host or host.name].fail(f"could not start: {exc}")
+            svc.stop()
+            if error is not None:
+                raise error from exc
+            raise
+        first = svc.servers[0]
+        svc.config = {k: s[k] for k in ("command", "servers", "ready", "protocol",
+                                        "cache_size", "strategy", "setup", "add", "remove")}
+        svc.config.update(argv=shlex.join(first.process.argv), setup_s=setup_s)
+        svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
+            "protocol": s["protocol"], "greeting": s["greeting"],
+            "nodes": [x.addr for x in svc.servers]})
+        return svc
+
+    def _values(self, svc: CommandService, host: Host, launch: Launch) -> dict[str, str]:
+        s = svc.settings
+        values = {str(k): str(v) for k, v in s["vars"].items()}
+        values.update(workdir=launch.workdir, name=svc.name, python=host.python,
+                      cache_size="" if s["cache_size"] is None else str(s["cache_size"]),
+                      strategy=s["strategy"] or "")
+        uses_kit = any("kit" in template_fields(s[k] or "")
+                       for k in ("command", "cwd", "setup", "add", "remove"))
+        values["kit"] = host.run([host.python, "-c", _KIT]).stdout.strip() if uses_kit else ""
+        values["cwd"] = s["cwd"].format_map(values)
+        return values
+
+    def start_server(self, svc: CommandService, host_name: str | None) -> Server:
+        """Start one more server (round robin over `hosts`) and wait until it is ready."""
+        s = svc.settings
+        names = s["hosts"] or [svc.host.name]
+        index = svc.started
+        svc.started += 1
+        host = svc.hosts[host_name or names[index % len(names)]]
+        launch = svc.launches.get(host.name)
+        if launch is None:
+            launch = svc.launches[host.name] = Launch(host, self.kind, svc.name)
+        port = host.free_port()
+        data_dir = f"{launch.workdir}/server-{index}"
+        host.run(["mkdir", "-p", data_dir])
+        values = {**svc.values, "host": host.address, "port": str(port), "index": str(index),
+                  "data_dir": data_dir, "workdir": launch.workdir}
+        launch.log_path = f"{launch.workdir}/server-{index}.log"  # fail() shows this one
+        svc.last_host = host.name
+        proc = host.start(render(s["command"], values), log_path=launch.log_path,
+                          cwd=s["cwd"].format_map(values))
+        launch.processes.append(proc)
+        launch.wait_until_ready(
+            proc, lambda: probe(host.address, port, s["ready"], s["ready_send"]),
+            timeout_s=float(s["ready_timeout_s"]))
+        return Server(index, host, host.address, port, proc)

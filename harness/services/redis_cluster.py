@@ -1,0 +1,293 @@
+"""Redis Cluster: N masters (no replicas) spread over the spec's hosts, and scaling.
+
+Each master is a redis-server in cluster mode on a free port of its host, with its own
+directory and log under the host's workdir. Three or more masters are joined with
+`redis-cli --cluster create`; redis-cli refuses fewer than three, so one or two masters
+get their slots (CLUSTER ADDSLOTS) and meet (CLUSTER MEET) directly. The cache settings
+are each master's `maxmemory` and `maxmemory-policy`.
+
+Timeline actions (run while clients run, see the spec's `timeline`):
+* `add_node` (args: `host`, a spec host name): start a master, `redis-cli --cluster
+  add-node`, then `--cluster rebalance --cluster-use-empty-masters` moves slots to it;
+* `remove_node` (args: `node`, index into the current masters, default -1): rebalance
+  with the node's weight 0 (its slots, and keys, move to the others), `--cluster
+  del-node`, and the process is stopped.
+Each returns the durations of its phases and the slots moved, for the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import HostError, ServiceError
+from harness.hosts import Host, Process
+from harness.services._util import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    NotReady,
+    ProbeError,
+    resolve_checked,
+)
+from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.redis import (
+    POLICIES,
+    RedisReplyError,
+    redis_command,
+    redis_config,
+    redis_ping,
+    redis_version,
+)
+
+SLOTS = 16384
+CLI_TIMEOUT_S = 600.0
+_MOVING = re.compile(r"Moving (\d+) slots from")
+
+
+@dataclass
+class Node:
+    host: Host
+    address: str
+    port: int
+    process: Process
+    node_id: str = ""
+
+    @property
+    def addr(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+def cluster_info(address: str, port: int) -> dict[str, str]:
+    text = str(redis_command(address, port, "CLUSTER", "INFO"))
+    return dict(line.split(":", 1) for line in text.split() if ":" in line)
+
+
+def slot_owners(address: str, port: int) -> list[tuple[int, int, str]]:
+    """(first slot, last slot, master address) as this node sees them, sorted."""
+    reply = redis_command(address, port, "CLUSTER", "SLOTS")
+    return sorted((int(r[0]), int(r[1]), f"{r[2][0] or address}:{r[2][1]}") for r in reply)
+
+
+@dataclass
+class RedisClusterService(RunningService):
+    """A running cluster; `nodes` are the current masters, in the order they joined."""
+
+    nodes: list[Node] = field(default_factory=list)
+    launches: dict[str, Launch] = field(default_factory=dict)
+    hosts: dict[str, Host] = field(default_factory=dict)
+    launcher: RedisCluster | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    _next_host: int = 0
+    last_host: str = ""
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        out["nodes"] = [{"host": n.host.name, "address": n.addr, "id": n.node_id}
+                        for n in self.nodes]
+        out["pids"] = [n.process.pid for n in self.nodes]
+        return out
+
+    def alive(self) -> bool:
+        return all(n.host.is_alive(n.process) for n in self.nodes)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for launch in self.launches.values():  # every node ever started, removed ones too
+            for proc in reversed(launch.processes):
+                with contextlib.suppress(HostError):
+                    launch.host.stop(proc)
+            launch.host.remove_tree(launch.workdir)
+
+    def scale(self, action: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.launcher is not None
+        if action == "add_node":
+            return self._add(args)
+        if action == "remove_node":
+            return self._remove(args)
+        return super().scale(action, args)
+
+    def _cli(self, *args: str) -> str:
+        return self.host.run(["redis-cli", *args], timeout=CLI_TIMEOUT_S).stdout
+
+    def _add(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.launcher is not None
+        names = self.settings["hosts"] or [self.host.name]
+        hname = args.get("host") or names[self._next_host % len(names)]
+        self._next_host += 1
+        if hname not in self.hosts:
+            raise ServiceError(f"redis_cluster {self.name!r}: add_node: unknown host {hname!r}")
+        t0 = time.monotonic()
+        node = self.launcher.start_node(self, self.hosts[hname])
+        t1 = time.monotonic()
+        seed = self.nodes[0]
+        self._cli("--cluster", "add-node", node.addr, seed.addr)
+        self.nodes.append(node)
+        self.launcher.wait_agreed(self, len(self.nodes))
+        t2 = time.monotonic()
+        out = self._cli("--cluster", "rebalance", seed.addr, "--cluster-use-empty-masters")
+        self.launcher.wait_agreed(self, len(self.nodes))
+        t3 = time.monotonic()
+        return {"node": node.addr, "masters": len(self.nodes),
+                "slots_moved": sum(int(m) for m in _MOVING.findall(out)),
+                "start_node_s": t1 - t0, "join_s": t2 - t1, "rebalance_s": t3 - t2}
+
+    def _remove(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.launcher is not None
+        if len(self.nodes) < 2:
+            raise ServiceError(f"redis_cluster {self.name!r}: cannot remove the last master")
+        index = int(args.get("node", -1))
+        node = self.nodes[index]
+        other = next(n for n in self.nodes if n is not node)
+        t0 = time.monotonic()
+        out = self._cli("--cluster", "rebalance", other.addr,
+                        "--cluster-weight", f"{node.node_id}=0")
+        self.launcher.wait_agreed(self, len(self.nodes))
+        t1 = time.monotonic()
+        self._cli("--cluster", "del-node", other.addr, node.node_id)
+        self.nodes.remove(node)
+        self.launcher.wait_agreed(self, len(self.nodes))
+        node.host.stop(node.process)
+        t2 = time.monotonic()
+        return {"node": node.addr, "masters": len(self.nodes),
+                "slots_moved": sum(int(m) for m in _MOVING.findall(out)),
+                "reshard_s": t1 - t0, "del_node_s": t2 - t1}
+
+
+class RedisCluster(Service):
+    kind = "redis_cluster"
+    binaries = ("redis-server", "redis-cli")
+    needs_hosts = True
+    actions = ("add_node", "remove_node")
+    settings: Mapping[str, Setting] = {
+        "masters": Setting((int,), 3, "master nodes at the start (no replicas)"),
+        "maxmemory": Setting((str, int), "0",
+                             "each master's memory limit, the cache size, e.g. '64mb'; "
+                             "'0' means unlimited"),
+        "policy": Setting((str,), "noeviction", "maxmemory-policy: what to evict at "
+                          "maxmemory", choices=POLICIES),
+        "hosts": Setting((list, type(None)), None,
+                         "spec host names to spread the masters over (round robin); "
+                         "default: the service's host"),
+        "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout"),
+        "provides": Setting((str,), "kvstore", "the kind workloads find it under"),
+    }
+
+    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
+        self.ready_timeout_s = ready_timeout_s
+
+    def provides(self, settings: Mapping[str, Any]) -> str:
+        return str(settings.get("provides") or "kvstore")
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
+              hosts: Mapping[str, Host] | None = None) -> RunningService:
+        s = resolve_checked(self, settings)
+        if s["masters"] < 1:
+            raise ServiceError(f"redis_cluster {name!r}: masters must be at least 1")
+        known = {host.name: host, **(hosts or {})}
+        names = s["hosts"] or [host.name]
+        missing = [h for h in names if h not in known]
+        if missing:
+            raise ServiceError(f"redis_cluster {name!r}: hosts {missing} are not connected "
+                               f"(known: {sorted(known)})")
+        launch = Launch(host, self.kind, name)
+        svc = RedisClusterService(
+            name=name, kind=self.kind, host=host,
+            endpoint=Endpoint(self.provides(s), host.address, 0), version="", config={},
+            processes=[], workdir=None, launches={host.name: launch}, hosts=dict(known),
+            launcher=self, settings=s, _next_host=s["masters"])
+        try:
+            for i in range(s["masters"]):
+                svc.nodes.append(self.start_node(svc, known[names[i % len(names)]]))
+            self._create(svc)
+            self.wait_agreed(svc, len(svc.nodes))
+            first = svc.nodes[0]
+            svc.version = redis_version(first.address, first.port)
+            svc.config = {**redis_config(first.address, first.port,
+                                         ["maxmemory", "maxmemory-policy", "appendonly",
+                                          "save", "cluster-node-timeout"]),
+                          "masters": s["masters"], "hosts": names}
+        except BaseException as exc:
+            # Read the failing node's log before cleanup removes it, then stop every node
+            # on every host (one Launch per host).
+            error = None
+            if isinstance(exc, (HostError, OSError, ProbeError)):
+                error = svc.launches[svc.last_host].fail(f"could not start: {exc}")
+            svc.stop()
+            if error is not None:
+                raise error from exc
+            raise
+        svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
+            "protocol": "redis_cluster", "nodes": [n.addr for n in svc.nodes]})
+        return svc
+
+    def start_node(self, svc: RedisClusterService, host: Host) -> Node:
+        """Start one cluster-mode redis-server on `host` and wait until it answers."""
+        launch = svc.launches.get(host.name)
+        if launch is None:
+            launch = svc.launches[host.name] = Launch(host, self.kind, svc.name)
+        s = svc.settings
+        port = host.free_port()
+        ndir = f"{launch.workdir}/node-{port}"
+        host.run(["mkdir", "-p", ndir])
+        argv = [
+            "redis-server", "--bind", host.address, "--port", str(port), "--dir", ndir,
+            "--daemonize", "no", "--protected-mode", "no",
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(s["node_timeout_ms"]),
+            "--maxmemory", str(s["maxmemory"]), "--maxmemory-policy", s["policy"],
+            "--appendonly", "no", "--save", "",
+        ]
+        # One log per node; `fail()` shows the tail of the node being started.
+        launch.log_path = f"{ndir}.log"
+        svc.last_host = host.name
+        proc = launch.start(argv)
+        node = Node(host, host.address, port, proc)
+        launch.wait_until_ready(proc, lambda: redis_ping(host.address, port),
+                                timeout_s=self.ready_timeout_s)
+        node.node_id = str(redis_command(host.address, port, "CLUSTER", "MYID"))
+        return node
+
+    def _create(self, svc: RedisClusterService) -> None:
+        nodes = svc.nodes
+        if len(nodes) >= 3:
+            svc.host.run(["redis-cli", "--cluster", "create", *(n.addr for n in nodes),
+                          "--cluster-replicas", "0", "--cluster-yes"], timeout=CLI_TIMEOUT_S)
+            return
+        for i, n in enumerate(nodes):
+            slots = range(i * SLOTS // len(nodes), (i + 1) * SLOTS // len(nodes))
+            redis_command(n.address, n.port, "CLUSTER", "ADDSLOTS", *map(str, slots))
+            redis_command(n.address, n.port, "CLUSTER", "SET-CONFIG-EPOCH", str(i + 1))
+        for n in nodes[1:]:
+            redis_command(nodes[0].address, nodes[0].port, "CLUSTER", "MEET", n.address,
+                          str(n.port))
+
+    def wait_agreed(self, svc: RedisClusterService, count: int) -> None:
+        """Until every node knows `count` nodes, is `ok`, and all see one slot map."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        last = ""
+        while True:
+            try:
+                maps = []
+                for n in svc.nodes:
+                    info = cluster_info(n.address, n.port)
+                    if info.get("cluster_state") != "ok" or \
+                            int(info.get("cluster_known_nodes", 0)) != count:
+                        raise NotReady(f"{n.addr}: {info.get('cluster_state')}, knows "
+                                       f"{info.get('cluster_known_nodes')} of {count} nodes")
+                    maps.append(slot_owners(n.address, n.port))
+                if all(m == maps[0] for m in maps) and \
+                        sum(b - a + 1 for a, b, _ in maps[0]) == SLOTS:
+                    return
+                last = "nodes disagree about the slot map"
+            except (OSError, NotReady, RedisReplyError) as exc:
+                last = str(exc)
+            if time.monotonic() > deadline:
+                raise ServiceError(f"redis_cluster {svc.name!r}: not consistent after "
+                                   f"{self.ready_timeout_s:g} s: {last}")
+            time.sleep(0.1)

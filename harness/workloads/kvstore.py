@@ -1,0 +1,220 @@
+"""Study of seeds 003/004: a key-value store sharded over a hash ring, PUT and GET of
+e-mails, by servers, clients, cache size and strategy, and while servers come and go.
+
+Against a `kvstore` service: Redis Cluster (`redis_cluster`, RESP with MOVED/ASK) or any
+server speaking the course protocol (`command` with protocol `kvtext`). A client is a
+process; it owns `records_per_client` records (global indices client*R .. client*R+R-1 of
+the dataset, so clients write disjoint keys, as in the seeds). Connections of a process
+share its records and its op sequence.
+
+`mode: put_then_get` (the seeds): op `seq` touches record ``seq % R``; passes alternate,
+PUT all R records, then GET them, then PUT again... With run.ops = 2 R x processes every
+client PUTs its share, then GETs it. `mode: mix`: each op is a PUT with probability
+`put_ratio`, else a GET. GET keys (and mix keys) follow `key_dist`: `sequential` (the
+PUT order), `uniform`, or `zipf` (popularity ~ 1/rank^zipf_s over a seeded permutation of
+the records; skew is what lets cache strategies differ). With `versioned`, the value of
+a PUT carries its seq (an e-mail trailer line ``-- v<seq>``), so a test can tell which
+write a read returns. Everything is a function of the parameters and (client, seq).
+
+Redirected attempts (MOVED, ASK, server_not_responsible, write locks) are recorded as
+extra `redirect` records, failed connections during re-routing as `error` records; the
+op's own record spans the whole op, retries included.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from harness.datasets.emails import KEY_STYLES, Record, check_params, open_dataset
+from harness.drivers import redis as resp
+from harness.drivers.kvtext import KVTextClient
+from harness.errors import WorkloadError
+from harness.results import ERROR, MISS, OK
+from harness.services.base import Endpoint
+from harness.settings import Setting
+from harness.workloads.base import Workload, WorkloadClient
+
+OPS = ("put", "get")
+PUT, GET = range(2)
+BACKENDS = ("auto", "redis_cluster", "kvtext")
+MODES = ("put_then_get", "mix")
+KEY_DISTS = ("sequential", "uniform", "zipf")
+GEN_PARAMS = ("median_bytes", "sigma", "min_bytes", "max_bytes")
+_MASK = (1 << 64) - 1
+
+
+def _unit(salt: int, seq: int) -> float:
+    """A uniform [0, 1) number from (salt, seq) alone (splitmix64), ~1 us in Python."""
+    x = (seq * 0x9E3779B97F4A7C15 + salt) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (x ^ (x >> 31)) / 2.0**64
+
+
+def backend_of(endpoint: Endpoint, wanted: str) -> str:
+    protocol = str(endpoint.extra.get("protocol", ""))
+    if protocol not in ("redis_cluster", "kvtext"):
+        raise WorkloadError(f"kvstore speaks redis_cluster or kvtext, not the service's "
+                            f"protocol {protocol!r}")
+    if wanted not in ("auto", protocol):
+        raise WorkloadError(f"backend {wanted!r} asked for, but the service speaks {protocol}")
+    return protocol
+
+
+def seeds_of(endpoint: Endpoint) -> list[tuple[str, int]]:
+    nodes = endpoint.extra.get("nodes") or [f"{endpoint.host}:{endpoint.port}"]
+    return [(a.rpartition(":")[0].strip("[]"), int(a.rpartition(":")[2])) for a in nodes]
+
+
+class KVStore(Workload):
+    name = "kvstore"
+    description = "PUT/GET of e-mails on a sharded KV store (Redis Cluster or course protocol)"
+    ops = OPS
+    requires = ("kvstore",)
+    params: Mapping[str, Setting] = {
+        "backend": Setting((str,), "auto", "protocol expected of the service; auto: "
+                           "whatever it speaks", choices=BACKENDS),
+        "records_per_client": Setting((int,), 1000, "records each client process owns"),
+        "mode": Setting((str,), "put_then_get", "op sequence", choices=MODES),
+        "put_ratio": Setting((float,), 0.5, "mix: share of PUTs"),
+        "key_dist": Setting((str,), "sequential", "keys of GETs (and of mix ops)",
+                            choices=KEY_DISTS),
+        "zipf_s": Setting((float,), 0.99, "zipf: exponent"),
+        "versioned": Setting((bool,), False, "each PUT's value carries its seq"),
+        "dataset": Setting((str,), "generated", "'generated' or a directory of e-mails "
+                           "(e.g. an Enron maildir) present on every client host"),
+        "median_bytes": Setting((int,), 2500, "generated: median message size"),
+        "sigma": Setting((float,), 1.0, "generated: sigma of log(size)"),
+        "min_bytes": Setting((int,), 300, "generated: smallest message"),
+        "max_bytes": Setting((int,), 120_000, "generated: largest message"),
+        "seed": Setting((int,), 1, "seed of the dataset and of the op choices"),
+        "key_style": Setting((str,), "message_id", "message_id, or hash20 for servers "
+                             "with 20-byte keys", choices=KEY_STYLES),
+    }
+
+    def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
+        problems: list[str] = []
+        variants = [dict(params)] + [{**params, k: v} for k, vs in grid.items()
+                                     if k in self.params for v in vs]
+        for p in variants:
+            if isinstance(p.get("records_per_client"), int) and p["records_per_client"] < 1:
+                problems.append("records_per_client must be at least 1")
+            if isinstance(p.get("put_ratio"), float) and not 0 <= p["put_ratio"] <= 1:
+                problems.append("put_ratio must be between 0 and 1")
+            if isinstance(p.get("zipf_s"), float) and p["zipf_s"] <= 0:
+                problems.append("zipf_s must be positive")
+            if all(isinstance(p.get(k), int | float) for k in GEN_PARAMS):
+                problems += check_params(*(p[k] for k in GEN_PARAMS))
+        return sorted(set(problems))
+
+    async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
+        ep = endpoints["kvstore"]
+        if backend_of(ep, params["backend"]) != "redis_cluster":
+            return  # the course protocol has no flush; keys of earlier runs stay
+        # Every run starts from an empty cluster, so memory limits act the same each time.
+        client = resp.ClusterClient(seeds_of(ep))
+        try:
+            await client.connect_all()
+            for node in set(client.slots):
+                assert node is not None
+                reply = await (await client.conn(node)).request("FLUSHALL")
+                if isinstance(reply, resp.RespError):
+                    raise WorkloadError(f"FLUSHALL on {node}: {reply}")
+        finally:
+            client.close()
+
+    def client(
+        self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any], client_id: int
+    ) -> KVClient:
+        return KVClient(endpoints["kvstore"], params, client_id)
+
+
+class KVClient(WorkloadClient):
+    records_attempts = True
+
+    def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
+        self.endpoint = endpoint
+        self.backend = backend_of(endpoint, params["backend"])
+        self.greeting = bool(endpoint.extra.get("greeting", False))
+        self.n = params["records_per_client"]
+        self.mix = params["mode"] == "mix"
+        self.put_ratio = params["put_ratio"]
+        self.versioned = params["versioned"]
+        self.salt = (params["seed"] * 1_000_003 + client_id) & _MASK
+        gen = {k: params[k] for k in GEN_PARAMS} if params["dataset"] == "generated" else {}
+        total = (client_id + 1) * self.n
+        try:
+            ds = open_dataset(params["dataset"], total, seed=params["seed"],
+                              key_style=params["key_style"], **gen)
+        except ValueError as exc:
+            raise WorkloadError(f"dataset: {exc}") from None
+        first = client_id * self.n
+        self.records: list[Record] = [ds.record(first + i) for i in range(self.n)]
+        self.dist = params["key_dist"]
+        if self.dist == "zipf":
+            weights = [1.0 / (r + 1) ** params["zipf_s"] for r in range(self.n)]
+            self.cdf = list(itertools.accumulate(weights))
+            self.perm = list(range(self.n))
+            random.Random(self.salt).shuffle(self.perm)
+
+    def next_op(self, seq: int) -> int:
+        if self.mix:
+            return PUT if _unit(self.salt ^ 0xA5A5, seq) < self.put_ratio else GET
+        return PUT if (seq // self.n) % 2 == 0 else GET
+
+    def index(self, op: int, seq: int) -> int:
+        """The record op `seq` touches."""
+        if self.dist == "sequential" or (op == PUT and not self.mix):
+            return seq % self.n
+        u = _unit(self.salt, seq)
+        if self.dist == "uniform":
+            return min(int(u * self.n), self.n - 1)
+        rank = bisect.bisect_left(self.cdf, u * self.cdf[-1])
+        return self.perm[min(rank, self.n - 1)]
+
+    def value(self, index: int, seq: int) -> bytes:
+        """What PUT `seq` of record `index` writes."""
+        value = self.records[index].value
+        return value + b"\\n-- v%d" % seq if self.versioned else value
+
+    async def connect(self) -> Any:
+        if self.backend == "redis_cluster":
+            conn: Any = resp.ClusterClient(seeds_of(self.endpoint))
+        else:
+            conn = KVTextClient(seeds_of(self.endpoint), greeting=self.greeting)
+        try:
+            await conn.connect_all()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def close(self, conn: Any) -> None:
+        conn.close()
+
+    async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
+        i = self.index(op, seq)
+        key = self.records[i].key
+        record = self.record_attempt
+        on_attempt = None if record is None else (
+            lambda t0, t1, status: record(op, seq, t0, t1, status))
+        if op == PUT:
+            value = self.value(i, seq)
+            if self.backend == "redis_cluster":
+                reply = await conn.execute(key, "SET", key, value, on_attempt=on_attempt)
+                ok = reply == b"OK"
+            else:
+                reply = await conn.put(key, value, on_attempt)
+                ok = reply.startswith((b"put_success", b"put_update"))
+            return (OK, len(value)) if ok else (ERROR, 0)
+        if self.backend == "redis_cluster":
+            found = await conn.execute(key, "GET", key, on_attempt=on_attempt)
+            if isinstance(found, resp.RespError):
+                return ERROR, 0
+        else:
+            found = await conn.get(key, on_attempt)
+        return (MISS, 0) if found is None else (OK, len(found))

@@ -161,6 +161,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if not bad else EXIT_FAILED_RUNS
 
 
+def cmd_netem_cleanup(args: argparse.Namespace) -> int:
+    from harness.netem_cleanup import cleanup
+
+    found = cleanup(force=args.force)
+    return EXIT_OK if not found.in_use or args.force else EXIT_FAILED_RUNS
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from harness.services import SERVICES
     from harness.workloads import WORKLOADS
@@ -265,6 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="workloads and services this kit knows")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("netem", help="emulated networks (namespaces, links, relays)")
+    nsub = p.add_subparsers(dest="netem_command", required=True)
+    nc = nsub.add_parser("cleanup", help="remove every hkv-* namespace, link, relay, "
+                         "server and directory a crashed run left behind",
+                         description="Finds leftovers by their hkv- prefix, stops their "
+                         "processes, deletes namespaces, links and state directories, and "
+                         "prints each. Resources whose creating process still runs are "
+                         "left alone unless --force. Idempotent.")
+    nc.add_argument("--force", action="store_true",
+                    help="also remove resources whose owner is still running")
+    nc.set_defaults(func=cmd_netem_cleanup)
     return parser
 
 

@@ -1,0 +1,187 @@
+"""Find and remove what emulated networks left behind: `harness netem cleanup`.
+
+Everything the kit creates for an emulated cluster carries the prefix `hkv-`: network
+namespaces, interfaces (bridge, veths), the state directory /tmp/hkv-<tag>-XXXXXX with
+the servers' data below it, and the relays' `--tag hkv-<tag>`. Cleanup looks for all of
+them on this machine: processes inside the namespaces, processes whose working directory
+or arguments lie in a state directory, relays by tag; it stops those, then deletes the
+namespaces (their veths and qdiscs go with them), the remaining interfaces and the
+directories. Idempotent: a second call finds nothing.
+
+Resources of a tag whose owner (the process that created them, recorded with its start
+time in the state directory) is still running are in use and left alone, unless `force`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.netem import OWNER_FILE, PREFIX, proc_start_time
+
+TAG_RE = re.compile(rf"{re.escape(PREFIX)}([0-9a-f]{{6}})(?![0-9a-f])")
+STOP_WAIT_S = 10.0
+
+
+@dataclass
+class Leftovers:
+    namespaces: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    dirs: list[Path] = field(default_factory=list)
+    #: pid -> short description (command line)
+    processes: dict[int, str] = field(default_factory=dict)
+    #: tags whose owner is still running, and that owner's pid
+    in_use: dict[str, int] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.namespaces or self.links or self.dirs or self.processes)
+
+
+def _tag(text: str) -> str | None:
+    m = TAG_RE.search(text)
+    return m.group(1) if m else None
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(["ip", *args], 127, "", "ip: command not found")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _owner_alive(state_dir: Path) -> int | None:
+    try:
+        owner = json.loads((state_dir / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = owner.get("pid")
+    if isinstance(pid, int) and _alive(pid) and proc_start_time(pid) == owner.get("start"):
+        return pid
+    return None
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftovers:
+    """Everything with the prefix on this machine, split into in-use and removable
+    (with `force`, nothing counts as in use)."""
+    tmp = Path(tmp_dir or tempfile.gettempdir())
+    found = Leftovers()
+    dirs = sorted(p for p in tmp.glob(f"{PREFIX}*") if p.is_dir())
+    for d in dirs:
+        tag, owner = _tag(d.name), None if force else _owner_alive(d)
+        if tag and owner:
+            found.in_use[tag] = owner
+    busy = set(found.in_use)
+
+    def mine(name: str) -> bool:
+        return _tag(name) not in busy
+
+    found.dirs = [d for d in dirs if mine(d.name)]
+    out = _ip("netns", "list").stdout.splitlines()
+    found.namespaces = [n for n in (line.split()[0] for line in out if line.strip())
+                        if n.startswith(PREFIX) and mine(n)]
+    for line in _ip("-o", "link", "show").stdout.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) > 1:
+            name = parts[1].strip().split("@")[0]
+            if name.startswith(PREFIX) and mine(name):
+                found.links.append(name)
+    pids: set[int] = set()
+    for ns in found.namespaces:
+        pids |= {int(p) for p in _ip("netns", "pids", ns).stdout.split() if p.isdigit()}
+    roots = [str(d) for d in found.dirs]
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        argv = _cmdline(pid)
+        with contextlib.suppress(OSError):
+            argv.append(os.readlink(entry / "cwd"))
+        hits = [a for a in argv if a.startswith(PREFIX) or any(r in a for r in roots)
+                or (f"/{PREFIX}" in a and _tag(a))]
+        if hits and all(mine(a) for a in hits):
+            pids.add(pid)
+    for pid in sorted(pids):
+        if _alive(pid):
+            found.processes[pid] = " ".join(_cmdline(pid))[:120] or f"pid {pid}"
+    return found
+
+
+def _stop_processes(pids: list[int]) -> None:
+    for pid in pids:
+        # SIGINT is PostgreSQL's fast shutdown (clean, no leaked shared memory); the
+        # relays and anything else get TERM. KILL whatever is still there at the end.
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            os.kill(pid, signal.SIGINT if comm.startswith("postgres") else signal.SIGTERM)
+        except OSError:
+            continue
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+
+
+def cleanup(*, force: bool = False, tmp_dir: str | None = None,
+            say: Callable[[str], None] = print) -> Leftovers:
+    """Remove every leftover (with `force`, also those whose owner still runs); say what
+    was removed, and return what was found. Raises nothing: failures are reported."""
+    found = find_leftovers(tmp_dir, force=force)
+    for tag, pid in sorted(found.in_use.items()):
+        say(f"in use, left alone: {PREFIX}{tag} (owner pid {pid} is running; --force "
+            "removes it anyway)")
+    if found.processes:
+        _stop_processes(sorted(found.processes))
+        for pid, what in sorted(found.processes.items()):
+            say(f"stopped process {pid}: {what}")
+    for ns in found.namespaces:
+        res = _ip("netns", "del", ns)
+        say(f"deleted namespace {ns}" if res.returncode == 0 else
+            f"could not delete namespace {ns}: {res.stderr.strip()} (needs root)")
+    remaining = {line.split(":", 2)[1].strip().split("@")[0]
+                 for line in _ip("-o", "link", "show").stdout.splitlines()
+                 if line.count(":") >= 2}
+    for link in found.links:
+        if link not in remaining:
+            say(f"deleted link {link} (with its namespace)")
+            continue
+        res = _ip("link", "del", link)
+        say(f"deleted link {link}" if res.returncode == 0 else
+            f"could not delete link {link}: {res.stderr.strip()} (needs root)")
+    for d in found.dirs:
+        subprocess.run(["rm", "-rf", "--", str(d)], check=False)
+        say(f"removed directory {d}" if not d.exists() else f"could not remove {d}")
+    if found.empty():
+        say(f"nothing to clean up (no {PREFIX}* namespaces, links, directories or processes)")
+    return found
+

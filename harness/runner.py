@@ -119,8 +119,8 @@ class Runner:
     @contextlib.contextmanager
     def _hosts(self) -> Iterator[dict[str, Host]]:
         used = {s.host for s in self.spec.services.values()} | set(self.spec.clients.hosts)
-        used |= {h for s in self.spec.services.values() if SERVICES.get(s.kind).needs_hosts
-                 for h in s.settings.get("hosts") or []}  # services spread over hosts
+        used |= {h for s in self.spec.services.values()  # services spread over hosts
+                 for h in SERVICES.get(s.kind).extra_hosts(s.settings)}
         hosts: dict[str, Host] = {}
         problems = []
         try:

@@ -11,6 +11,7 @@ from harness.services.command import Command
 from harness.services.external import External
 from harness.services.filestore import FileStore
 from harness.services.memcached import Memcached
+from harness.services.pg_cluster import PgCluster
 from harness.services.postgres import Postgres
 from harness.services.redis import Redis
 from harness.services.redis_cluster import RedisCluster
@@ -20,6 +21,7 @@ SERVICES.add("command", Command())
 SERVICES.add("external", External())
 SERVICES.add("filestore", FileStore())
 SERVICES.add("memcached", Memcached())
+SERVICES.add("pg_cluster", PgCluster())
 SERVICES.add("postgres", Postgres())
 SERVICES.add("redis", Redis())
 SERVICES.add("redis_cluster", RedisCluster())

@@ -108,5 +108,15 @@ class Service(abc.ABC):
         """Settings with defaults filled in."""
         return resolve(settings, self.settings)
 
+    def extra_hosts(self, settings: Mapping[str, Any]) -> list[str]:
+        """Spec hosts this service runs on besides its own (connected by the runner and
+        passed as `hosts=`): by default its `hosts` setting, if it `needs_hosts`."""
+        return list(settings.get("hosts") or []) if self.needs_hosts else []
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        """Problems of settings taken together (messages without a prefix); the spec
+        checks every run's settings with this before anything starts."""
+        return []
+
     def missing_binaries(self, host: Host) -> list[str]:
         return [b for b in self.binaries if host.which(b) is None]

@@ -59,6 +59,8 @@ class ClientGroup:
         self.endpoints = endpoints
         self.op_names = op_names
         self.workers: list[Worker] = []
+        #: host name -> {"offset_ns", "uncertainty_ns"}, estimated in `go`.
+        self.clock_offsets: dict[str, dict[str, int]] = {}
 
     def start(self) -> None:
         plan, size = self.plan, self.plan.size
@@ -117,13 +119,23 @@ class ClientGroup:
                                    f"{READY_TIMEOUT_S:.0f} s: {res.stdout}{res.stderr}")
 
     def go(self) -> int:
-        """Release all processes at one start time; returns it (Unix ns)."""
+        """Release all processes at one start time; returns it (Unix ns, this machine).
+
+        Each host's go file holds the start in that host's own clock (start + its
+        estimated offset), so processes on different machines start together and their
+        records share one time origin; offsets go into the manifest.
+        """
         groups = self._by_host()
+        for name, workers in groups.items():
+            offset, uncertainty = workers[0].host.clock_offset_ns()
+            self.clock_offsets[name] = {"offset_ns": offset, "uncertainty_ns": uncertainty}
         # Over SSH each command is a round trip; leave time for every host's go files.
         remote = sum(not isinstance(ws[0].host, LocalHost) for ws in groups.values())
         start_at = time.time_ns() + 30_000_000 + 400_000_000 * remote
-        for workers in groups.values():
-            self._ctl(workers[0].host, "go", str(start_at), *(w.files["go"] for w in workers))
+        for name, workers in groups.items():
+            local_start = start_at + self.clock_offsets[name]["offset_ns"]
+            self._ctl(workers[0].host, "go", str(local_start),
+                      *(w.files["go"] for w in workers))
         return start_at
 
     def wait(self) -> bool:

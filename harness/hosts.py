@@ -144,6 +144,12 @@ class Host(abc.ABC):
             time.sleep(0.05)
         self.signal(proc, "KILL")
 
+    def clock_offset_ns(self, samples: int = 8) -> tuple[int, int]:
+        """(offset, uncertainty) of this host's wall clock against this machine's, in ns:
+        remote time = local time + offset, give or take the uncertainty (half the round
+        trip of the best exchange). Hosts on this machine share its clock: (0, 0)."""
+        return 0, 0
+
     def mkdtemp(self, prefix: str = "harness-") -> str:
         return self.run(["mktemp", "-d", "-t", f"{prefix}XXXXXX"]).stdout.strip()
 

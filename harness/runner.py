@@ -271,7 +271,7 @@ class Runner:
                      "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
                      "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
                      "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
-                     "workers": workers},
+                     "workers": workers, "clock_offsets": group.clock_offsets},
             kit=kit, spec_file=str(self.spec.path),
             extra={**({"baseline": baseline} if baseline else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},

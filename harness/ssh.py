@@ -223,6 +223,34 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: cannot start {shlex.join(argv)}: {detail}")
         return Process(self.name, int(res.stdout.strip()), argv, log_path)
 
+    def clock_offset_ns(self, samples: int = 8) -> tuple[int, int]:
+        """Ping-pong with one `workerctl clock` process over one channel and keep the
+        exchange with the shortest round trip (as NTP does): a one-shot remote command
+        would be skewed by the ~0.1-0.2 s shell start-up on one side of the exchange."""
+        transport = self._client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostError(f"{self.name}: SSH connection is closed")
+        chan = transport.open_session(timeout=10)
+        try:
+            chan.exec_command(_command([self.python, "-m", "harness.workerctl", "clock"], None))
+            stream = chan.makefile("rb")
+            best: tuple[int, int] | None = None
+            for _ in range(samples):
+                t0 = time.time_ns()
+                chan.sendall(b"?\n")
+                line = stream.readline()
+                t1 = time.time_ns()
+                if not line.strip().isdigit():
+                    raise HostError(f"{self.name}: clock exchange failed: {line!r}")
+                rtt = t1 - t0
+                offset = int(line) - (t0 + t1) // 2
+                if best is None or rtt < 2 * best[1]:
+                    best = (offset, rtt // 2)
+            assert best is not None
+            return best
+        finally:
+            chan.close()
+
     def put(self, local: Path | str, remote: str) -> None:
         with self._sftp_lock:
             try:

@@ -11,6 +11,8 @@ Commands (exit 0 on success):
   go START_AT_NS FILE ...        write START_AT_NS into each FILE atomically
   wait PID ...                   wait until every PID has exited
   status FILE ...                print {"FILE": <parsed JSON or null>, ...}
+  clock                          answer each line on stdin with this host's time.time_ns()
+                                 (the harness estimates clock offsets from the exchange)
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ def status(files: list[str]) -> int:
     return 0
 
 
+def clock() -> int:
+    for _ in sys.stdin:
+        sys.stdout.write(f"{time.time_ns()}\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cmd, rest = args[0], args[1:]
@@ -83,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return wait(rest)
     if cmd == "status":
         return status(rest)
+    if cmd == "clock":
+        return clock()
     print(f"unknown command {cmd!r}", file=sys.stderr)
     return 2
 

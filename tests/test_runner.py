@@ -237,3 +237,27 @@ def test_same_spec_over_ssh_gives_the_same_set_of_runs(tmp_path: Path, sshd) -> 
         # Credentials never reach the manifest: no key material, no identity file path.
         text = json.dumps(m.to_dict())
         assert "PRIVATE KEY" not in text and str(sshd.identity_file) not in text
+
+
+def test_clients_on_two_hosts_start_together_and_merge_into_one_run(
+        tmp_path: Path, sshd) -> None:
+    remote = (f"{{target: '{sshd.target}', python: '{sys.executable}', "
+              f"known_hosts: '{sshd.known_hosts}', identity_file: '{sshd.identity_file}'}}")
+    path = write_spec(tmp_path, ops="[mem_read_hit]", reps=1, n=4000, processes=2)
+    text = path.read_text().replace("  client: localhost\n",
+                                    f"  client: localhost\n  remote: {remote}\n")
+    path.write_text(text.replace("hosts: [client]", "hosts: [client, remote]"))
+    [outcome] = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
+    assert outcome.status == "complete"
+    [run_dir] = list(iter_run_dirs(tmp_path / "raw"))
+    man = read_manifest(run_dir)
+    assert sorted(w["host"] for w in man.loadgen["workers"]) == ["client", "remote"]
+    offsets = man.loadgen["clock_offsets"]
+    assert offsets["client"] == {"offset_ns": 0, "uncertainty_ns": 0}
+    assert abs(offsets["remote"]["offset_ns"]) <= offsets["remote"]["uncertainty_ns"] + 1e6
+    ops = read_ops(run_dir).to_pandas()
+    ops = ops[~ops["warmup"]]
+    assert sorted(ops["client"].unique()) == [0, 1] and len(ops) == 4000
+    first = ops.groupby("client")["start_ns"].min()
+    # Released by one common start despite ~0.2 s per SSH command on the remote side.
+    assert abs(first[0] - first[1]) < 50_000_000

@@ -233,3 +233,14 @@ def test_closed_host_raises_host_error(sshd: SSHServer) -> None:
     host.close()
     with pytest.raises(HostError, match="closed"):
         host.run(["true"])
+
+
+def test_clock_offset_of_a_host_on_this_machine_is_zero_within_its_uncertainty(sshd) -> None:
+    """The loopback sshd shares this machine's clock: a biased estimate (e.g. one
+    remote command timed end to end, skewed by shell start-up) would be ~0.1 s off."""
+    from harness.hosts import connect_host
+
+    with connect_host(sshd.host_spec()) as host:
+        offset, uncertainty = host.clock_offset_ns()
+    assert 0 < uncertainty < 20_000_000
+    assert abs(offset) <= uncertainty + 1_000_000

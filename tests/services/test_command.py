@@ -1,0 +1,117 @@
+"""`command` service: templates, readiness, hooks; against the reference server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from examples.kvserver.ring import Ring
+from harness.drivers.kvtext import KVTextClient
+from harness.errors import ServiceError
+from harness.hosts import LocalHost
+from harness.services import SERVICES
+from harness.services.command import CommandService, render
+from tests.fixtures.servers import processes_in, tcp_listeners
+
+pytestmark = pytest.mark.integration
+
+ECS = "{python} -m examples.kvserver.ecs"
+KVSERVER: dict[str, Any] = {
+    "command": "{python} -m examples.kvserver --host {host} -p {port} -c {cache_size} "
+               "-s {strategy} -d {data_dir}",
+    "cwd": "{kit}", "ready": "line", "ready_send": "keyrange", "cache_size": 10,
+    "strategy": "LFU", "setup": f"{ECS} init {{members}}",
+    "add": f"{ECS} add {{members}} {{node}}", "remove": f"{ECS} remove {{members}} {{node}}",
+}
+
+
+@pytest.fixture
+def host() -> Iterator[LocalHost]:
+    with LocalHost() as h:
+        yield h
+
+
+def test_each_placeholder_value_is_one_argument_and_never_a_shell() -> None:
+    values = {"data_dir": "/tmp/a dir", "v": "1; rm -rf /", "port": "5"}
+    assert render("srv -d {data_dir} --x={v} -p {port} 'two words'", values) == [
+        "srv", "-d", "/tmp/a dir", "--x=1; rm -rf /", "-p", "5", "two words"]
+    with pytest.raises(ServiceError, match="placeholders: data_dir, port, v"):
+        render("srv {nope}", values)
+
+
+def test_unknown_placeholders_and_missing_command_are_refused_first(host: LocalHost) -> None:
+    launcher = SERVICES.get("command")
+    with pytest.raises(ServiceError, match="set `command`"):
+        launcher.start(host, "kv", {})
+    with pytest.raises(ServiceError, match=r"command: unknown placeholder\(s\) \['jar'\]"):
+        launcher.start(host, "kv", {"command": "java -jar {jar} -p {port}"})
+    with pytest.raises(ServiceError, match=r"add: unknown placeholder\(s\) \['who'\]"):
+        launcher.start(host, "kv", {"command": "x {port}", "add": "ecs {who}"})
+
+
+def test_a_server_that_exits_or_never_listens_is_reported(host: LocalHost) -> None:
+    launcher = SERVICES.get("command")
+    with pytest.raises(ServiceError, match="exited before it became ready") as err:
+        launcher.start(host, "kv", {"command": "sh -c 'echo no such jar; exit 3'"})
+    assert "no such jar" in str(err.value)
+    with pytest.raises(ServiceError, match=r"not ready after 0\.5 s"):
+        launcher.start(host, "kv", {"command": "sleep 30", "ready_timeout_s": 0.5})
+
+
+def test_reference_servers_form_a_ring_and_keep_data_while_scaling(host: LocalHost) -> None:
+    svc = SERVICES.get("command").start(host, "kv", {**KVSERVER, "servers": 2})
+    try:
+        assert isinstance(svc, CommandService)
+        addrs = [s.addr for s in svc.servers]
+        assert svc.endpoint.extra == {"protocol": "kvtext", "greeting": False, "nodes": addrs}
+        assert "-c 10 -s LFU -d " in svc.config["argv"]
+        for s in svc.servers:
+            assert tcp_listeners(s.port) == {"127.0.0.1"}
+            assert os.path.isdir(f"{svc.launches['localhost'].workdir}/server-{s.index}")
+
+        async def run(fn: Any) -> Any:
+            client = KVTextClient([(svc.servers[0].address, svc.servers[0].port)])
+            await client.connect_all()
+            try:
+                return await fn(client)
+            finally:
+                client.close()
+
+        async def put_all(c: KVTextClient) -> list[Any]:
+            return [await c.put(b"k%d" % i, b"v%d" % i) for i in range(100)]
+
+        async def get_all(c: KVTextClient) -> list[Any]:
+            return [await c.get(b"k%d" % i) for i in range(100)]
+
+        async def owners(c: KVTextClient) -> list[str]:
+            return [":".join(map(str, c.owner(b"k%d" % i))) for i in range(100)]
+
+        asyncio.run(run(put_all))
+        ring = Ring(addrs)  # what the setup hook told the servers, as the client sees it
+        assert asyncio.run(run(owners)) == [ring.owner(b"k%d" % i) for i in range(100)]
+        added = svc.scale("add_node", {})
+        assert added["servers"] == 3 and "pairs handed over" in added["hook_output"]
+        removed = svc.scale("remove_node", {"node": 0})
+        assert removed["node"] == addrs[0] and removed["servers"] == 2
+        assert asyncio.run(run(get_all)) == [b"v%d" % i for i in range(100)]
+        assert svc.alive()
+    finally:
+        svc.stop()
+    workdir = svc.launches["localhost"].workdir
+    assert processes_in(workdir) == [] and not os.path.exists(workdir)
+
+
+def test_scaling_needs_the_hooks(host: LocalHost) -> None:
+    svc = SERVICES.get("command").start(
+        host, "kv", {k: v for k, v in KVSERVER.items() if k not in ("add", "remove")})
+    try:
+        with pytest.raises(ServiceError, match="add_node needs the `add` hook"):
+            svc.scale("add_node", {})
+        with pytest.raises(ServiceError, match="remove_node needs the `remove` hook"):
+            svc.scale("remove_node", {})
+    finally:
+        svc.stop()

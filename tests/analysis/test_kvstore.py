@@ -1,0 +1,152 @@
+"""KV study analysis on small synthetic raw results with known answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.analysis import kvstore, kvstore_plots
+from harness.results import OK, REDIRECT, Manifest, OpsArrays, write_run
+
+OPS = ("put", "get")
+
+
+def client_ops(client: int, lat_us: dict[int, float], n: int = 40, t0_ns: int = 0,
+               redirect_every: int = 0) -> OpsArrays:
+    """Closed loop, one in flight: n PUTs then n GETs back to back; optionally an
+    extra redirect record inside every k-th op."""
+    ops = np.array([0] * n + [1] * n, np.int8)
+    lat = np.array([lat_us[o] * 1000 for o in ops], np.int64)
+    start = t0_ns + np.concatenate([[0], np.cumsum(lat[:-1])])
+    status = np.full(ops.size, OK, np.int8)
+    rows = [ops, start, lat, status]
+    if redirect_every:
+        idx = np.arange(0, ops.size, redirect_every)
+        rows = [np.concatenate([r, extra]) for r, extra in zip(
+            rows, [ops[idx], start[idx], lat[idx] // 2, np.full(idx.size, REDIRECT, np.int8)],
+            strict=True)]
+    m = rows[0].size
+    return OpsArrays(OPS, np.full(m, client, np.int32), rows[0], rows[1], rows[2],
+                     np.full(m, -1, np.int64), rows[3], np.full(m, 100, np.int64),
+                     np.zeros(m, bool))
+
+
+def write(raw: Path, experiment: str, grid: dict[str, Any], rep: int, parts: list[OpsArrays],
+          extra: dict[str, Any] | None = None, connections: int = 1) -> None:
+    man = Manifest(
+        run_id=f"{experiment}-{'-'.join(map(str, grid.values()))}-r{rep}",
+        experiment=experiment, workload="kvstore", config_id="c", repetition=rep, params={},
+        grid_point=grid, status="complete", started_utc="2026-01-01T00:00:00+00:00",
+        ended_utc="2026-01-01T00:00:01+00:00",
+        loadgen={"connections": connections, "inflight": 1}, extra=extra or {})
+    write_run(raw, man, OpsArrays.concat(parts, OPS))
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    raw = tmp_path_factory.mktemp("kvraw")
+    rng = np.random.default_rng(1)
+    for rep in (1, 2, 3):
+        for masters in (2, 4):
+            for procs in (1, 2):
+                jitter = rng.uniform(0.95, 1.05)
+                parts = [client_ops(c, {0: 100 * jitter * masters / 2, 1: 50 * jitter})
+                         for c in range(procs)]
+                write(raw, "kv_scaling", {"services.kv.masters": masters,
+                                          "clients.processes": procs}, rep, parts)
+        for size in (100, 1000):
+            for strategy, get_us in (("FIFO", 80), ("LRU", 60), ("LFU", 40)):
+                get_us = get_us if size == 100 else 40
+                parts = [client_ops(0, {0: 500, 1: get_us * rng.uniform(0.97, 1.03)})]
+                write(raw, "kv_cache", {"services.kv.cache_size": size,
+                                        "services.kv.strategy": strategy}, rep, parts,
+                      connections=1)
+    # 2 clients, ops of 1 ms for 4 s; a step from 1.0 to 2.5 s, redirects only inside it.
+    parts = []
+    for c in range(2):
+        full = client_ops(c, {0: 1000, 1: 1000}, n=2000)
+        inside = (full.start_ns >= 1.0e9) & (full.start_ns < 2.5e9)
+        red = full.take(np.flatnonzero(inside)[::10])
+        red = OpsArrays(OPS, red.client, red.op, red.start_ns, red.latency_ns // 2,
+                        red.intended_ns, np.full(len(red), REDIRECT, np.int8), red.nbytes,
+                        red.warmup)
+        parts += [full, red]
+    events = [{"at_s": 1.0, "action": "add_node", "service": "kv", "args": {},
+               "start_ns": 1_000_000_000, "end_ns": 2_500_000_000, "duration_s": 1.5,
+               "result": {"masters": 4, "slots_moved": 4096, "join_s": 0.5,
+                          "rebalance_s": 1.0}, "error": None},
+              {"at_s": 9.0, "action": "remove_node", "service": "kv", "args": {},
+               "skipped": "the clients had finished"}]
+    write(raw, "kv_elastic", {}, 1, parts, extra={"timeline": events})
+    return raw
+
+
+@pytest.fixture(scope="module")
+def study(raw: Path, tmp_path_factory: pytest.TempPathFactory) -> kvstore.KVStudy:
+    return kvstore.analyse(raw, figures_dir=tmp_path_factory.mktemp("fig"))
+
+
+def test_throughput_is_per_client_ops_over_their_time_summed_over_clients(
+        study: kvstore.KVStudy) -> None:
+    assert study.servers == "services.kv.masters"
+    run = study.scaling[(study.scaling["services.kv.masters"] == 2)
+                        & (study.scaling["clients.processes"] == 2)]
+    get = run[run["op"] == "get"]
+    per_client = 1 / (get["throughput_ops_s"] / 2 / 1e6) / 1e6  # back to the mean latency
+    assert np.allclose(per_client * 1e6, 50, rtol=0.06)  # 50 us GETs ~ 20,000 ops/s each
+    assert np.allclose(get["throughput_ops_s"], 2 * get["per_client_ops_s"])
+    assert np.allclose(get["p50_ms"], 0.05, rtol=0.06)
+    table = kvstore.scaling_table(study)
+    puts = table[(table["op"] == "put") & (table["clients.processes"] == 1)]
+    assert puts.set_index("services.kv.masters")["mean"].pipe(
+        lambda s: s[2] / s[4]) == pytest.approx(2, rel=0.1)
+
+
+def test_strategy_verdict_per_cache_size(study: kvstore.KVStudy) -> None:
+    verdicts = dict(kvstore.strategy_verdicts(study))
+    assert verdicts[100].significant
+    assert not verdicts[1000].significant or verdicts[1000].p_value > 0.001
+    text = kvstore.cache_findings(study).data
+    assert "strategies at cache size 100 differ significantly" in text
+
+
+def test_elastic_series_events_and_redirects(study: kvstore.KVStudy) -> None:
+    ev = study.events
+    assert list(ev["action"]) == ["add_node"]  # the skipped step has no times
+    assert ev.iloc[0][["start_s", "end_s", "size_after", "moved"]].tolist() == \
+        [1.0, 2.5, 4, 4096]
+    assert ev.iloc[0]["phase_rebalance"] == 1.0
+    assert study.series["t_s"].max() < 3.0  # 4 s of ops; the last, partial bin dropped
+    around = kvstore.around_events(study.series, study.events, window_s=1.0)
+    during = around[around["when"] == "during"].iloc[0]
+    before = around[around["when"] == "before"].iloc[0]
+    assert during["redirects_s"] > 0 and before["redirects_s"] == 0
+    assert during["ops_s"] == pytest.approx(2000, rel=0.01)  # 2 clients x 1000/s
+    elastic_all = study.elastic[study.elastic["op"] == "all"].iloc[0]
+    assert elastic_all["redirect_rate"] == pytest.approx(300 / 8000, rel=0.05)
+    assert "add_node: 1.5 s per step (1 step; seed 004 took 17.78 s)." in \
+        kvstore.steps_summary(study).data
+
+
+def test_views_and_figures(study: kvstore.KVStudy) -> None:
+    for view in (kvstore.status, kvstore.scaling_table_html, kvstore.events_table_html,
+                 kvstore.redirect_table_html):
+        assert "<table" in view(study).data
+    assert "servers" in kvstore.scaling_findings(study).data
+    for fig in (kvstore_plots.scaling(study), kvstore_plots.cache_heatmap(study),
+                kvstore_plots.cache_heatmap(study, "p50_ms"),
+                kvstore_plots.elastic_timeline(study), kvstore_plots.step_times(study)):
+        assert fig.format == "png"
+    assert study.figures_dir is not None
+    assert (study.figures_dir / "kvstore-elastic-timeline-1.svg").exists()
+
+
+def test_missing_experiments_are_said_not_run(tmp_path: Path) -> None:
+    empty = kvstore.analyse(tmp_path)
+    note = kvstore.status(empty)
+    assert "No KV-store runs" in note.data and note.metadata == {"harness_not_run": True}
+    assert "No raw results for `kv_cache`" in kvstore_plots.cache_heatmap(empty).data
+    assert not kvstore.scaling_findings(empty).metadata  # does not end the section

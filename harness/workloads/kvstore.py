@@ -8,8 +8,8 @@ the dataset, so clients write disjoint keys, as in the seeds). Connections of a 
 share its records and its op sequence.
 
 `mode: put_then_get` (the seeds): op `seq` touches record ``seq % R``; passes alternate,
-PUT all R records, then GET them, then PUT again... With run.ops = 2 R x processes every
-client PUTs its share, then GETs it. `mode: mix`: each op is a PUT with probability
+PUT all R records, then GET them (`get_passes` times), then PUT again... With run.ops =
+2 R x processes every client PUTs its share, then GETs it. `mode: mix`: each op is a PUT with probability
 `put_ratio`, else a GET. GET keys (and mix keys) follow `key_dist`: `sequential` (the
 PUT order), `uniform`, or `zipf` (popularity ~ 1/rank^zipf_s over a seeded permutation of
 the records; skew is what lets cache strategies differ). With `versioned`, the value of
@@ -81,6 +81,7 @@ class KVStore(Workload):
         "records_per_client": Setting((int,), 1000, "records each client process owns"),
         "mode": Setting((str,), "put_then_get", "op sequence", choices=MODES),
         "put_ratio": Setting((float,), 0.5, "mix: share of PUTs"),
+        "get_passes": Setting((int,), 1, "put_then_get: GET passes after each PUT pass"),
         "key_dist": Setting((str,), "sequential", "keys of GETs (and of mix ops)",
                             choices=KEY_DISTS),
         "zipf_s": Setting((float,), 0.99, "zipf: exponent"),
@@ -105,6 +106,8 @@ class KVStore(Workload):
                 problems.append("records_per_client must be at least 1")
             if isinstance(p.get("put_ratio"), float) and not 0 <= p["put_ratio"] <= 1:
                 problems.append("put_ratio must be between 0 and 1")
+            if isinstance(p.get("get_passes"), int) and p["get_passes"] < 1:
+                problems.append("get_passes must be at least 1")
             if isinstance(p.get("zipf_s"), float) and p["zipf_s"] <= 0:
                 problems.append("zipf_s must be positive")
             if all(isinstance(p.get(k), int | float) for k in GEN_PARAMS):
@@ -142,6 +145,7 @@ class KVClient(WorkloadClient):
         self.greeting = bool(endpoint.extra.get("greeting", False))
         self.n = params["records_per_client"]
         self.mix = params["mode"] == "mix"
+        self.cycle = self.n * (1 + params["get_passes"])
         self.put_ratio = params["put_ratio"]
         self.versioned = params["versioned"]
         self.salt = (params["seed"] * 1_000_003 + client_id) & _MASK
@@ -164,7 +168,7 @@ class KVClient(WorkloadClient):
     def next_op(self, seq: int) -> int:
         if self.mix:
             return PUT if _unit(self.salt ^ 0xA5A5, seq) < self.put_ratio else GET
-        return PUT if (seq // self.n) % 2 == 0 else GET
+        return PUT if seq % self.cycle < self.n else GET
 
     def index(self, op: int, seq: int) -> int:
         """The record op `seq` touches."""

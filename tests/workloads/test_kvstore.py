@@ -28,6 +28,8 @@ def test_put_then_get_puts_every_record_then_gets_it() -> None:
     ops = [c.next_op(s) for s in range(20)]
     assert ops == [PUT] * 5 + [GET] * 5 + [PUT] * 5 + [GET] * 5
     assert [c.index(ops[s], s) for s in range(10)] == [0, 1, 2, 3, 4] * 2
+    more = client(records_per_client=2, get_passes=3)
+    assert [more.next_op(s) for s in range(10)] == [PUT] * 2 + [GET] * 6 + [PUT] * 2
 
 
 def test_clients_own_disjoint_records_of_one_dataset() -> None:

@@ -33,6 +33,9 @@ setup: $(STAMP) ## create .venv, install the kit and any missing servers
 demo: setup demo-import ## run the built-in studies at demo scale on localhost, then write the report
 	$(BIN)/harness run experiments/datastore_vs_memcache.yaml --out $(RAW) --resume
 	$(BIN)/harness run experiments/filestore_memcache.yaml --out $(RAW) --resume
+	$(BIN)/harness run experiments/kv_scaling.yaml --out $(RAW) --resume
+	$(BIN)/harness run experiments/kv_cache.yaml --out $(RAW) --resume
+	$(BIN)/harness run experiments/kv_elastic.yaml --out $(RAW) --resume
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
 
 demo-import: setup ## import the seed reports' own numbers (once; re-import is refused)

@@ -59,11 +59,12 @@ def test_notebook_executes_and_renders(imported_raw: Path, tmp_path: Path) -> No
         section = render_notebook(out, 5)
         bare = tmp_path / "without.ipynb"
         assert execute_notebook(NOTEBOOK, bare, {"raw_results": str(empty)}, kernel) is None
-        not_run = render_notebook(bare, 5)
-    assert section.title == "Imported results" and not section.not_run
+        without = render_notebook(bare, 5)
+    assert section.title == "Imported results" and not section.not_run and not section.omit
     assert "001_d557312a82865043.txt" in section.body
     assert any("Datastore vs memcache" in t for _, t in section.subsections)
-    assert not_run.not_run and not not_run.failed
+    # Nothing imported: the optional section is left out of the report altogether.
+    assert without.omit and not without.failed
 
 
 def test_committed_without_outputs() -> None:

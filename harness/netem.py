@@ -149,10 +149,14 @@ def proc_start_time(pid: int) -> str | None:
 def make_state_dir(host: Host, tag: str) -> str:
     """/tmp/hkv-<tag>-XXXXXX on `host`, owned by this process (for cleanup's liveness
     check) and traversable by the postgres user that runs servers below it."""
-    path = host.mkdtemp(prefix=f"{PREFIX}{tag}-")
-    host.run(["chmod", "711", path])
+    # Built under another name and renamed: cleanup never sees it without its owner.
+    tmp = host.mkdtemp(prefix=f".new-{PREFIX}")
+    host.run(["chmod", "711", tmp])
     owner = {"pid": os.getpid(), "start": proc_start_time(os.getpid()), "tag": tag}
-    host.write_text(f"{path}/{OWNER_FILE}", json.dumps(owner))
+    host.write_text(f"{tmp}/{OWNER_FILE}", json.dumps(owner))
+    parent, name = tmp.rsplit("/", 1)
+    path = f"{parent}/{PREFIX}{tag}-{name.rsplit('-', 1)[1]}"
+    host.run(["mv", "-T", tmp, path])
     return path
 
 

@@ -39,6 +39,7 @@ TOP_LEVEL = {
     "timeline": "list of {at_s, action, service, args}: steps run while clients run "
                 "(e.g. add_node); needs run.duration_s",
     "on_failure": "continue | stop: what the grid does after a failed run",
+    "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
 }
 HOST_FIELDS = {
     "target": (str,), "python": (str,), "address": (str,), "known_hosts": (str,),
@@ -127,6 +128,8 @@ class Spec:
     on_failure: str = "continue"
     timeline: tuple[TimelineEvent, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: Partial grid points to leave out: a point matching every key of one is skipped.
+    exclude: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,32 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     if problems:
         raise SpecError(problems)
     assert spec is not None
+    problems = check_plans(spec)
+    if problems:
+        raise SpecError(problems)
     return spec
+
+
+def check_plans(spec: Spec) -> list[str]:
+    """Problems only a whole run shows, found before anything starts: a service's
+    settings taken together (`Service.validate`) and the workload with the run's size and
+    clients (`Workload.check_plan`). Each message once, with the first run it concerns."""
+    from harness.services import SERVICES
+    from harness.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(spec.workload)
+    found: dict[str, str] = {}
+    for plan in expand(spec):
+        msgs = [f"services.{name}.settings: {m}" for name, svc in plan.services.items()
+                for m in SERVICES.get(svc.kind).validate(svc.settings)]
+        msgs += [f"services.{name}.settings: unknown host {h!r}; hosts: {sorted(spec.hosts)}"
+                 for name, svc in plan.services.items()
+                 for h in SERVICES.get(svc.kind).extra_hosts(svc.settings)
+                 if h not in spec.hosts]
+        msgs += [f"run: {m}" for m in workload.check_plan(plan)]
+        for m in msgs:
+            found.setdefault(m, plan.label())
+    return [f"{spec.path}:{m} (in run {label})" for m, label in found.items()]
 
 
 def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
@@ -340,6 +368,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     if workload is not None and isinstance(raw_params, Mapping):
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)
+    exclude = _validate_exclude(data.get("exclude"), grid, bad)
 
     if not isinstance(name, str) or workload is None:
         return None
@@ -351,7 +380,36 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         params=resolve(raw_params if isinstance(raw_params, Mapping) else {}, params_schema),
         grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
         timeline=timeline,
+        exclude=exclude,
     )
+
+
+def _validate_exclude(raw: Any, grid: Mapping[str, tuple[Any, ...]], bad: Any
+                      ) -> tuple[Mapping[str, Any], ...]:
+    """`exclude`: a list of mappings of grid keys to values those keys take in the grid."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        bad("exclude", "expected a list of {grid key: value} mappings")
+        return ()
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"exclude.{i}"
+        if not isinstance(entry, Mapping) or not entry:
+            bad(where, "expected a non-empty mapping of grid key -> value")
+            continue
+        ok = True
+        for key, value in entry.items():
+            if key not in grid:
+                bad(f"{where}.{key}", f"not a grid key{did_you_mean(str(key), grid)}")
+                ok = False
+            elif value not in grid[key]:
+                bad(f"{where}.{key}", f"{value!r} is not among the grid's values "
+                                      f"{list(grid[key])}")
+                ok = False
+        if ok:
+            out.append(dict(entry))
+    return tuple(out)
 
 
 def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
@@ -487,6 +545,8 @@ def expand(spec: Spec) -> list[RunPlan]:
     keys = list(spec.grid)
     combos = itertools.product(*spec.grid.values())
     points = [dict(zip(keys, combo, strict=True)) for combo in combos]
+    points = [p for p in points
+              if not any(all(p[k] == v for k, v in ex.items()) for ex in spec.exclude)]
     plans: list[RunPlan] = []
     for rep in range(1, spec.repetitions + 1):
         for point in points:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from harness.registry import Registry
 from harness.workloads.base import Workload, WorkloadClient
+from harness.workloads.cluster import Cluster
 from harness.workloads.datastore_memcache import DatastoreMemcache
 from harness.workloads.filestore import FileStore
 from harness.workloads.kvstore import KVStore
 from harness.workloads.memcache_mix import MemcacheMix
 
 WORKLOADS: Registry[Workload] = Registry("workload")
+WORKLOADS.add("cluster", Cluster())
 WORKLOADS.add("datastore_memcache", DatastoreMemcache())
 WORKLOADS.add("filestore", FileStore())
 WORKLOADS.add("kvstore", KVStore())

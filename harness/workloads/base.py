@@ -55,6 +55,11 @@ class Workload(abc.ABC):
         """Cross-field problems beyond per-setting types (messages without a prefix)."""
         return []
 
+    def check_plan(self, plan: Any) -> list[str]:
+        """Problems of one planned run (`harness.spec.RunPlan`: params with its size and
+        clients), checked for every run before anything starts."""
+        return []
+
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:  # noqa: B027
         """Bring servers into the state a run needs (tables, keys). Runs before each run."""
 

@@ -116,7 +116,9 @@ def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
     out["redirects_s"] = frame[frame["redirect"]].groupby(keys, observed=True).size() / bin_s
     out = out.fillna({"redirects_s": 0.0}).reset_index()
     last = out.groupby("run_id")["t_s"].transform("max")
-    return out[out["t_s"] < last]  # the last bin is cut short by the end of the run
+    # The first and last bins are cut short by the start (ops a few ms early, by the
+    # clients' start lag) and the end of the run.
+    return out[(out["t_s"] >= 0) & (out["t_s"] < last)]
 
 
 def timeline_events(raw_dir: Path, experiment: str) -> pd.DataFrame:

@@ -124,6 +124,7 @@ def elastic_timeline(study: KVStudy, run: int = 0) -> Any:
         axes[1].set_ylabel("redirects/s")
         axes[2].set_ylabel("p99 latency [ms]")
         axes[2].set_yscale("log")
+        plots._log_ms_axis(axes[2].yaxis)
         axes[2].set_xlabel("time since the clients started [s] (1-s bins by op start)")
     fig.suptitle("Throughput, redirects and tail latency while servers are added and "
                  "removed\n(shaded: each scaling step, from its start to its end)",

@@ -9,12 +9,13 @@ share its records and its op sequence.
 
 `mode: put_then_get` (the seeds): op `seq` touches record ``seq % R``; passes alternate,
 PUT all R records, then GET them (`get_passes` times), then PUT again... With run.ops =
-2 R x processes every client PUTs its share, then GETs it. `mode: mix`: each op is a PUT with probability
-`put_ratio`, else a GET. GET keys (and mix keys) follow `key_dist`: `sequential` (the
-PUT order), `uniform`, or `zipf` (popularity ~ 1/rank^zipf_s over a seeded permutation of
-the records; skew is what lets cache strategies differ). With `versioned`, the value of
-a PUT carries its seq (an e-mail trailer line ``-- v<seq>``), so a test can tell which
-write a read returns. Everything is a function of the parameters and (client, seq).
+2 R x processes every client PUTs its share, then GETs it. `mode: mix`: each op is a PUT
+with probability `put_ratio`, else a GET. GET keys (and mix keys) follow `key_dist`:
+`sequential` (the PUT order), `uniform`, or `zipf` (popularity ~ 1/rank^zipf_s over a
+seeded permutation of the records; skew is what lets cache strategies differ). With
+`versioned`, the value of a PUT carries its seq (an e-mail trailer line ``-- v<seq>``),
+so a test can tell which write a read returns. Everything is a function of the
+parameters and (client, seq).
 
 Redirected attempts (MOVED, ASK, server_not_responsible, write locks) are recorded as
 extra `redirect` records, failed connections during re-routing as `error` records; the

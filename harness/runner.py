@@ -25,7 +25,7 @@ from harness.clients import ClientGroup
 from harness.errors import HarnessError, HostError, SpecError
 from harness.hosts import Host, connect_host
 from harness.provenance import host_info, kit_info
-from harness.results import ERROR, MANIFEST, TIMEOUT, Manifest, OpsArrays, write_run
+from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
 from harness.services import SERVICES
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand
@@ -67,7 +67,8 @@ def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
 
 def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
     """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary."""
-    m = ~ops.warmup
+    # Redirected attempts are not ops: the op's own record spans its retries.
+    m = ~ops.warmup & (ops.status != REDIRECT)
     n = int(m.sum())
     if n == 0:
         return 0, 0.0, float("nan"), float("nan"), float("nan")

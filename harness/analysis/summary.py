@@ -9,6 +9,9 @@ of objects): first the grouping columns, then exactly
     runs that contain ops of that group).
 ``ops``
     measured ops (ops flagged ``warmup`` are never counted anywhere in this table).
+    Records with status ``redirect`` are attempts a server turned away inside an op
+    whose own record spans the retries; they are not ops and are left out everywhere
+    here (the KV study reports them as a redirect rate).
 ``throughput_ops_s``
     total measured ops / total measured wall time over the group's runs, in ops per
     second; this is the run-weighted harmonic mean of the per-run rates. A run's wall
@@ -172,6 +175,9 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     _check_by(by, runs)
     if "warmup" in ops.columns and ops["warmup"].any():
         ops = ops[~ops["warmup"].to_numpy(bool)]  # copies: only when there is warm-up
+    redirect = (ops["status"] == "redirect").to_numpy(bool)
+    if redirect.any():
+        ops = ops[~redirect]  # attempts inside an op, not ops (see the module doc)
     run_keys = [c for c in by if c not in ops_keys]
 
     # Run-level group of every run, then carried to each op through its run's position.

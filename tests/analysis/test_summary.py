@@ -103,3 +103,24 @@ def test_failures_table_without_failures(dsmc_raw: Path):
     runs = provenance.load_all_runs(dsmc_raw)
     ok = runs[~runs["run_id"].isin(["r003", "r007"])]
     assert provenance.failures_table(ok).empty
+
+
+def test_redirect_records_are_attempts_not_ops(tmp_path):
+    """A redirected attempt is its own record, but the op's record spans the retry:
+    counting both would inflate ops and throughput."""
+    import numpy as np
+
+    from harness.analysis.summary import summary_table
+    from harness.results import OK, REDIRECT, Manifest, OpsArrays, write_run
+
+    n = 10
+    status = np.array([REDIRECT, OK] * (n // 2), np.int8)
+    ops = OpsArrays(("get",), np.zeros(n, np.int32), np.zeros(n, np.int8),
+                    np.arange(n, dtype=np.int64) * 1_000_000, np.full(n, 500_000, np.int64),
+                    np.full(n, -1, np.int64), status, np.zeros(n, np.int64),
+                    np.zeros(n, bool))
+    write_run(tmp_path, Manifest("r", "kv", "kvstore", "c", 1, {}, {"op": "get"}, "complete",
+                                 "t0", "t1"), ops)
+    [row] = summary_table(tmp_path).to_dict("records")
+    assert row["ops"] == 5
+    assert row["latency_mean_ms"] == 0.5

@@ -1,0 +1,252 @@
+"""What notebook 30-cluster shows: `analyse(raw_dir)` returns a `Study` whose methods
+return displayable tables, figures and sentences (None, or a "not run" note, without
+data). The numbers come from `harness.analysis.cluster`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import cluster, cluster_plots, plots, prose, tables
+from harness.analysis.load import Loaded
+from harness.analysis.studies import NOT_RUN_MARKER
+
+WRITE_OPS = ("insert", "search_delete")
+
+
+def _markdown(text: str, *, not_run: bool = False):
+    from IPython.display import Markdown  # notebooks only
+
+    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
+
+
+def _html(text: str):
+    from IPython.display import HTML  # notebooks only
+
+    return HTML(text)
+
+
+def _ci(v: float, low: float, high: float, digits: int = 3, unit: str = "") -> str:
+    f = tables.num(digits)
+    if math.isnan(low):
+        return f"{f(v)}{unit}"
+    return f"{f(v)}{unit} ({f(low)}–{f(high)})"
+
+
+@dataclass
+class Study:
+    raw_dir: Path
+    experiment: str
+    alpha: float
+    figures_dir: Path | None
+    loaded: Loaded | None = None
+    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def ran(self) -> bool:
+        return self.loaded is not None and not self.runs.empty
+
+    @property
+    def ops(self) -> list[str]:
+        return cluster.op_order(self.runs)
+
+    @property
+    def setups(self) -> list[str]:
+        return cluster.setup_order(self.runs)
+
+    def table(self) -> pd.DataFrame:
+        return cluster.seed_table(self.runs)
+
+    def decomposition(self) -> pd.DataFrame:
+        return cluster.decomposition(self.runs, self.alpha)
+
+    def _publish(self, fig, name: str):
+        return plots.publish(fig, f"{self.experiment}-{name}", self.figures_dir)
+
+    # --- text ------------------------------------------------------------------------
+    def status(self):
+        if not self.ran:
+            return _markdown(
+                f"**No cluster runs** under `{self.raw_dir}` (experiment "
+                f"`{self.experiment}`): nothing to show. Run `harness run "
+                "experiments/cluster_modes.yaml` first (as root for the network cluster).",
+                not_run=True)
+        r = self.runs
+        reps = r.groupby(["setup", "op"]).size()
+        n = f"{reps.min()}" if reps.min() == reps.max() else f"{reps.min()}–{reps.max()}"
+        text = (f"Data: experiment `{self.experiment}`, {len(r)} runs: {len(self.setups)} "
+                f"setups × {len(self.ops)} operations, {n} runs each, "
+                f"{int(r['objects'].median()):,} objects per run.")
+        net = r[r["mode"] == "network-cluster"]
+        if len(net):
+            emus = sorted(set(net["emulation"]))
+            how = {"netem": "the kernel's netem qdisc", "relay": "the userspace relay "
+                   "(this kernel has no netem)", "none": "nothing (real network)"}
+            text += (" Network links emulated by " + " and ".join(how.get(e, e) for e in emus)
+                     + "; round trips " + ", ".join(f"{x:g} ms" for x in
+                                                    sorted(set(net["rtt_ms"]))) + ".")
+            if "relay" in emus:
+                text += " The relay cannot drop packets: profile loss was not applied."
+        bad = int((r["status"] != "complete").sum())
+        if bad:
+            text += f" {bad} runs did not complete; their recorded ops are included."
+        return _markdown(text)
+
+    def findings(self):
+        """The decomposition and the fit in sentences, from the tests."""
+        if not self.ran:
+            return None
+        d = self.decomposition()
+        f = tables.num(3)
+        lines = []
+        for op in WRITE_OPS:
+            for row in d[d["op"] == op].itertuples():
+                what = ("replication" if row.step == "replication" else "the network")
+                verdict = (f"adds {f(row.added_us)} µs per object (95% CI "
+                           f"{f(row.added_low)}–{f(row.added_high)}; "
+                           f"{prose.fmt_ratio(row.ratio)} the time)" if row.significant
+                           else f"makes no significant difference ({f(row.added_us)} µs)")
+                lines.append(f"- {cluster.LABELS.get(op, op)}, {row.src} → {row.dst}: "
+                             f"{what} {verdict}; {row.test} Holm-adjusted "
+                             f"{prose.fmt_p(row.p_holm)}, "
+                             f"{prose.fmt_n(row.n_from, row.n_to)}.")
+        reads = d[~d["op"].isin(WRITE_OPS)]
+        if len(reads):
+            sig = reads[reads["significant"]]
+            lines.append(
+                f"- Searches and the sequential scan run on the primary alone: "
+                f"{len(reads) - len(sig)} of {len(reads)} steps make no significant "
+                "difference (Holm)" + ("." if sig.empty else "; the exceptions: " + ", ".join(
+                    f"{cluster.LABELS.get(r.op, r.op)} {r.src} → {r.dst} "
+                    f"({f(r.added_us)} µs)" for r in sig.itertuples()) + "."))
+        fit = cluster.rtt_fit(self.runs)
+        if len(fit):
+            c = fit.set_index("term")
+            b = c.loc["per µs of RTT"]
+            text = (f"- Least squares over {int(b['n'])} cluster insert runs (R² = "
+                    f"{b['r2']:.2f}): each µs of round trip adds {b['estimate']:.2f} µs per "
+                    f"insert (95% CI {b['low']:.2f}–{b['high']:.2f}); 1 would be exactly one "
+                    "round trip per commit, as synchronous replication implies")
+            if "per extra standby [µs]" in c.index:
+                s = c.loc["per extra standby [µs]"]
+                text += (f"; each extra standby adds {f(s['estimate'])} µs "
+                         f"(95% CI {f(s['low'])}–{f(s['high'])})")
+            lines.append(text + ".")
+        return _markdown("\n".join(lines))
+
+    # --- tables ----------------------------------------------------------------------
+    def seed_table_html(self):
+        """The seed's table: per operation, total ms for N objects and µs per object."""
+        if not self.ran:
+            return None
+        t = self.table()
+        wide = pd.DataFrame({"operation": [cluster.LABELS.get(o, o) for o in self.ops]})
+        for setup in self.setups:
+            s = t[t["setup"] == setup].set_index("op").reindex(self.ops)
+            wide[setup] = [f"{tot:,.0f} ms ({tables.num(3)(us)} µs)" if not math.isnan(us)
+                           else "–"
+                           for tot, us in zip(s["total_ms"], s["us"], strict=True)]
+        for mode, label in (("local-cluster", "seed local"),
+                            ("network-cluster", "seed Wi-Fi")):
+            wide[label] = [f"{cluster.SEED_US[mode].get(o, float('nan')):.3g} µs"
+                           for o in self.ops]
+        n = int(t["objects"].median())
+        return _html(tables.to_html(
+            wide, numeric=list(wide.columns[1:]),
+            caption=f"Per operation and setup: total time for {n:,} objects and time per "
+                    "object (means over runs), as cluster_perf printed them; the seed's "
+                    "own µs per object (eXtremeDB, 2 nodes, 100,000 objects) for scale."))
+
+    def us_table_html(self):
+        if not self.ran:
+            return None
+        t = self.table()
+        wide = pd.DataFrame({"operation": [cluster.LABELS.get(o, o) for o in self.ops]})
+        for setup in self.setups:
+            s = t[t["setup"] == setup].set_index("op").reindex(self.ops)
+            wide[setup] = [_ci(v, lo, hi) for v, lo, hi in
+                           zip(s["us"], s["us_low"], s["us_high"], strict=True)]
+        return _html(tables.to_html(
+            wide, numeric=list(wide.columns[1:]),
+            caption="Time per object [µs]: mean over runs (95% CI)."))
+
+    def decomposition_html(self):
+        if not self.ran:
+            return None
+        d = self.decomposition()
+        if d.empty:
+            return _markdown("No pair of setups to compare.")
+        shown = pd.DataFrame({
+            "operation": [cluster.LABELS.get(o, o) for o in d["op"]],
+            "step": [f"{s}: {a} → {b}" for s, a, b in zip(d["step"], d["src"], d["dst"],
+                                                          strict=True)],
+            "from [µs]": d["from_us"], "to [µs]": d["to_us"],
+            "added [µs] (95% CI)": [_ci(v, lo, hi) for v, lo, hi in
+                                    zip(d["added_us"], d["added_low"], d["added_high"],
+                                        strict=True)],
+            "ratio (95% CI)": [_ci(v, lo, hi, unit="×") for v, lo, hi in
+                               zip(d["ratio"], d["ratio_low"], d["ratio_high"], strict=True)],
+            "test": d["test"], "p (Holm)": [prose.fmt_p(p) for p in d["p_holm"]],
+            "significant": ["yes" if s else "no" for s in d["significant"]],
+        })
+        return _html(tables.to_html(
+            shown, numeric=["from [µs]", "to [µs]", "added [µs] (95% CI)", "ratio (95% CI)"],
+            caption="Overhead decomposition per operation: single → local cluster is the "
+                    "cost of replication, local → network cluster (same nodes) the cost of "
+                    f"the network; α = {self.alpha}, p Holm-corrected over the steps of "
+                    "each operation."))
+
+    def fit_html(self):
+        if not self.ran:
+            return None
+        rows = []
+        for op in WRITE_OPS:
+            fit = cluster.rtt_fit(self.runs, op)
+            for r in fit.itertuples():
+                rows.append({"operation": cluster.LABELS.get(op, op), "term": r.term,
+                             "estimate (95% CI)": _ci(r.estimate, r.low, r.high),
+                             "runs": r.n, "R²": r.r2})
+        if not rows:
+            return _markdown("Too few round trips or node counts to fit.")
+        return _html(tables.to_html(
+            pd.DataFrame(rows), numeric=["estimate (95% CI)", "runs", "R²"],
+            caption="µs per object = intercept + b · RTT [µs] + c · (standbys − 1), "
+                    "least squares over the cluster runs."))
+
+    # --- figures ---------------------------------------------------------------------
+    def us_figure(self):
+        if not self.ran:
+            return None
+        fig = cluster_plots.us_bars(self.table(), self.ops, self.setups, cluster.LABELS)
+        return self._publish(fig, "us-per-object")
+
+    def decomposition_figure(self):
+        if not self.ran:
+            return None
+        ops = [o for o in WRITE_OPS if o in self.ops]
+        # Grouped by node count: local n=2, its network clusters, local n=4, ...
+        rows = self.runs.drop_duplicates("setup")
+        rows = rows[rows["mode"] != "single"].assign(
+            local=lambda f: f["mode"] != "local-cluster").sort_values(
+            ["nodes", "local", "rtt_ms"])
+        fig = cluster_plots.decomposition_bars(self.table(), self.decomposition(), ops,
+                                               cluster.LABELS, list(rows["setup"]))
+        return self._publish(fig, "decomposition")
+
+    def growth_figure(self, op: str = "insert"):
+        if not self.ran or op not in self.ops:
+            return None
+        fig = cluster_plots.growth(cluster.point_table(self.runs, op),
+                                   cluster.rtt_fit(self.runs, op), cluster.LABELS[op])
+        return self._publish(fig, f"{op}-growth")
+
+
+def analyse(raw_dir: Path | str, experiment: str = cluster.EXPERIMENT, *,
+            alpha: float = 0.05, figures_dir: Path | str | None = None) -> Study:
+    """Load the study's runs; without them the Study reports "not run"."""
+    loaded, runs = cluster.load_study(raw_dir, experiment)
+    return Study(Path(raw_dir), experiment, alpha, Path(figures_dir) if figures_dir else None,
+                 loaded, runs)

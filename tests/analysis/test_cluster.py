@@ -1,0 +1,134 @@
+"""harness.analysis.cluster and notebook 30-cluster on synthetic runs with known effects.
+
+The synthetic study: every object of an op takes its setup's time (plus noise), where a
+write costs 100 µs on one node, + 200 µs per standby in a cluster, + the round trip over
+a network; reads cost 50 µs everywhere. So replication and network steps of the writes
+are known, the reads have none, and the fit must find 1 µs per µs of round trip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import paths
+from harness.analysis import cluster, cluster_views
+from harness.report import execute_notebook, venv_kernel
+from harness.results import OK, write_run
+from tests.fixtures.rawdata import make_ops, manifest_for
+
+SETUPS = [("single", 1, "none", 0.0), ("local-cluster", 2, "none", 0.0),
+          ("local-cluster", 4, "none", 0.0), ("network-cluster", 2, "lan", 0.2),
+          ("network-cluster", 2, "wifi", 3.0), ("network-cluster", 4, "lan", 0.2),
+          ("network-cluster", 4, "wifi", 3.0)]
+N = 200
+
+
+def true_us(op: str, nodes: int, rtt_ms: float) -> float:
+    if op not in ("insert", "search_delete"):
+        return 50.0
+    return 100.0 + 200.0 * (nodes - 1) + rtt_ms * 1e3
+
+
+def write_cluster(raw_dir: Path, reps: int = 4, seed: int = 3) -> Path:
+    rng = np.random.default_rng(seed)
+    i = 0
+    for mode, nodes, profile, rtt in SETUPS:
+        for op in cluster.OPS:
+            for rep in range(1, reps + 1):
+                us = true_us(op, nodes, rtt) * rng.lognormal(0, 0.03)
+                lat = rng.normal(us * 1e3, us * 30, N).clip(1000).astype(np.int64)
+                grid = {"services.db.mode": mode, "services.db.nodes": nodes,
+                        "services.db.profile": profile, "op": op}
+                m = manifest_for(run_id=f"c{i:04d}", experiment="cluster_modes",
+                                 workload="cluster", grid_point=grid, repetition=rep,
+                                 params={"objects": N}, ops=N, warmup_ops=0)
+                config = {"mode": mode, "nodes": nodes, "standbys": nodes - 1,
+                          "profile": profile, "link": {"rtt_ms": rtt},
+                          "emulation": "relay" if rtt else "none"}
+                m = dataclasses.replace(m, services={"db": {
+                    "kind": "pg_cluster", "host": "client", "version": "15.6",
+                    "config": config}})
+                write_run(raw_dir, m, make_ops(op, lat, np.full(N, OK), np.zeros(N, bool),
+                                               gap_ns=0))
+                i += 1
+    return raw_dir
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_cluster(tmp_path_factory.mktemp("cluster-raw"))
+
+
+@pytest.fixture(scope="module")
+def runs(raw: Path):
+    return cluster.load_study(raw)[1]
+
+
+def test_per_run_frame_takes_the_setup_from_the_manifest(runs) -> None:
+    assert len(runs) == len(SETUPS) * 5 * 4
+    assert cluster.setup_order(runs) == [
+        "single", "local n=2", "local n=4", "network n=2 lan", "network n=2 wifi",
+        "network n=4 lan", "network n=4 wifi"]
+    one = runs[(runs["setup"] == "network n=2 wifi") & (runs["op"] == "insert")]
+    assert (one["objects"] == N).all() and (one["rtt_ms"] == 3.0).all()
+    # µs per object is the run's wall time / N: back-to-back ops, so about the latency.
+    assert one["us_per_object"].mean() == pytest.approx(3300, rel=0.05)
+    assert np.allclose(one["total_ms"] * 1e3 / N, one["us_per_object"])
+
+
+def test_seed_table_has_every_op_and_setup(runs) -> None:
+    t = cluster.seed_table(runs)
+    assert len(t) == 35 and list(t["op"].unique()) == list(cluster.OPS)
+    row = t[(t["op"] == "insert") & (t["setup"] == "local n=4")].iloc[0]
+    assert row["us"] == pytest.approx(700, rel=0.05) and row["n"] == 4
+    assert row["us_low"] < row["us"] < row["us_high"]
+
+
+def test_decomposition_finds_the_known_steps(runs) -> None:
+    d = cluster.decomposition(runs).set_index(["op", "src", "dst"])
+    rep = d.loc[("insert", "single", "local n=4")]
+    assert rep["step"] == "replication" and rep["significant"]
+    assert rep["added_us"] == pytest.approx(600, rel=0.1)  # 3 standbys x 200 µs
+    net = d.loc[("insert", "local n=2", "network n=2 wifi")]
+    assert net["added_us"] == pytest.approx(3000, rel=0.05) and net["significant"]
+    reads = d.reset_index()
+    reads = reads[~reads["op"].isin(["insert", "search_delete"])]
+    assert len(reads) == 18 and not reads["significant"].any()
+
+
+def test_fit_recovers_one_round_trip_per_commit(runs) -> None:
+    fit = cluster.rtt_fit(runs).set_index("term")["estimate"]
+    assert fit["per µs of RTT"] == pytest.approx(1.0, abs=0.05)
+    assert fit["per extra standby [µs]"] == pytest.approx(200, rel=0.15)
+    assert cluster.rtt_fit(runs[runs["mode"] == "single"]).empty  # nothing to fit
+
+
+def test_findings_are_written_from_the_tests(raw: Path) -> None:
+    study = cluster_views.analyse(raw)
+    text = study.findings().data
+    assert "the network adds" in text and "replication adds" in text
+    assert "18 of 18 steps make no significant difference" in text
+    slope = re.search(r"each µs of round trip adds ([0-9.]+) µs per insert", text)
+    assert slope and float(slope.group(1)) == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_notebook_executes_and_draws(raw: Path, tmp_path: Path) -> None:
+    nb = paths.notebooks_dir() / "30-cluster.ipynb"
+    out = tmp_path / nb.name
+    with venv_kernel() as kernel:
+        params = {"raw_results": str(raw), "figures_dir": str(tmp_path / "fig")}
+        assert execute_notebook(nb, out, params, kernel) is None
+        text = out.read_text()
+        assert "image/png" in text and "No cluster runs" not in text
+        for name in ("us-per-object", "decomposition", "insert-growth"):
+            assert (tmp_path / "fig" / f"cluster-modes-{name}.png").exists()
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        params = {"raw_results": str(empty), "figures_dir": str(tmp_path / "fig2")}
+        assert execute_notebook(nb, tmp_path / "empty.ipynb", params, kernel) is None
+        assert "No cluster runs" in (tmp_path / "empty.ipynb").read_text()

@@ -32,6 +32,8 @@ setup: $(STAMP) ## create .venv, install the kit and any missing servers
 
 demo: setup demo-import ## run the built-in studies at demo scale on localhost, then write the report
 	$(BIN)/harness run experiments/datastore_vs_memcache.yaml --out $(RAW) --resume
+	$(BIN)/harness run experiments/cluster_modes.yaml --out $(RAW) --resume \
+	  $$([ "$$(id -u)" = 0 ] || echo --set services.db.settings.netns=false)  # namespaces need root
 	$(BIN)/harness run experiments/filestore_memcache.yaml --out $(RAW) --resume
 	$(BIN)/harness run experiments/kv_scaling.yaml --out $(RAW) --resume
 	$(BIN)/harness run experiments/kv_cache.yaml --out $(RAW) --resume

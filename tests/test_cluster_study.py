@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -136,14 +137,16 @@ def test_cleanup_after_the_harness_is_killed_mid_run(tmp_path: Path) -> None:
     path = write(tmp_path, name="crash", delay=1.0, n=1_000_000, modes="[network-cluster]")
     cmd = [sys.executable, "-m", "harness.cli", "run", str(path), "--out",
            str(tmp_path / "raw"), "--no-progress"]
-    env = {**os.environ, "HARNESS_TEST_TAG": tmp_path.name}
+    # Unique per session: tmp_path names repeat across sessions, which may run at once.
+    mark = f"crash-{uuid.uuid4().hex}"
+    env = {**os.environ, "HARNESS_TEST_TAG": mark}
     harness = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not _worker_running(tmp_path.name):
+        while time.monotonic() < deadline and not _worker_running(mark):
             assert harness.poll() is None, harness.communicate()
             time.sleep(0.1)
-        assert _worker_running(tmp_path.name), "the harness never started measuring"
+        assert _worker_running(mark), "the harness never started measuring"
         time.sleep(1.0)
         tag = _tag_owned_by(harness.pid)
         servers = _hkv_processes(tag)
@@ -169,7 +172,7 @@ def test_cleanup_after_the_harness_is_killed_mid_run(tmp_path: Path) -> None:
     finally:
         if harness.poll() is None:
             harness.kill()
-        for pid in _tagged(tmp_path.name):  # the orphaned client process, if still there
+        for pid in _tagged(mark):  # the orphaned client process, if still there
             os.kill(pid, signal.SIGKILL)
 
 

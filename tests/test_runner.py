@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -186,8 +187,10 @@ def test_ctrl_c_keeps_the_current_run_as_partial_and_resume_finishes(tmp_path: P
     path = write_spec(tmp_path, ops="[mem_read_hit]", reps=2, n=3_000_000)
     cmd = [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(raw),
            "--no-progress"]
-    tag = f"HARNESS_TEST_TAG={tmp_path.name}"
-    env = {**os.environ, "HARNESS_TEST_TAG": tmp_path.name}
+    # Unique per test run: tmp_path names repeat across concurrent pytest sessions.
+    tag_value = uuid.uuid4().hex
+    tag = f"HARNESS_TEST_TAG={tag_value}"
+    env = {**os.environ, "HARNESS_TEST_TAG": tag_value}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     # Wait until this harness's client process is measuring: workers inherit the tag.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -63,7 +64,13 @@ RUN_FIELDS: dict[str, Setting] = {
                           "open loop: total target rate over all clients; null = closed loop"),
     "arrival": Setting((str,), "fixed", "open-loop schedule", choices=("fixed", "poisson")),
     "seed": Setting((int,), 0, "seed of the poisson schedule"),
+    "fail_if_error_rate_above": Setting(
+        (int, float, type(None)), None,
+        "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
+        "records kept; null: only a run without records fails"),
 }
+#: More runs than this in one spec is surely a mistake (and would take days).
+MAX_RUNS = 100_000
 TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9a-fA-F:.]+\])(?::\d+)?$")
 TIMELINE_FIELDS = ("at_s", "action", "service", "args")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -96,6 +103,7 @@ class RunSize:
     rate_ops_s: float | None = None
     arrival: str = "fixed"
     seed: int = 0
+    fail_if_error_rate_above: float | None = None
 
     @property
     def open_loop(self) -> bool:
@@ -183,6 +191,49 @@ class _Lines:
         return self.lines.get(path)
 
 
+#: Bounds on a spec document: nesting depth, and values with YAML aliases expanded.
+MAX_DEPTH, MAX_VALUES = 40, 100_000
+
+
+def _too_big(root: yaml.Node | None) -> str | None:
+    """Why the composed document cannot be a spec (too deep, or aliases expanding it past
+    `MAX_VALUES`), or None. Linear in the document: each node is sized once."""
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, depth)
+
+    def visit(node: yaml.Node, depth: int) -> tuple[int, int]:
+        if depth > MAX_DEPTH:
+            raise _TooBig(f"nested more than {MAX_DEPTH} levels deep (line "
+                          f"{node.start_mark.line + 1}); a spec is a few levels deep")
+        if id(node) in sizes:
+            return sizes[id(node)]
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        count, deepest = 1, 0
+        for child in children:
+            n, d = visit(child, depth + 1)
+            count, deepest = count + n, max(deepest, d + 1)
+            if count > MAX_VALUES:
+                raise _TooBig(f"more than {MAX_VALUES:,} values once YAML aliases are "
+                              f"expanded (line {node.start_mark.line + 1}); too big to be "
+                              "a spec")
+        sizes[id(node)] = (count, deepest)
+        return count, deepest
+
+    try:
+        if root is not None:
+            visit(root, 0)
+    except _TooBig as exc:
+        return str(exc)
+    return None
+
+
+class _TooBig(Exception):
+    pass
+
+
 def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     keys = dotted.split(".")
     cur = data
@@ -197,12 +248,23 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     """Read and validate a spec file; raise SpecError listing every problem."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw_bytes = path.read_bytes()
     except OSError as exc:
         raise SpecError([f"{path}: cannot read spec ({exc.strerror})"]) from None
     try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw_bytes.count(b"\n", 0, exc.start) + 1
+        raise SpecError([f"{path}:{line}: not UTF-8 text (byte 0x{raw_bytes[exc.start]:02x} "
+                         f"at offset {exc.start}); save the spec as UTF-8"]) from None
+    try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        too_big = _too_big(node)
+        if too_big:
+            raise SpecError([f"{path}: {too_big}"])
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise SpecError([f"{path}: nested too deeply to be a spec"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -223,6 +285,10 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     if problems:
         raise SpecError(problems)
     assert spec is not None
+    for dotted, message in check_grid(spec):
+        bad(dotted, message)
+    if problems:
+        raise SpecError(problems)
     problems = check_plans(spec)
     if problems:
         raise SpecError(problems)
@@ -294,18 +360,24 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
                 bad(f"{where}.{k}", f"unknown field{hint}")
         kind = sdef.get("kind", sname)
         host = sdef.get("host", "localhost")
-        if host not in hosts:
+        if not isinstance(host, str) or host not in hosts:
             bad(f"{where}.host", f"unknown host {host!r}; hosts: {sorted(hosts)}")
+        if not isinstance(kind, str):
+            bad(f"{where}.kind", f"expected a service kind name, got {kind!r}; kinds: "
+                                 f"{SERVICES.names()}")
+            continue
         try:
             service = SERVICES.get(kind)
         except RegistryError as exc:
             bad(f"{where}.kind", str(exc))
             continue
-        report(check_settings(f"{where}.settings", sdef.get("settings"), service.settings))
-        settings = resolve(sdef.get("settings"), service.settings)
+        raw_settings = sdef.get("settings")
+        report(check_settings(f"{where}.settings", raw_settings, service.settings))
+        settings = resolve(raw_settings if isinstance(raw_settings, Mapping) else {},
+                           service.settings)
         if service.needs_hosts and isinstance(settings.get("hosts"), list):
             for h in settings["hosts"]:
-                if h not in hosts:
+                if not isinstance(h, str) or h not in hosts:
                     bad(f"{where}.settings.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
         services[sname] = ServiceSpec(sname, kind, host, settings)
     if workload is not None:
@@ -319,8 +391,10 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     raw_clients = data.get("clients") or {}
     report(check_settings("clients", raw_clients, CLIENT_FIELDS))
     clients_d = resolve(raw_clients if isinstance(raw_clients, Mapping) else {}, CLIENT_FIELDS)
-    for h in clients_d["hosts"] if isinstance(clients_d["hosts"], list) else []:
-        if h not in hosts:
+    if not isinstance(clients_d["hosts"], list):
+        clients_d["hosts"] = []
+    for h in clients_d["hosts"]:
+        if not isinstance(h, str) or h not in hosts:
             bad("clients.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
     for k in ("processes", "connections", "inflight"):
         if isinstance(clients_d[k], int) and clients_d[k] < 1:
@@ -341,12 +415,15 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         if not isinstance(values, list) or not values:
             bad(where, "expected a non-empty list of values")
             continue
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) != len(values):
+        if len({_canon(v) for v in values}) != len(values):
             bad(where, "values repeat")
         setting = _grid_setting(str(gkey), params_schema, services, workload is not None, bad)
         if setting is not None:
             for i, v in enumerate(values):
                 report(check_value(f"{where}.{i}", v, setting))
+                if (str(gkey).startswith("clients.") and isinstance(v, int)
+                        and not isinstance(v, bool) and v < 1):
+                    bad(f"{where}.{i}", f"{v} {str(gkey)[8:]}: must be at least 1")
         grid[str(gkey)] = tuple(values)
 
     reps = data.get("repetitions", 1)
@@ -358,9 +435,21 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     run_d = resolve(raw_run if isinstance(raw_run, Mapping) else {}, RUN_FIELDS)
     if (run_d["ops"] is None) == (run_d["duration_s"] is None):
         bad("run", "give exactly one of run.ops or run.duration_s")
-    for k in ("ops", "duration_s", "rate_ops_s"):
-        if isinstance(run_d[k], (int, float)) and run_d[k] <= 0:
+    for k in ("ops", "duration_s", "rate_ops_s", "timeout_s"):
+        if _number(run_d[k]) and run_d[k] <= 0:
             bad(f"run.{k}", "must be positive")
+    for k in ("warmup_ops", "warmup_s"):
+        if _number(run_d[k]) and run_d[k] < 0:
+            bad(f"run.{k}", "must be 0 or more")
+    for k in ("duration_s", "warmup_s", "timeout_s", "rate_ops_s"):
+        if _number(run_d[k]) and not math.isfinite(run_d[k]):
+            bad(f"run.{k}", f"must be a finite number, not {run_d[k]}")
+    if _number(run_d["max_consecutive_errors"]) and run_d["max_consecutive_errors"] < 1:
+        bad("run.max_consecutive_errors", "must be at least 1")
+    limit = run_d["fail_if_error_rate_above"]
+    if _number(limit) and not 0 <= limit <= 1:
+        bad("run.fail_if_error_rate_above", f"{limit} is not a share of the ops: give a "
+                                            "number from 0 to 1, e.g. 0.05 for 5%")
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "stop"):
         bad("on_failure", "must be 'continue' or 'stop'")
@@ -424,7 +513,7 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
         return ()
     if run_d["duration_s"] is None:
         bad("timeline", "needs run.duration_s: events happen at times within the run")
-    length = (run_d["duration_s"] or 0) + (run_d["warmup_s"] or 0)
+    length = sum(v for v in (run_d["duration_s"], run_d["warmup_s"]) if _number(v))
     events = []
     for i, ev in enumerate(raw):
         where = f"timeline.{i}"
@@ -442,7 +531,7 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
             bad(f"{where}.at_s", f"{at} s is not within the run ({length:g} s)")
         if not isinstance(args, Mapping):
             bad(f"{where}.args", "expected a mapping")
-        if sname not in services:
+        if not isinstance(sname, str) or sname not in services:
             bad(f"{where}.service", f"unknown service {sname!r}; services: {sorted(services)}")
             continue
         kind = services[sname].kind
@@ -529,6 +618,42 @@ def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, 
         if ok:
             hosts[str(hname)] = HostSpec(name=str(hname), **entry)
     return hosts
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _canon(value: Any) -> str:
+    """A comparable text of a YAML value (mappings may mix key types)."""
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def check_grid(spec: Spec) -> list[tuple[str, str]]:
+    """(field, problem) of a grid that cannot run as meant: more than `MAX_RUNS` runs,
+    every point excluded, or fewer ops per run than client processes to share them."""
+    configs = math.prod(len(v) for v in spec.grid.values())
+    if configs * spec.repetitions > MAX_RUNS:
+        sizes = " x ".join(str(len(v)) for v in spec.grid.values()) or "1"
+        return [("grid", f"{sizes} configurations x {spec.repetitions} repetitions = "
+                         f"{configs * spec.repetitions:,} runs, more than {MAX_RUNS:,}; "
+                         "narrow the grid or split the experiment")]
+    plans = expand(spec)
+    if not plans:
+        return [("exclude", f"every one of the grid's {configs} configurations is excluded; "
+                            "nothing would run")]
+    problems: dict[tuple[str, str], None] = {}
+    where = "grid.clients.processes" if "clients.processes" in spec.grid else "run.ops"
+    for plan in plans:
+        ops, procs = plan.size.ops, plan.clients.processes
+        if ops is not None and ops < procs:
+            problems[(where, f"{ops} ops cannot be shared by {procs} client processes (each "
+                             "needs at least one); raise run.ops or lower clients.processes")
+                     ] = None
+    return list(problems)
 
 
 def config_id(grid_point: Mapping[str, Any]) -> str:

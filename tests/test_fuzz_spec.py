@@ -1,0 +1,196 @@
+"""Fuzzing the spec loader: whatever the file holds, `load_spec` returns a Spec or raises
+SpecError naming the file; never another exception, never a hang.
+
+Two generators, both deterministic (`derandomize=True`) and bounded: random YAML-ish
+documents (nested mappings, lists and scalars, dumped as YAML or as broken text), and
+mutations of the built-in specs in experiments/ (keys deleted, values swapped for other
+types, junk keys inserted, text truncated or spliced). The counts of each outcome are
+printed (`pytest -s`) for the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import SpecError
+from harness.spec import Spec, expand, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILTIN = sorted((ROOT / "experiments").glob("*.yaml"))
+EXAMPLES = 400
+
+FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+# Keys a spec uses, so random documents reach past the top-level checks.
+KEYS = ["name", "workload", "hosts", "services", "clients", "params", "grid", "run",
+        "repetitions", "on_failure", "timeline", "exclude", "inventory", "kind", "host",
+        "settings", "target", "python", "processes", "connections", "inflight", "ops",
+        "duration_s", "warmup_ops", "timeout_s", "op", "memory_mb", "at_s", "action",
+        "fail_if_error_rate_above", "clients.processes", "services.cache.threads",
+        "memcached", "postgres", "localhost", "datastore_memcache", "memcache_mix"]
+
+SPLICES = [":", "- ", "{", "]", "\t", "&a", "*a", "!!python/object:os.system", "'",
+           "\n  x: 1\n", "\n- 1\n", "? ", "|\n", "%YAML 1.1\n", "---\n"]
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**12, 10**12),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.sampled_from(KEYS),
+)
+keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=12), st.integers(-5, 5),
+                 st.booleans())
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5),
+                            st.dictionaries(keys, inner, max_size=6)),
+    max_leaves=25,
+)
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path to a value inside nested dicts and lists."""
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _parent(doc: Any, path: tuple) -> Any:
+    for p in path[:-1]:
+        doc = doc[p]
+    return doc
+
+
+@st.composite
+def mutated_builtin(draw: st.DrawFn) -> str:
+    """A built-in spec with 1-4 structural mutations, then maybe a text mutation."""
+    source = draw(st.sampled_from(BUILTIN))
+    doc = copy.deepcopy(yaml.safe_load(source.read_text()))
+    for _ in range(draw(st.integers(1, 4))):
+        paths = _paths(doc)
+        path = draw(st.sampled_from(paths))
+        parent = _parent(doc, path)
+        action = draw(st.sampled_from(["delete", "replace", "insert", "wrap"]))
+        if action == "delete":
+            del parent[path[-1]]
+        elif action == "replace":
+            parent[path[-1]] = draw(values)
+        elif action == "wrap":
+            parent[path[-1]] = [parent[path[-1]]]
+        elif isinstance(parent, dict):
+            parent[draw(keys)] = draw(values)
+        else:
+            parent.insert(draw(st.integers(0, len(parent))), draw(values))
+    text = yaml.safe_dump(doc, sort_keys=False)
+    return _text_mutation(draw, text)
+
+
+def _text_mutation(draw: st.DrawFn, text: str) -> str:
+    action = draw(st.sampled_from(["none", "none", "truncate", "splice", "drop_line"]))
+    if action == "truncate" and text:
+        return text[:draw(st.integers(0, len(text) - 1))]
+    if action == "splice":
+        at = draw(st.integers(0, len(text)))
+        junk = draw(st.one_of(st.text(max_size=10), st.sampled_from(SPLICES)))
+        return text[:at] + junk + text[at:]
+    if action == "drop_line":
+        lines = text.splitlines(keepends=True)
+        if lines:
+            del lines[draw(st.integers(0, len(lines) - 1))]
+        return "".join(lines)
+    return text
+
+
+@st.composite
+def random_document(draw: st.DrawFn) -> str:
+    doc = draw(st.one_of(values, st.dictionaries(st.sampled_from(KEYS), values, max_size=8)))
+    try:
+        text = yaml.safe_dump(doc, sort_keys=False)
+    except yaml.YAMLError:  # e.g. a key YAML cannot represent: use its repr instead
+        text = repr(doc)
+    return _text_mutation(draw, text)
+
+
+def _check(path: Path, text: str, counts: Counter) -> None:
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        assert exc.problems, "a SpecError must say what is wrong"
+        for problem in exc.problems:
+            assert problem.startswith(str(path)), problem  # names the file
+        counts["SpecError"] += 1
+        return
+    assert isinstance(spec, Spec)
+    assert expand(spec)  # a valid spec has at least one run
+    counts["valid Spec"] += 1
+
+
+@pytest.mark.parametrize("kind", ["random documents", "mutated built-in specs"])
+def test_load_spec_returns_a_spec_or_raises_spec_error(kind: str, tmp_path: Path) -> None:
+    counts: Counter = Counter()
+    strategy = random_document() if kind == "random documents" else mutated_builtin()
+
+    @FUZZ
+    @given(text=strategy)
+    def check(text: str) -> None:
+        _check(tmp_path / "fuzz.yaml", text, counts)
+
+    check()
+    print(f"\nfuzz load_spec, {kind}: {sum(counts.values())} examples: {dict(counts)}")
+    assert sum(counts.values()) >= EXAMPLES * 0.9
+    assert counts["SpecError"] > 0
+    if kind == "mutated built-in specs":
+        assert counts["valid Spec"] > 0  # mutations that keep a spec valid are tried too
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+PATHOLOGICAL = {
+    "not UTF-8": b"\xff\xfe\x00junk",
+    "NUL character": b"name: \x00\x01",
+    "continuation bytes": b"name: t\n\x80\x80",
+    "empty": b"",
+    "nested 3000 deep": b"[" * 3000 + b"]" * 3000,
+    "nested 100 deep": b"a: " + b"{a: " * 100 + b"1" + b"}" * 100,
+    "aliases expanding to 9**9 values": LAUGHS.encode(),
+    "a python tag": b"name: !!python/object/apply:os.system ['true']\n",
+}
+
+
+@pytest.mark.parametrize("case", PATHOLOGICAL)
+def test_pathological_documents_are_quick_spec_errors(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(PATHOLOGICAL[case])
+    t0 = time.monotonic()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert time.monotonic() - t0 < 5
+    assert all(p.startswith(str(path)) for p in info.value.problems), info.value.problems
+
+
+@FUZZ
+@given(overrides=st.dictionaries(
+    st.one_of(st.sampled_from(["run.ops", "repetitions", "clients.processes", "grid.op",
+                               "services.cache.settings.memory_mb", "run.timeout_s",
+                               "hosts.server", "name", "run.fail_if_error_rate_above"]),
+              st.text(min_size=1, max_size=15)),
+    values, max_size=3))
+def test_overrides_on_the_seed_spec_never_crash(overrides: dict[str, Any]) -> None:
+    with contextlib.suppress(SpecError):
+        load_spec(ROOT / "experiments" / "datastore_vs_memcache.yaml", overrides)

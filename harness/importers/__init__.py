@@ -6,8 +6,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
+
+from harness.errors import ImportFormatError
 from harness.importers.base import Importer, ImportOptions, ImportResult, ParsedRun, Records
 from harness.importers.cluster_perf import ClusterPerf
 from harness.importers.gae_bench import GaeBench
@@ -24,9 +28,40 @@ for _importer in (PerfcTest(), GaeBench(), ClusterPerf(), KvReport(), MemtierJso
     IMPORTERS.add(_importer.name, _importer)
 
 
+#: Aggregated records are expanded to one record per op: a larger count in one run is
+#: a damaged file, not a measurement.
+MAX_RECORDS_PER_OP = 10**8
+
+
 def import_file(fmt: str, path: Path, options: ImportOptions | None = None) -> ImportResult:
-    """Parse `path` as `fmt`; raises ImportFormatError if nothing in it is recognisable."""
-    return IMPORTERS.get(fmt).parse(Path(path), options or ImportOptions())
+    """Parse `path` as `fmt`; raises ImportFormatError if nothing in it is recognisable,
+    or if what was parsed cannot be stored (absurd counts or times: a damaged file)."""
+    result = IMPORTERS.get(fmt).parse(Path(path), options or ImportOptions())
+    for run in result.runs:
+        where = f"{path}:{run.line}" if run.line else str(path)
+        for rec in run.records:
+            problem = _implausible(rec)
+            if problem:
+                raise ImportFormatError(f"{where}: {rec.op}: {problem}; is the file damaged?")
+    return result
+
+
+def _implausible(rec: Records) -> str | None:
+    if rec.latencies_ns is not None:
+        lat = rec.latencies_ns
+        if len(lat) > MAX_RECORDS_PER_OP:
+            return f"{len(lat):,} latencies, more than {MAX_RECORDS_PER_OP:,}"
+        if not (np.isfinite(lat).all() and (lat >= 0).all() and (lat < 2**62).all()):
+            return "a latency that is negative, not finite or too large"
+    else:
+        if rec.count > MAX_RECORDS_PER_OP:
+            return f"{rec.count:,} ops, more than {MAX_RECORDS_PER_OP:,} records can hold"
+        if not (math.isfinite(rec.total_ns) and 0 <= rec.total_ns < 2**62):
+            return f"total time {rec.total_ns} ns is negative, not finite or too large"
+    if rec.wall_ns is not None and not (math.isfinite(rec.wall_ns)
+                                        and 0 < rec.wall_ns < 2**62):
+        return f"wall time {rec.wall_ns} ns is not a positive finite time"
+    return None
 
 
 __all__ = [

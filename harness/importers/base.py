@@ -162,5 +162,6 @@ def nothing_found(path: Path, fmt: str) -> ImportFormatError:
 
 
 def slug(text: str) -> str:
-    """An op name from a free-text test name: ``'MSET (10 keys)'`` -> ``'mset_10_keys'``."""
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    """An op name from a free-text test name: ``'MSET (10 keys)'`` -> ``'mset_10_keys'``
+    (``'unnamed'`` when nothing of it is a letter or digit)."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "unnamed"

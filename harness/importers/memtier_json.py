@@ -32,6 +32,7 @@ One run per file. Params: ``op`` (the op types present, e.g. ``get+set``), ``thr
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,22 @@ _NS_PER_MS = 1e6
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A finite number, or None (a damaged file may hold anything where one belongs)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _duration_ms(stats: dict, info: dict) -> float | None:
-    runtime = stats.get("Runtime") or {}
+    runtime = _dict(stats.get("Runtime"))
     total = _num(runtime.get("Total duration"))
     unit = str(runtime.get("Time unit", "MILLISECONDS")).upper()
     if total and total > 0:
@@ -71,7 +83,8 @@ def _params(config: dict) -> dict[str, Any]:
     for src, dst in (("threads", "threads"), ("clients", "connections"),
                      ("pipeline", "pipeline"), ("data_size", "value_size_bytes"),
                      ("protocol", "protocol")):
-        if config.get(src) is not None:
+        if isinstance(config.get(src), int | float | str) and not isinstance(
+                config.get(src), bool):
             out[dst] = config[src]
     ratio = str(config.get("ratio", ""))
     sets, _, gets = ratio.partition(":")
@@ -109,8 +122,8 @@ class MemtierJson:
         if section != "ALL STATS":
             result.notes.append(f"several runs in the file: their {section!r} imported")
         stats = data[section]
-        config = data.get("configuration") or {}
-        info = data.get("run information") or {}
+        config = _dict(data.get("configuration"))
+        info = _dict(data.get("run information"))
         dur_ms = _duration_ms(stats, info)
         notes: list[str] = ["aggregated records: percentiles in the summary are the mean; "
                             "memtier's own percentiles are in extra.stated"]
@@ -132,7 +145,7 @@ class MemtierJson:
             if count is None and rate and dur_ms:
                 count = round(rate * dur_ms / 1000)
                 notes.append(f"{key}: no Count in the file; {count} = Ops/sec x duration")
-            if not count or mean is None:
+            if not count or count < 1 or mean is None or mean < 0:
                 continue
             records.append(Records.aggregate(
                 op, int(count), mean * _NS_PER_MS * int(count),

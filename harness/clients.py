@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.errors import HarnessError, HostError
 from harness.hosts import CommandResult, Host, LocalHost, Process
@@ -22,7 +22,12 @@ from harness.results import OpsArrays
 from harness.services.base import Endpoint
 from harness.spec import RunPlan
 
+T = TypeVar("T")
+
 READY_TIMEOUT_S = 120.0
+#: How long `wait` keeps trying to get a dropped SSH connection back (the client
+#: processes run on without it) before it gives the run up.
+RECONNECT_DEADLINE_S = 120.0
 
 
 @dataclass
@@ -43,6 +48,17 @@ class Collected:
     interrupted: bool = False
 
 
+def _once_more(host: Host, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, tried a second time on a host that reconnects a dropped link (for
+    steps that only read, so a repeat is harmless)."""
+    try:
+        return fn(*args)
+    except HostError:
+        if not hasattr(host, "reconnect"):
+            raise
+        return fn(*args)
+
+
 def split(total: int, parts: int) -> list[int]:
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -61,6 +77,9 @@ class ClientGroup:
         self.workers: list[Worker] = []
         #: host name -> {"offset_ns", "uncertainty_ns"}, estimated in `go`.
         self.clock_offsets: dict[str, dict[str, int]] = {}
+        #: What happened without costing records (a reconnected SSH link), for the
+        #: manifest's `error`; it does not make a run partial.
+        self.notes: list[str] = []
 
     def start(self) -> None:
         plan, size = self.plan, self.plan.size
@@ -139,24 +158,68 @@ class ClientGroup:
         return start_at
 
     def wait(self) -> bool:
-        """Wait for every process to exit. Returns True if interrupted (Ctrl-C)."""
+        """Wait for every process to exit. Returns True if interrupted (Ctrl-C).
+
+        Survives a dropped SSH connection: the processes run in sessions of their own and
+        go on without it, so the host reconnects (with backoff) and the wait starts over,
+        for up to `RECONNECT_DEADLINE_S`; a note says so in the manifest.
+        """
         try:
             for workers in self._by_host().values():
-                self._ctl(workers[0].host, "wait", *(str(w.process.pid) for w in workers))
+                self._wait_host(workers[0].host, [str(w.process.pid) for w in workers])
         except KeyboardInterrupt:
             self.stop()
             return True
         return False
 
+    def _wait_host(self, host: Host, pids: list[str]) -> None:
+        lost_at: float | None = None
+        before = getattr(host, "reconnects", 0)
+        while True:
+            try:
+                self._ctl(host, "wait", *pids)
+                break
+            except HostError as exc:
+                # Only a lost link (or a wait killed with it) is worth waiting out.
+                exit_code = getattr(getattr(exc, "result", None), "returncode", -1)
+                if not hasattr(host, "reconnect") or exit_code != -1:
+                    raise
+                now = time.monotonic()
+                lost_at = lost_at if lost_at is not None else now
+                if now - lost_at > RECONNECT_DEADLINE_S:
+                    raise HostError(
+                        f"{host.name}: SSH connection lost during the run and not back "
+                        f"within {RECONNECT_DEADLINE_S:.0f} s ({exc}); the client "
+                        f"processes may still be running there") from exc
+                time.sleep(0.2)  # the next command reconnects, with its own backoff
+        if lost_at is not None:
+            log = getattr(host, "reconnect_log", [])[before:]
+            self.notes.append(
+                f"client host {host.name}: the SSH connection dropped during the run and "
+                f"was re-established ({'; '.join(log) or 'reconnected'}); the client "
+                "processes ran on, and their records were collected")
+
     def stop(self, grace_s: float = 15.0) -> None:
-        """Ask processes to stop (they save what they measured), then make sure."""
+        """Ask processes to stop (they save what they measured), then make sure. A host
+        that cannot be reached is noted (its processes may still run there)."""
+        unreachable: dict[str, str] = {}
         for w in self.workers:
-            w.host.signal(w.process, "TERM", group=False)
+            try:
+                w.host.signal(w.process, "TERM", group=False)
+            except HostError as exc:
+                unreachable.setdefault(w.host.name, str(exc).splitlines()[0])
         deadline = time.monotonic() + grace_s
         for w in self.workers:
-            while w.host.is_alive(w.process) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            w.host.stop(w.process, timeout_s=1.0)
+            if w.host.name in unreachable:
+                continue
+            try:
+                while w.host.is_alive(w.process) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                w.host.stop(w.process, timeout_s=1.0)
+            except HostError as exc:
+                unreachable.setdefault(w.host.name, str(exc).splitlines()[0])
+        for name, why in unreachable.items():
+            self.notes.append(f"could not stop the client processes on {name}: {why}")
 
     def collect(self) -> Collected:
         parts: list[OpsArrays] = []
@@ -165,15 +228,15 @@ class ClientGroup:
         with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
             for workers in self._by_host().values():
                 host = workers[0].host
-                found = json.loads(self._ctl(host, "status",
-                                             *(w.files["status"] for w in workers)).stdout)
+                found = json.loads(_once_more(host, self._ctl, host, "status",
+                                              *(w.files["status"] for w in workers)).stdout)
                 for w in workers:
                     status: dict[str, Any] = {"client": w.client_id, "host": host.name}
                     status.update(found.get(w.files["status"]) or {
                         "state": "failed", "error": "no status file (the process died)"})
                     local = Path(tmp) / f"c{w.client_id}.npz"
                     try:
-                        host.get(w.files["out"], local)
+                        _once_more(host, host.get, w.files["out"], local)
                         parts.append(OpsArrays.load_npz(local))
                     except HostError:
                         pass  # no records file: the status says why

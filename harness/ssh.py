@@ -9,6 +9,7 @@ is what OpenSSH runs the command string with.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shlex
@@ -27,6 +28,13 @@ from harness.errors import HostError, HostKeyError
 from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
 
 _CHUNK = 1 << 16
+#: Pauses before each attempt to replace a dead connection: bounded, growing backoff.
+RECONNECT_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
+#: How long opening a channel may take on a connection that looks alive.
+OPEN_CHANNEL_TIMEOUT_S = 30.0
+#: After a channel ended without an exit status, how long to wait for the transport to
+#: notice a dead link (paramiko closes the channels before it marks itself inactive).
+DEATH_GRACE_S = 2.0
 
 
 def parse_target(target: str) -> tuple[str | None, str, int | None]:
@@ -112,6 +120,45 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def _open_client(spec: HostSpec, ep: Endpoint) -> paramiko.SSHClient:
+    """A connected paramiko client for `ep` with the host key verified; HostKeyError or
+    HostError with an actionable message otherwise."""
+    known_name = ep.host if ep.port == 22 else f"[{ep.host}]:{ep.port}"
+    where = f"{spec.name} ({ep.user}@{ep.host}:{ep.port}, target {spec.target!r})"
+    client = paramiko.SSHClient()
+    try:
+        for path in ep.known_hosts:
+            if path.exists():
+                client.get_host_keys().load(str(path))
+        client.set_missing_host_key_policy(_KnownHostsPolicy(spec, ep))
+        t = spec.connect_timeout_s
+        client.connect(
+            ep.host, ep.port, username=ep.user, key_filename=[str(k) for k in ep.key_files],
+            allow_agent=True, look_for_keys=True, timeout=t, banner_timeout=t, auth_timeout=t,
+        )
+    except HostKeyError:
+        client.close()
+        raise
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyError(
+            f"{where}: SSH host key for {ep.host}:{ep.port} does not match known_hosts "
+            f"({ep.known_hosts[0]}): server offered {exc.key.get_name()} "
+            f"{exc.key.fingerprint}, expected {exc.expected_key.get_name()} "
+            f"{exc.expected_key.fingerprint}. Refusing to connect: possible "
+            "man-in-the-middle attack. If the host was reinstalled, remove the old key "
+            f"with `ssh-keygen -R '{known_name}' -f {ep.known_hosts[0]}` and add the "
+            "new one after checking its fingerprint."
+        ) from None
+    except (paramiko.SSHException, OSError, EOFError, ValueError) as exc:
+        client.close()
+        raise HostError(f"{where}: {_connect_failure(exc, spec.connect_timeout_s)}") from exc
+    transport = client.get_transport()
+    if transport is not None:
+        transport.set_keepalive(30)  # long runs must not be cut by idle NAT timeouts
+    return client
+
+
 class SSHHost(Host):
     """A machine reached over SSH; open one with `SSHHost.connect(spec)`."""
 
@@ -120,47 +167,65 @@ class SSHHost(Host):
         self.address = spec.address or endpoint.host
         self.python = spec.python or "python3"
         self.target = f"{endpoint.user}@{endpoint.host}:{endpoint.port}"
+        self._spec, self._endpoint = spec, endpoint
         self._client = client
         self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_transport: paramiko.Transport | None = None
         self._sftp_lock = threading.Lock()
+        self._conn_lock = threading.RLock()
+        #: Connections opened in place of dead ones, and a line about each.
+        self.reconnects = 0
+        self.reconnect_log: list[str] = []
+        self._closed = False
 
     @classmethod
     def connect(cls, spec: HostSpec) -> SSHHost:
         ep = resolve(spec)
-        known_name = ep.host if ep.port == 22 else f"[{ep.host}]:{ep.port}"
-        where = f"{spec.name} ({ep.user}@{ep.host}:{ep.port}, target {spec.target!r})"
-        client = paramiko.SSHClient()
-        try:
-            for path in ep.known_hosts:
-                if path.exists():
-                    client.get_host_keys().load(str(path))
-            client.set_missing_host_key_policy(_KnownHostsPolicy(spec, ep))
-            t = spec.connect_timeout_s
-            client.connect(
-                ep.host, ep.port, username=ep.user, key_filename=[str(k) for k in ep.key_files],
-                allow_agent=True, look_for_keys=True, timeout=t, banner_timeout=t, auth_timeout=t,
-            )
-        except HostKeyError:
-            client.close()
-            raise
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise HostKeyError(
-                f"{where}: SSH host key for {ep.host}:{ep.port} does not match known_hosts "
-                f"({ep.known_hosts[0]}): server offered {exc.key.get_name()} "
-                f"{exc.key.fingerprint}, expected {exc.expected_key.get_name()} "
-                f"{exc.expected_key.fingerprint}. Refusing to connect: possible "
-                "man-in-the-middle attack. If the host was reinstalled, remove the old key "
-                f"with `ssh-keygen -R '{known_name}' -f {ep.known_hosts[0]}` and add the "
-                "new one after checking its fingerprint."
-            ) from None
-        except (paramiko.SSHException, OSError, EOFError, ValueError) as exc:
-            client.close()
-            raise HostError(f"{where}: {_connect_failure(exc, spec.connect_timeout_s)}") from exc
-        transport = client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(30)  # long runs must not be cut by idle NAT timeouts
-        return cls(spec, client, ep)
+        return cls(spec, _open_client(spec, ep), ep)
+
+    def reconnect(self, reason: str) -> None:
+        """Replace the connection with a new one (same endpoint, same host-key checks),
+        trying after each pause of `RECONNECT_DELAYS_S`: HostError when every try failed,
+        HostKeyError at once if the host key is now unknown or different. Processes
+        started with `start` run in sessions of their own and outlive the old connection;
+        a command that was running over it is not re-run."""
+        with self._conn_lock:
+            self._sftp = self._sftp_transport = None  # on the dead transport; reopened lazily
+            with contextlib.suppress(Exception):  # whatever state the dead client is in
+                self._client.close()
+            last: HostError | None = None
+            t0 = time.monotonic()
+            for attempt, delay in enumerate(RECONNECT_DELAYS_S, 1):
+                time.sleep(delay)
+                try:
+                    self._client = _open_client(self._spec, self._endpoint)
+                except HostKeyError:
+                    raise
+                except HostError as exc:
+                    last = exc
+                    continue
+                self.reconnects += 1
+                self.reconnect_log.append(
+                    f"SSH connection to {self.target} lost ({reason}); re-established after "
+                    f"{time.monotonic() - t0:.1f} s (attempt {attempt})")
+                return
+            raise HostError(
+                f"{self.name}: SSH connection to {self.target} lost ({reason}) and not "
+                f"re-established: {len(RECONNECT_DELAYS_S)} attempts over "
+                f"{sum(RECONNECT_DELAYS_S):g} s failed; last: {last}")
+
+    def _live_transport(self) -> paramiko.Transport:
+        """The connection's transport; a dead one is replaced first (`reconnect`)."""
+        with self._conn_lock:
+            if self._closed:
+                raise HostError(f"{self.name}: SSH connection to {self.target} was closed")
+            transport = self._client.get_transport()
+            if transport is None or not transport.is_active():
+                self.reconnect("found closed")
+                transport = self._client.get_transport()
+            if transport is None:
+                raise HostError(f"{self.name}: SSH connection to {self.target} is closed")
+            return transport
 
     # -- primitives ---------------------------------------------------------------
     def run(
@@ -227,10 +292,7 @@ class SSHHost(Host):
         """Ping-pong with one `workerctl clock` process over one channel and keep the
         exchange with the shortest round trip (as NTP does): a one-shot remote command
         would be skewed by the ~0.1-0.2 s shell start-up on one side of the exchange."""
-        transport = self._client.get_transport()
-        if transport is None or not transport.is_active():
-            raise HostError(f"{self.name}: SSH connection is closed")
-        chan = transport.open_session(timeout=10)
+        chan = self._live_transport().open_session(timeout=10)
         try:
             chan.exec_command(_command([self.python, "-m", "harness.workerctl", "clock"], None))
             stream = chan.makefile("rb")
@@ -252,38 +314,47 @@ class SSHHost(Host):
             chan.close()
 
     def put(self, local: Path | str, remote: str) -> None:
+        transport = self._live_transport()  # outside the SFTP lock: it may reconnect
         with self._sftp_lock:
             try:
-                self._open_sftp().put(str(local), remote)
-            except OSError as exc:
+                self._open_sftp(transport).put(str(local), remote)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
 
     def get(self, remote: str, local: Path | str) -> None:
+        transport = self._live_transport()
         with self._sftp_lock:
             try:
                 # Open the remote file first so a missing one leaves no empty local file.
-                with self._open_sftp().open(remote, "rb") as src:
+                with self._open_sftp(transport).open(remote, "rb") as src:
                     src.prefetch()
                     with open(local, "wb") as dst:
                         while chunk := src.read(_CHUNK):
                             dst.write(chunk)
-            except OSError as exc:
+            except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
 
     def close(self) -> None:
         with self._sftp_lock:
             if self._sftp is not None:
-                self._sftp.close()
-                self._sftp = None
-        self._client.close()
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    self._sftp.close()
+                self._sftp = self._sftp_transport = None
+        with self._conn_lock:
+            self._closed = True
+            self._client.close()
 
     # -- helpers ------------------------------------------------------------------
-    def _open_sftp(self) -> paramiko.SFTPClient:
-        if self._sftp is None:
+    def _open_sftp(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
+        """The SFTP session on `transport` (a new one after a reconnect)."""
+        if self._sftp is None or self._sftp_transport is not transport:
             try:
-                self._sftp = self._client.open_sftp()
-            except (paramiko.SSHException, OSError) as exc:
+                sftp = paramiko.SFTPClient.from_transport(transport)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
                 raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
+            if sftp is None:
+                raise HostError(f"{self.name}: cannot open SFTP on {self.target}")
+            self._sftp, self._sftp_transport = sftp, transport
         return self._sftp
 
     def _exec(
@@ -294,16 +365,29 @@ class SSHHost(Host):
         stdin is written and stdout/stderr read in parallel threads: a command that
         fills one stream's window while we block on another would otherwise hang.
         """
-        transport = self._client.get_transport()
-        if transport is None or not transport.is_active():
-            raise HostError(f"{self.name}: SSH connection to {self.target} is closed")
+        transport = self._live_transport()
         out: list[bytes] = []
         err: list[bytes] = []
         try:
-            chan = transport.open_session(timeout=timeout)
+            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            if transport.is_active():  # e.g. the server refused a channel: not a dead link
+                raise HostError(f"{self.name}: SSH channel to {self.target} refused: "
+                                f"{exc}") from exc
+            # Nothing was started over the dead link: replace it, then try once more.
+            self.reconnect(f"opening a channel failed: {exc or type(exc).__name__}")
+            transport = self._live_transport()
+            try:
+                chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+            except (paramiko.SSHException, OSError, EOFError) as exc2:
+                raise HostError(f"{self.name}: SSH connection to {self.target} failed: "
+                                f"{exc2}") from exc2
+        try:
             chan.exec_command(command)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise HostError(f"{self.name}: SSH connection to {self.target} failed: {exc}") from exc
+            chan.close()
+            raise HostError(f"{self.name}: SSH connection to {self.target} failed as a "
+                            f"command started (it may have run; not retried): {exc}") from exc
 
         def read(recv: Callable[[int], bytes], sink: list[bytes]) -> None:
             while chunk := recv(_CHUNK):
@@ -334,9 +418,24 @@ class SSHHost(Host):
             else:
                 # paramiko ignores `exit-signal`: a command killed by a signal reports -1.
                 status = chan.exit_status
-        if status == -1 and not transport.is_active():
-            raise HostError(f"{self.name}: SSH connection to {self.target} was lost")
+        if status == -1 and _dies_within(transport, DEATH_GRACE_S):
+            # The command's fate is unknown; it is not re-run, but the next command
+            # reconnects (`_live_transport`).
+            raise HostError(f"{self.name}: SSH connection to {self.target} was lost while a "
+                            "command ran (not re-run)")
         return _decode(out), _decode(err), status
+
+
+def _dies_within(transport: paramiko.Transport, seconds: float) -> bool:
+    """True if `transport` is or becomes inactive within `seconds`: a channel that ended
+    without an exit status is either a command killed by a signal (the transport stays
+    up) or a dead link (the transport goes down just after closing its channels)."""
+    deadline = time.monotonic() + seconds
+    while transport.is_active():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _command(argv: Sequence[str], env: Mapping[str, str] | None) -> str:

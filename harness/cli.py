@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,30 @@ from harness import paths
 from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process killed by TERM
+#: Set when SIGTERM stopped `harness run` (it then exits EXIT_TERMINATED, not 130).
+_terminated = threading.Event()
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While `harness run` runs, SIGTERM stops it as Ctrl-C does (clients and servers
+    stopped, the current run kept as partial); a second SIGTERM during that clean-up is
+    ignored so that it can finish."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        _terminated.set()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 IMPORT_SHOWN_SKIPPED = 5
 
 
@@ -39,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
         print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}); nothing was started")
         return EXIT_OK
-    outcomes = runner.run()
+    with _sigterm_as_ctrl_c():
+        outcomes = runner.run()
     failed = sum(o.status == "failed" for o in outcomes)
     partial = sum(o.status == "partial" for o in outcomes)
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
@@ -287,20 +316,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: object = None, line: str | None = None) -> None:
+    """Warnings (e.g. a corrupt run skipped) as one line each, without source lines."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SpecError as exc:
-        print("\n".join(f"error: {p}" for p in exc.problems), file=sys.stderr)
-        return EXIT_USAGE
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("interrupted: servers and clients stopped; the current run was kept as "
-              "partial. Continue with --resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    _terminated.clear()
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return int(args.func(args))
+        except SpecError as exc:
+            print("\n".join(f"error: {p}" for p in exc.problems), file=sys.stderr)
+            return EXIT_USAGE
+        except HarnessError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            what = "terminated (SIGTERM)" if _terminated.is_set() else "interrupted"
+            print(f"{what}: servers and clients stopped; the current run was kept as "
+                  "partial. Continue with --resume.", file=sys.stderr)
+            return EXIT_TERMINATED if _terminated.is_set() else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import secrets
 import sys
@@ -22,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from harness.clients import ClientGroup
-from harness.errors import HarnessError, HostError, SpecError
+from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
 from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
@@ -85,6 +86,21 @@ def _target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
     """An open-loop run met its target when it achieved at least 95% of the rate; below
     that the clients could not keep the schedule and the latencies include their lag."""
     return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))
+
+
+def _write_failure(exp_dir: Path, plan: RunPlan, run_id: str, records: int,
+                   exc: OSError) -> ResultsError:
+    """The one-line error that stops the grid when a run cannot be written (the run's
+    temporary directory is gone already: `write_run` removes it)."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc) or (
+        "[errno 28]" in str(exc).lower())
+    what = ("no space left on the device" if full else
+            f"cannot write there ({exc.strerror or exc})")
+    return ResultsError(
+        f"{exp_dir}: {what} while writing run {run_id} ({plan.label()}): its {records:,} "
+        "records are lost; the runs written before it are intact. "
+        + ("Free some space there" if full else "Fix that")
+        + " and continue with `harness run SPEC --resume`.")
 
 
 def run_id_for(plan: RunPlan) -> str:
@@ -180,7 +196,10 @@ class Runner:
                         bar.update(1)
                         self.say(self._line(outcome, len(outcomes), len(plans)))
                         if outcome.status == "failed" and self.spec.on_failure == "stop":
-                            self.say("on_failure: stop -- the remaining runs are skipped")
+                            left = len(plans) - len(outcomes)
+                            self.say(f"on_failure: stop -- run {len(outcomes)} "
+                                     f"({plan.label()}) failed; the remaining {left} run(s) "
+                                     "are skipped (`harness run --resume` continues them)")
                             return outcomes
         return outcomes
 
@@ -215,7 +234,13 @@ class Runner:
         group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops)
         baseline: Any = None
         timeline: Timeline | None = None
+        gone: list[str] = []
         try:
+            # A server that died in an earlier run of this group stays dead: fail fast.
+            gone = [n for n, s in running.items() if not s.alive()]
+            if gone:
+                raise ServiceError(f"server(s) not running before the run: {', '.join(gone)} "
+                                   "(stopped during an earlier run); no clients started")
             asyncio.run(self.workload.prepare(endpoints, plan.params))
             baseline = asyncio.run(self.workload.baseline(endpoints, plan.params))
             group.start()
@@ -244,12 +269,17 @@ class Runner:
             errors += got.errors
         except (HarnessError, OSError) as exc:
             errors.append(f"collecting records: {exc}")
-        dead = [n for n, s in running.items() if not s.alive()]
+        dead = [n for n, s in running.items() if n not in gone and not s.alive()]
         if dead:
             errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
         n, rate, p50, p99, err = quick_stats(ops)
+        limit = plan.size.fail_if_error_rate_above
         if n == 0:
             status = "failed"
+        elif limit is not None and err > limit:
+            status = "failed"  # by the spec's policy; the records are kept all the same
+            errors.insert(0, f"error rate {err:.2%} is above run.fail_if_error_rate_above "
+                             f"({limit:.2%})")
         elif interrupted or errors or any(w.get("state") != "complete" for w in workers):
             status = "partial"
         else:
@@ -260,7 +290,9 @@ class Runner:
             run_id=run_id_for(plan), experiment=plan.experiment, workload=plan.workload,
             config_id=plan.config_id, repetition=plan.repetition, params=dict(plan.params),
             grid_point=dict(plan.grid_point), status=status, started_utc=started,
-            ended_utc=utcnow(), error="\n".join(errors) or None, hosts=infos, services=sinfo,
+            # Notes (a reconnected SSH link) say what happened without making it partial.
+            ended_utc=utcnow(), error="\n".join(errors + group.notes) or None, hosts=infos,
+            services=sinfo,
             loadgen={"processes": plan.clients.processes,
                      "connections": plan.clients.connections,
                      "inflight": plan.clients.inflight,
@@ -277,7 +309,11 @@ class Runner:
             extra={**({"baseline": baseline} if baseline else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},
         )
-        run_dir = write_run(self.out_dir, manifest, ops)
+        try:
+            run_dir = write_run(self.out_dir, manifest, ops)
+        except OSError as exc:
+            raise _write_failure(self.out_dir / plan.experiment, plan, manifest.run_id,
+                                 len(ops), exc) from None
         if interrupted:
             raise KeyboardInterrupt
         return RunOutcome(plan, run_dir, status, n, rate, p50, p99, err,

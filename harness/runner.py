@@ -14,7 +14,7 @@ import json
 import secrets
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -103,6 +103,44 @@ def _write_failure(exp_dir: Path, plan: RunPlan, run_id: str, records: int,
         + " and continue with `harness run SPEC --resume`.")
 
 
+def completed_throughputs(exp_dir: Path) -> dict[str, dict[int, float]]:
+    """config_id -> {repetition: achieved throughput} of the complete runs in `exp_dir`."""
+    out: dict[str, dict[int, float]] = {}
+    if not exp_dir.is_dir():
+        return out
+    for man in exp_dir.glob(f"*/{MANIFEST}"):
+        try:
+            data = json.loads(man.read_text())
+        except (OSError, ValueError):
+            continue
+        rate = (data.get("loadgen") or {}).get("achieved_rate_ops_s")
+        if data.get("status") == "complete" and rate:
+            out.setdefault(data["config_id"], {})[int(data["repetition"])] = float(rate)
+    return out
+
+
+def ci_halfwidth_pct(samples: list[float], confidence: float = 0.95) -> float | None:
+    """Half-width of the t-based CI of the mean, in % of the mean (None below 2 samples)."""
+    if len(samples) < 2:
+        return None
+    from scipy import stats  # only specs with `until` need it
+
+    a = np.asarray(samples, dtype=float)
+    half = stats.t.ppf((1 + confidence) / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
+    return float(100 * half / a.mean())
+
+
+@dataclass
+class _Context:
+    """What every run of one `harness run` shares: hosts, their facts, client dirs."""
+
+    hosts: dict[str, Host]
+    infos: dict[str, Any]
+    client_hosts: list[Host]
+    workdirs: dict[str, str]
+    kit: dict[str, Any]
+
+
 def run_id_for(plan: RunPlan) -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{plan.config_id[:60]}-r{plan.repetition:03d}-{secrets.token_hex(3)}"
@@ -122,6 +160,7 @@ class Runner:
         self.progress = progress
         self.stream = stream or sys.stderr
         self.workload = WORKLOADS.get(spec.workload)
+        self._gave_up: set[str] = set()
 
     def plans(self) -> list[RunPlan]:
         plans = expand(self.spec)
@@ -164,44 +203,84 @@ class Runner:
     def run(self) -> list[RunOutcome]:
         plans = self.plans()
         outcomes: list[RunOutcome] = []
-        if not plans:
+        if not plans and self.spec.until is None:
             self.say(f"{self.spec.name}: every run is complete already; nothing to do")
             return outcomes
         with self._hosts() as hosts, contextlib.ExitStack() as stack:
-            infos = {name: host_info(h) for name, h in hosts.items()}
-            client_hosts = [hosts[n] for n in self.spec.clients.hosts]
-            workdirs = {}
-            for h in client_hosts:
-                if h.name not in workdirs:
-                    workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
-                    stack.callback(h.remove_tree, workdirs[h.name])
+            ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
+                           [hosts[n] for n in self.spec.clients.hosts], {}, kit_info())
+            for h in ctx.client_hosts:
+                if h.name not in ctx.workdirs:
+                    ctx.workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
+                    stack.callback(h.remove_tree, ctx.workdirs[h.name])
             bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
                                            disable=not self.progress, dynamic_ncols=True,
                                            desc=self.spec.name))
-            groups: dict[str, list[RunPlan]] = {}
-            for p in plans:
-                # A timeline changes the servers: every run gets its own, fresh ones.
-                key = p.services_key() + (f"#{p.index}" if self.spec.timeline else "")
-                groups.setdefault(key, []).append(p)
-            kit = kit_info()
-            for group in groups.values():
-                with self._services(group[0], hosts) as running:
-                    endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
-                    sinfo = {n: s.info() for n, s in running.items()}
-                    for plan in group:
-                        bar.set_postfix_str(plan.label())
-                        outcome = self._run_one(plan, client_hosts, workdirs, endpoints,
-                                                infos, sinfo, kit, running)
-                        outcomes.append(outcome)
-                        bar.update(1)
-                        self.say(self._line(outcome, len(outcomes), len(plans)))
-                        if outcome.status == "failed" and self.spec.on_failure == "stop":
-                            left = len(plans) - len(outcomes)
-                            self.say(f"on_failure: stop -- run {len(outcomes)} "
-                                     f"({plan.label()}) failed; the remaining {left} run(s) "
-                                     "are skipped (`harness run --resume` continues them)")
-                            return outcomes
+            stopped = self._execute(plans, ctx, bar, outcomes)
+            # `until`: more repetitions, one round at a time, for configurations whose
+            # throughput CI is not yet tight enough.
+            while not stopped and self.spec.until is not None:
+                more = self._more_repetitions(len(outcomes))
+                if not more:
+                    break
+                bar.total += len(more)
+                bar.refresh()
+                stopped = self._execute(more, ctx, bar, outcomes)
         return outcomes
+
+    def _execute(self, plans: list[RunPlan], ctx: _Context, bar: tqdm,
+                 outcomes: list[RunOutcome]) -> bool:
+        """Run `plans`, servers shared per service configuration; True if the grid
+        stopped early (on_failure: stop)."""
+        groups: dict[str, list[RunPlan]] = {}
+        for p in plans:
+            # A timeline changes the servers: every run gets its own, fresh ones.
+            key = p.services_key() + (f"#{p.index}" if self.spec.timeline else "")
+            groups.setdefault(key, []).append(p)
+        for group in groups.values():
+            with self._services(group[0], ctx.hosts) as running:
+                endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
+                sinfo = {n: s.info() for n, s in running.items()}
+                for plan in group:
+                    bar.set_postfix_str(plan.label())
+                    outcome = self._run_one(plan, ctx.client_hosts, ctx.workdirs, endpoints,
+                                            ctx.infos, sinfo, ctx.kit, running)
+                    outcomes.append(outcome)
+                    bar.update(1)
+                    self.say(self._line(outcome, len(outcomes), int(bar.total)))
+                    if outcome.status == "failed" and self.spec.on_failure == "stop":
+                        left = int(bar.total) - len(outcomes)
+                        self.say(f"on_failure: stop -- run {len(outcomes)} "
+                                 f"({plan.label()}) failed; the remaining {left} run(s) "
+                                 "are skipped (`harness run --resume` continues them)")
+                        return True
+        return False
+
+    def _more_repetitions(self, next_index: int) -> list[RunPlan]:
+        """One more repetition of every configuration whose 95% CI of throughput (over
+        its complete runs in the output directory) is wider than `until.ci_within_pct`
+        of its mean, up to `until.max_repetitions`. Says which converged and which not."""
+        until = self.spec.until
+        assert until is not None
+        by_config = completed_throughputs(self.out_dir / self.spec.name)
+        more: list[RunPlan] = []
+        for plan in expand(self.spec):
+            if plan.repetition != 1:
+                continue  # one template plan per configuration
+            reps = by_config.get(plan.config_id, {})
+            width = ci_halfwidth_pct(list(reps.values()))
+            label = " ".join(f"{k}={v}" for k, v in plan.grid_point.items()) or "default"
+            if width is not None and width <= until.ci_within_pct:
+                continue
+            last = max(reps, default=0)
+            if last >= until.max_repetitions:
+                if last == until.max_repetitions and plan.config_id not in self._gave_up:
+                    self._gave_up.add(plan.config_id)
+                    self.say(f"until: {label}: 95% CI still ±{width or float('nan'):.1f}% "
+                             f"after {last} repetitions (max_repetitions); stopping there")
+                continue
+            more.append(replace(plan, repetition=last + 1, index=next_index + len(more)))
+        return more
 
     @contextlib.contextmanager
     def _services(

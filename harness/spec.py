@@ -40,6 +40,8 @@ TOP_LEVEL = {
     "timeline": "list of {at_s, action, service, args}: steps run while clients run "
                 "(e.g. add_node); needs run.duration_s",
     "on_failure": "continue | stop: what the grid does after a failed run",
+    "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
+             "throughput is that tight",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
 }
 HOST_FIELDS = {
@@ -121,6 +123,15 @@ class TimelineEvent:
 
 
 @dataclass(frozen=True)
+class UntilRule:
+    """Repeat each configuration until its throughput's 95% CI is within ± this % of
+    the mean, but at most `max_repetitions` times (`repetitions` is the minimum)."""
+
+    ci_within_pct: float
+    max_repetitions: int
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     name: str
@@ -134,6 +145,7 @@ class Spec:
     repetitions: int
     size: RunSize
     on_failure: str = "continue"
+    until: UntilRule | None = None
     timeline: tuple[TimelineEvent, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: Partial grid points to leave out: a point matching every key of one is skipped.
@@ -458,6 +470,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)
     exclude = _validate_exclude(data.get("exclude"), grid, bad)
+    until = _validate_until(data.get("until"), reps, bad)
 
     if not isinstance(name, str) or workload is None:
         return None
@@ -470,7 +483,36 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
         timeline=timeline,
         exclude=exclude,
+        until=until,
     )
+
+
+UNTIL_FIELDS: dict[str, Setting] = {
+    "ci_within_pct": Setting((int, float), None, "stop when the 95% CI half-width of "
+                             "throughput is at most this % of its mean"),
+    "max_repetitions": Setting((int,), 30, "never more repetitions than this"),
+}
+
+
+def _validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | None:
+    """`until`: `repetitions` becomes the minimum; more follow while the CI is wide."""
+    if raw is None:
+        return None
+    problems = check_settings("until", raw, UNTIL_FIELDS)
+    for m in problems:
+        field_, _, msg = m.partition(": ")
+        bad(field_, msg)
+    if problems or not isinstance(raw, Mapping):
+        return None
+    rule = resolve(raw, UNTIL_FIELDS)
+    pct, most = rule["ci_within_pct"], rule["max_repetitions"]
+    if pct is None or not 0 < pct < 100:
+        bad("until.ci_within_pct", "required: a percentage between 0 and 100, e.g. 5")
+        return None
+    if most < max(reps, 2):
+        bad("until.max_repetitions", f"must be at least repetitions ({reps}) and 2")
+        return None
+    return UntilRule(float(pct), most)
 
 
 def _validate_exclude(raw: Any, grid: Mapping[str, tuple[Any, ...]], bad: Any

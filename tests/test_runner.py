@@ -264,3 +264,37 @@ def test_clients_on_two_hosts_start_together_and_merge_into_one_run(
     first = ops.groupby("client")["start_ns"].min()
     # Released by one common start despite ~0.2 s per SSH command on the remote side.
     assert abs(first[0] - first[1]) < 50_000_000
+
+
+def test_until_adds_repetitions_while_the_ci_is_wide(tmp_path: Path) -> None:
+    import io
+
+    raw = tmp_path / "raw"
+    path = write_spec(tmp_path, ops="[mem_read_hit, mem_write]", reps=2, n=50)
+    # 0.001 % cannot be reached on a real machine: every configuration runs to the max.
+    path.write_text(path.read_text() + "until: {ci_within_pct: 0.001, max_repetitions: 4}\n")
+    console = io.StringIO()
+    outcomes = Runner(load_spec(path), raw, progress=False, stream=console).run()
+    assert len(outcomes) == 8
+    reps = sorted((m.grid_point["op"], m.repetition) for m in manifests(raw))
+    assert reps == [(op, r) for op in ("mem_read_hit", "mem_write") for r in (1, 2, 3, 4)]
+    said = console.getvalue()
+    assert said.count("after 4 repetitions (max_repetitions)") == 2
+    # A lax target is met by the minimum: nothing is added (resume: nothing runs at all).
+    path.write_text(path.read_text().replace("0.001", "99"))
+    assert Runner(load_spec(path), raw, progress=False, resume=True).run() == []
+
+
+def test_until_is_validated(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, reps=3)
+    path.write_text(path.read_text() + "until: {ci_within_pct: 0, max_repetitions: 2}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = "\n".join(info.value.problems)
+    assert ":until.ci_within_pct: required: a percentage" in text
+    path.write_text(path.read_text().replace("ci_within_pct: 0,", "ci_within_pct: 5,"))
+    with pytest.raises(SpecError, match=r"until.max_repetitions: must be at least"):
+        load_spec(path)
+    path.write_text(path.read_text().replace("max_repetitions", "max_reps"))
+    with pytest.raises(SpecError, match=r"until.max_reps: unknown setting"):
+        load_spec(path)

@@ -23,12 +23,12 @@ from harness.drivers.redis import ClusterClient
 from harness.hosts import LocalHost
 from harness.results import read_manifest, read_ops
 from harness.runner import Runner
-from harness.services import SERVICES
 from harness.services.base import RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
 from harness.workloads.kvstore import PUT
 from tests.services.test_command import KVSERVER
+from tests.services.test_redis_cluster import require_redis_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -139,8 +139,7 @@ def test_course_protocol_servers_lose_no_acknowledged_put(tmp_path: Path) -> Non
 
 def test_redis_cluster_loses_no_acknowledged_put(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    if SERVICES.get("redis_cluster").missing_binaries(LocalHost()):
-        pytest.skip("redis-server / redis-cli not installed")
+    require_redis_cluster(LocalHost())
     # nodes.conf is fsynced on every slot handed over; tmpfs keeps the test short.
     if os.path.isdir("/dev/shm"):
         monkeypatch.setenv("TMPDIR", "/dev/shm")

@@ -9,9 +9,9 @@ slots cannot keep up, ops start late and their latency says so: a server stall i
 hidden by the clients pausing with it (coordinated omission).
 
 Start and latency come from one monotonic ns clock; records go into
-preallocated `array.array` columns (an item store costs ~30 ns, a numpy scalar store
-several times that), turned into numpy without copying at the end. Every attempt is a
-record: a failed op or a failed reconnect is an `error` record, a timed-out op `timeout`.
+preallocated `array.array` columns, written through memoryviews, turned into numpy at the
+end (see `Recorder` for what one record costs). Every attempt is a record: a failed op or
+a failed reconnect is an `error` record, a timed-out op `timeout`.
 """
 
 from __future__ import annotations
@@ -60,29 +60,71 @@ class ClientConfig:
         return {k: Endpoint.from_dict(v) for k, v in self.endpoints.items()}
 
 
+#: Type code of the int64 columns: C `long` where it has 8 bytes (Linux, macOS). Storing a
+#: multi-digit int (a clock reading) into an 'l' item converts with PyLong_AsLong; into a
+#: 'q' item it takes CPython's generic, several times slower, byte-array conversion.
+_I64 = "l" if array("l").itemsize == 8 else "q"
+
+Views = tuple[memoryview, memoryview, memoryview, memoryview, memoryview, memoryview,
+              memoryview]
+
+
 class Recorder:
-    """Growable columns of per-op records; growth keeps the same array objects."""
+    """Growable columns of per-op records; growth keeps the same array objects.
+
+    Recording is the per-op cost that a C load generator keeping counters does not pay, so
+    each op does as little as it can: two clock reads and five item stores (start and end
+    as raw clock readings, op, status, bytes) through memoryviews (a store through a view
+    costs about half of one into the array). Everything derived is computed per column in
+    `to_arrays`: start relative to `base_ns`, latency (end - start, or end - intended in
+    open loop), and the time-based half of the warm-up flag (start, or intended, before
+    `warmup_end_ns`); `warmup` holds only the count-based half (seq < warmup_ops), stored
+    for the few ops it concerns.
+    """
 
     def __init__(self, capacity: int) -> None:
         capacity = max(capacity, 16)
         self.op = array("b", bytes(capacity))
-        self.start = array("q", bytes(8 * capacity))
-        self.latency = array("q", bytes(8 * capacity))
+        #: Raw clock readings (perf_counter_ns): the send, the reply; open loop: intended.
+        self.start = array(_I64, bytes(8 * capacity))
+        self.end = array(_I64, bytes(8 * capacity))
+        self.intended = array(_I64, bytes(8 * capacity))
         self.status = array("b", bytes(capacity))
-        self.nbytes = array("q", bytes(8 * capacity))
+        self.nbytes = array(_I64, bytes(8 * capacity))
         self.warmup = array("b", bytes(capacity))
-        self.intended = array("q", bytes(8 * capacity))
         self.open_loop = False
+        #: The run's start and warm-up end on the same clock (0: no time-based warm-up).
+        self.base_ns = 0
+        self.warmup_end_ns = 0
         self.capacity = capacity
         self.n = 0
+        self.views = self._views()
+
+    def _views(self) -> Views:
+        """Writers' views, in this order: start, end, op, status, nbytes, warmup, intended."""
+        return (memoryview(self.start), memoryview(self.end), memoryview(self.op),
+                memoryview(self.status), memoryview(self.nbytes), memoryview(self.warmup),
+                memoryview(self.intended))
 
     def grow(self) -> None:
+        """Double the capacity in place. An array with live views cannot be resized, so the
+        views are released first: a writer still holding one gets ValueError on its next
+        store and takes the new ones from `views_for`."""
+        for view in self.views:
+            view.release()
         extra = self.capacity
-        for col, width in ((self.op, 1), (self.start, 8), (self.latency, 8),
+        for col, width in ((self.op, 1), (self.start, 8), (self.end, 8),
                            (self.status, 1), (self.nbytes, 8), (self.warmup, 1),
                            (self.intended, 8)):
             col.frombytes(bytes(width * extra))
         self.capacity += extra
+        self.views = self._views()
+
+    def views_for(self, i: int) -> Views:
+        """The current views, grown until record `i` fits."""
+        while i >= self.capacity:
+            self.grow()
+        return self.views
 
     def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int) -> OpsArrays:
         n = self.n
@@ -90,17 +132,24 @@ class Recorder:
         def np_of(col: array, dtype: Any) -> np.ndarray:
             return np.frombuffer(col, dtype=dtype, count=n).copy() if n else np.empty(0, dtype)
 
+        start, end = np_of(self.start, np.int64), np_of(self.end, np.int64)
+        if self.open_loop:
+            intended = np_of(self.intended, np.int64)
+            latency, timed_warm = end - intended, intended < self.warmup_end_ns
+            intended_ns = intended - self.base_ns + offset_ns
+        else:
+            latency, timed_warm = end - start, start < self.warmup_end_ns
+            intended_ns = np.full(n, -1, np.int64)
         return OpsArrays(
             op_names=op_names,
             client=np.full(n, client_id, np.int32),
             op=np_of(self.op, np.int8),
-            start_ns=np_of(self.start, np.int64) + offset_ns,
-            latency_ns=np_of(self.latency, np.int64),
-            intended_ns=(np_of(self.intended, np.int64) + offset_ns if self.open_loop
-                         else np.full(n, -1, np.int64)),
+            start_ns=start - self.base_ns + offset_ns,
+            latency_ns=latency,
+            intended_ns=intended_ns,
             status=np_of(self.status, np.int8),
             nbytes=np_of(self.nbytes, np.int64),
-            warmup=np_of(self.warmup, np.int8).astype(bool),
+            warmup=(np_of(self.warmup, np.int8) != 0) | timed_warm,
         )
 
 
@@ -208,15 +257,17 @@ class ClientRun:
         clients with `records_attempts` call it, so other workloads' loop is unchanged."""
         rec = self.rec
         i = rec.n
-        if i == rec.capacity:
-            rec.grow()
         rec.n = i + 1
-        rec.op[i] = op
-        rec.start[i] = rec.intended[i] = start_ns - self.base_ns
-        rec.latency[i] = end_ns - start_ns
-        rec.status[i] = status
-        rec.nbytes[i] = 0
-        rec.warmup[i] = seq < self.cfg.warmup_ops or start_ns < self.warmup_end_ns
+        start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = rec.views_for(i)
+        op_v[i] = op
+        # Intended = start: in open loop an attempt's latency is its own duration, and its
+        # warm-up flag follows its start, as in closed loop.
+        start_v[i] = intended_v[i] = start_ns
+        end_v[i] = end_ns
+        status_v[i] = status
+        bytes_v[i] = 0
+        if seq < self.cfg.warmup_ops:
+            warm_v[i] = 1
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
@@ -228,10 +279,11 @@ class ClientRun:
 
     async def run(self) -> None:
         cfg = self.cfg
-        self.base_ns = time.perf_counter_ns()
+        self.base_ns = self.rec.base_ns = time.perf_counter_ns()
         if cfg.duration_s is not None:
             self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
+        self.rec.warmup_end_ns = self.warmup_end_ns
         slots = [self._slot(c) for c in self.conns for _ in range(cfg.inflight)]
         try:
             await asyncio.gather(*slots)
@@ -260,8 +312,7 @@ class ClientRun:
     async def _slot(self, holder: _Conn) -> None:
         clock = time.perf_counter_ns
         rec = self.rec
-        op_c, start_c, lat_c = rec.op, rec.start, rec.latency
-        status_c, bytes_c, warm_c = rec.status, rec.nbytes, rec.warmup
+        start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = rec.views
         execute, next_op = self.client.execute, self.client.next_op
         timeout = self.cfg.timeout_s
         watch = None if timeout is None else _Deadline(timeout)
@@ -269,7 +320,7 @@ class ClientRun:
             self.deadlines.append(watch)
         total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
         base = self.base_ns
-        sched, intended_c = self.schedule, rec.intended
+        sched = self.schedule
         intended = 0
         while not self.stopping:
             seq = self.seq
@@ -312,21 +363,23 @@ class ClientRun:
                 status = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
                 nbytes = 0
                 await self._on_error(holder, gen, exc)
+            # The record (see Recorder): raw readings, nothing derived here.
             i = rec.n
-            if i == rec.capacity:
-                rec.grow()
             rec.n = i + 1
-            op_c[i] = op
-            start_c[i] = t0 - base
-            status_c[i] = status
-            bytes_c[i] = nbytes
-            if sched is None:
-                lat_c[i] = t1 - t0
-                warm_c[i] = seq < warm_ops or t0 < self.warmup_end_ns
-            else:
-                lat_c[i] = t1 - intended
-                intended_c[i] = intended - base
-                warm_c[i] = seq < warm_ops or intended < self.warmup_end_ns
+            try:
+                start_v[i] = t0
+            except (IndexError, ValueError):  # full, or grown by another writer
+                start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = \
+                    rec.views_for(i)
+                start_v[i] = t0
+            end_v[i] = t1
+            op_v[i] = op
+            status_v[i] = status
+            bytes_v[i] = nbytes
+            if seq < warm_ops:
+                warm_v[i] = 1
+            if sched is not None:
+                intended_v[i] = intended
 
     async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"

@@ -9,6 +9,7 @@ from harness.workloads.datastore_memcache import DatastoreMemcache
 from harness.workloads.filestore import FileStore
 from harness.workloads.kvstore import KVStore
 from harness.workloads.memcache_mix import MemcacheMix
+from harness.workloads.redis_mix import RedisMix
 
 WORKLOADS: Registry[Workload] = Registry("workload")
 WORKLOADS.add("cluster", Cluster())
@@ -16,5 +17,6 @@ WORKLOADS.add("datastore_memcache", DatastoreMemcache())
 WORKLOADS.add("filestore", FileStore())
 WORKLOADS.add("kvstore", KVStore())
 WORKLOADS.add("memcache_mix", MemcacheMix())
+WORKLOADS.add("redis_mix", RedisMix())
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadClient"]

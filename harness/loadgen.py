@@ -238,6 +238,8 @@ class ClientRun:
                          if cfg.rate_ops_s else None)
         self.rec.open_loop = self.schedule is not None
         self.seq = 0
+        #: Open loop: (seq, intended) of ops that are due, from `_pace`; None = stop.
+        self.tickets: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
         self.stopping = False
         self.consecutive_errors = 0
         self.last_error: str | None = None
@@ -285,13 +287,41 @@ class ClientRun:
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
         self.rec.warmup_end_ns = self.warmup_end_ns
         slots = [self._slot(c) for c in self.conns for _ in range(cfg.inflight)]
+        pacer = None
+        if self.schedule is not None:
+            self.tickets = asyncio.Queue()
+            pacer = asyncio.ensure_future(self._pace(len(slots)))
         try:
             await asyncio.gather(*slots)
         finally:
+            if pacer is not None:
+                pacer.cancel()
             for d in self.deadlines:
                 d.close()
         for c in self.conns:
             await self._drop(c, c.generation)
+
+    async def _pace(self, n_slots: int) -> None:
+        """Open loop: release each op to the slots at its intended start.
+
+        One pacer per process does the precise waiting (see `_sleep_until`), so the slots
+        never spin; an op released while every slot is busy waits in the queue, starts
+        late, and its latency (from the intended start) shows the wait.
+        """
+        clock, sched, put = time.perf_counter_ns, self.schedule, self.tickets.put_nowait
+        assert sched is not None
+        seq = 0
+        try:
+            while not self.stopping and (self.total is None or seq < self.total):
+                intended = self.base_ns + sched.at(seq)
+                if self.end_ns is not None and intended >= self.end_ns:
+                    break
+                await _sleep_until(intended, clock)
+                put((seq, intended))
+                seq += 1
+        finally:
+            for _ in range(n_slots):
+                put(None)
 
     async def _drop(self, holder: _Conn, seen: int) -> bool:
         """Close the connection if nobody replaced it since `seen`; True if we did."""
@@ -319,20 +349,21 @@ class ClientRun:
         if watch is not None:
             self.deadlines.append(watch)
         total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
-        base = self.base_ns
         sched = self.schedule
         intended = 0
+        tickets = self.tickets
         while not self.stopping:
-            seq = self.seq
-            if total is not None and seq >= total:
-                return
-            op = next_op(seq)
-            self.seq = seq + 1
             if sched is not None:
-                intended = base + sched.at(seq)
-                if end_ns is not None and intended >= end_ns:
+                ticket = await tickets.get()  # released by the pacer when the op is due
+                if ticket is None:
                     return
-                await _sleep_until(intended, clock)
+                seq, intended = ticket
+            else:
+                seq = self.seq
+                if total is not None and seq >= total:
+                    return
+                self.seq = seq + 1
+            op = next_op(seq)
             t0 = clock()
             if end_ns is not None and t0 >= end_ns:
                 return

@@ -51,8 +51,12 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
         await asyncio.sleep(0.002)
     start_at_ns = int(go.read_text())
     delay = (start_at_ns - time.time_ns()) / 1e9
-    if delay > 0:
-        await asyncio.sleep(delay)
+    if delay > 0.002:
+        await asyncio.sleep(delay - 0.002)
+    # The loop's timers are ms-grained and may wake a little early: never start before
+    # the common start (a negative offset would put op 0 before time zero).
+    while time.time_ns() < start_at_ns:
+        await asyncio.sleep(0)
     # Align records of all processes on the common start (same clock on one host; hosts'
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns

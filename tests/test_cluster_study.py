@@ -188,5 +188,10 @@ def _tagged(tag: str) -> list[int]:
 
 
 def _worker_running(tag: str) -> bool:
-    return any(b"harness.worker" in Path(f"/proc/{p}/cmdline").read_bytes()
-               for p in _tagged(tag) if Path(f"/proc/{p}").exists())
+    def cmdline(pid: int) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:  # exited between the scan and this read
+            return b""
+
+    return any(b"harness.worker" in cmdline(p) for p in _tagged(tag))

@@ -11,22 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import cluster, cluster_plots, plots, prose, tables
+from harness.analysis.display import html as _html
+from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
-from harness.analysis.studies import NOT_RUN_MARKER
 
 WRITE_OPS = ("insert", "search_delete")
-
-
-def _markdown(text: str, *, not_run: bool = False):
-    from IPython.display import Markdown  # notebooks only
-
-    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
-
-
-def _html(text: str):
-    from IPython.display import HTML  # notebooks only
-
-    return HTML(text)
 
 
 def _ci(v: float, low: float, high: float, digits: int = 3, unit: str = "") -> str:

@@ -10,20 +10,9 @@ import math
 import pandas as pd
 
 from harness.analysis import prose, stats, tables
+from harness.analysis.display import html as _html
+from harness.analysis.display import markdown as _markdown
 from harness.analysis.filestore import OP_PLURAL, Study, mc_label
-from harness.analysis.studies import NOT_RUN_MARKER
-
-
-def _markdown(text: str, *, not_run: bool = False):
-    from IPython.display import Markdown  # notebooks only
-
-    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
-
-
-def _html(text: str):
-    from IPython.display import HTML  # notebooks only
-
-    return HTML(text)
 
 
 def _p(p: float) -> str:

@@ -18,24 +18,11 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import prose, stats, tables
+from harness.analysis.display import html as _html
+from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, grid_keys, load_ops, read_manifests, runs_frame
-from harness.analysis.studies import NOT_RUN_MARKER, OMIT_MARKER
 from harness.analysis.studies.datastore_memcache import LABELS, OPS, SEED_MS
 from harness.analysis.summary import run_summary
-
-
-def _markdown(text: str, *, not_run: bool = False, omit: bool = False):
-    from IPython.display import Markdown  # notebooks only
-
-    meta = {**({NOT_RUN_MARKER: True} if not_run else {}), **({OMIT_MARKER: True} if omit
-                                                              else {})}
-    return Markdown(text, metadata=meta or None)
-
-
-def _html(text: str):
-    from IPython.display import HTML  # notebooks only
-
-    return HTML(text)
 
 
 def _p(text: str) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import prose, stats
+from harness.analysis.display import markdown as _md
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
@@ -254,14 +255,6 @@ def _html(df: pd.DataFrame, **kwargs: Any) -> Any:
     from harness.analysis.tables import show
 
     return show(df, **kwargs)
-
-
-def _md(text: str, not_run: bool = False) -> Any:
-    from IPython.display import Markdown  # notebooks only
-
-    from harness.analysis.studies import NOT_RUN_MARKER
-
-    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
 
 
 def status(study: KVStudy) -> Any:

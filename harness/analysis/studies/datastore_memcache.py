@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import plots, prose, stats, tables
+from harness.analysis.display import html as _html
+from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
-from harness.analysis.studies import NOT_RUN_MARKER
 from harness.analysis.summary import run_summary, summarise
 
 EXPERIMENT = "datastore_vs_memcache"
@@ -31,19 +32,6 @@ LABELS: dict[str, str] = {
 #: Seed 001's table (App Engine, 2011): mean ms per op, for the record beside ours.
 SEED_MS: dict[str, float] = {"store_write": 17.94, "store_read": 7.1, "mem_write": 2.29,
                              "mem_read_hit": 2.12, "mem_read_miss": 2.07}
-
-
-def _markdown(text: str, *, not_run: bool = False):
-    from IPython.display import Markdown  # notebooks only
-
-    # The report ends a section at an output carrying this marker (harness.report).
-    return Markdown(text, metadata={NOT_RUN_MARKER: True} if not_run else None)
-
-
-def _html(text: str):
-    from IPython.display import HTML  # notebooks only
-
-    return HTML(text)
 
 
 @dataclass

@@ -9,18 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import provenance, tables
-
-
-def _markdown(text: str):
-    from IPython.display import Markdown  # notebooks only
-
-    return Markdown(text)
-
-
-def _html(text: str):
-    from IPython.display import HTML  # notebooks only
-
-    return HTML(text)
+from harness.analysis.display import html as _html
+from harness.analysis.display import markdown as _markdown
 
 
 @dataclass

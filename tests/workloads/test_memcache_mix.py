@@ -16,7 +16,8 @@ from harness.loadgen import ClientConfig, ClientRun
 from harness.results import MISS, OK, TIMEOUT, OpsArrays
 from harness.services.base import Endpoint, RunningService
 from harness.workloads import WORKLOADS
-from harness.workloads.memcache_mix import GET, SET, MixClient, key_of
+from harness.workloads.kv_mix import GET, SET
+from harness.workloads.memcache_mix import MixClient, key_of
 
 WL = WORKLOADS.get("memcache_mix")
 PARAMS = {"get_ratio": 0.9, "key_space": 500, "key_size_bytes": 16, "value_size_bytes": 100}

@@ -16,7 +16,8 @@ from harness.results import MISS, OK, OpsArrays
 from harness.services.base import Endpoint, RunningService
 from harness.services.redis import redis_command
 from harness.workloads import WORKLOADS
-from harness.workloads.redis_mix import GET, SET, RedisMixClient, key_of
+from harness.workloads.kv_mix import GET, SET
+from harness.workloads.redis_mix import RedisMixClient, key_of
 
 WL = WORKLOADS.get("redis_mix")
 PARAMS = {"get_ratio": 0.9, "key_space": 500, "key_size_bytes": 16, "value_size_bytes": 100}

@@ -52,7 +52,7 @@ report: setup ## regenerate report/report.{html,pdf} from existing raw results
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
 
 lint: setup ## ruff
-	$(BIN)/ruff check harness tests benchmarks
+	$(BIN)/ruff check harness tests benchmarks examples
 
 test: setup lint ## ruff, then the whole test suite (starts real servers)
 	$(BIN)/pytest -q -p no:cacheprovider

@@ -20,13 +20,22 @@ import asyncio
 import contextlib
 import time
 from array import array
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from harness.results import ERROR, TIMEOUT, OpsArrays
+from harness.results import (
+    ERROR,
+    OUTCOME_BYTES_SHIFT,
+    OUTCOME_OP_MASK,
+    OUTCOME_STATUS_SHIFT,
+    OUTCOME_WARMUP,
+    TIMEOUT,
+    OpsArrays,
+    outcome,
+)
 from harness.schedule import Schedule
 from harness.services.base import Endpoint
 from harness.workloads.base import WorkloadClient
@@ -65,33 +74,33 @@ class ClientConfig:
 #: 'q' item it takes CPython's generic, several times slower, byte-array conversion.
 _I64 = "l" if array("l").itemsize == 8 else "q"
 
-Views = tuple[memoryview, memoryview, memoryview, memoryview, memoryview, memoryview,
-              memoryview]
+Views = tuple[memoryview, memoryview, memoryview, memoryview]
+#: An open-loop op released by the pacer: (seq, intended start); closed loop: (seq, 0).
+Ticket = tuple[int, int]
 
 
 class Recorder:
     """Growable columns of per-op records; growth keeps the same array objects.
 
     Recording is the per-op cost that a C load generator keeping counters does not pay, so
-    each op does as little as it can: two clock reads and five item stores (start and end
-    as raw clock readings, op, status, bytes) through memoryviews (a store through a view
-    costs about half of one into the array). Everything derived is computed per column in
-    `to_arrays`: start relative to `base_ns`, latency (end - start, or end - intended in
-    open loop), and the time-based half of the warm-up flag (start, or intended, before
-    `warmup_end_ns`); `warmup` holds only the count-based half (seq < warmup_ops), stored
-    for the few ops it concerns.
+    each op does as little as it can: two clock reads and three item stores through
+    memoryviews (a store through a view costs about half of one into the array): the
+    start and end as raw clock readings, and the outcome packed into one integer (op,
+    warm-up flag, status and bytes: `results.outcome`). Everything derived is computed
+    per column in `to_arrays`: start relative to `base_ns`, latency (end - start, or end -
+    intended in open loop), and the time-based half of the warm-up flag (start, or
+    intended, before `warmup_end_ns`); the packed flag is only the count-based half
+    (seq < warmup_ops).
     """
 
     def __init__(self, capacity: int) -> None:
         capacity = max(capacity, 16)
-        self.op = array("b", bytes(capacity))
         #: Raw clock readings (perf_counter_ns): the send, the reply; open loop: intended.
         self.start = array(_I64, bytes(8 * capacity))
         self.end = array(_I64, bytes(8 * capacity))
         self.intended = array(_I64, bytes(8 * capacity))
-        self.status = array("b", bytes(capacity))
-        self.nbytes = array(_I64, bytes(8 * capacity))
-        self.warmup = array("b", bytes(capacity))
+        #: The packed outcome (see `harness.results.outcome`) with the op code and flag.
+        self.outcome = array(_I64, bytes(8 * capacity))
         self.open_loop = False
         #: The run's start and warm-up end on the same clock (0: no time-based warm-up).
         self.base_ns = 0
@@ -101,9 +110,8 @@ class Recorder:
         self.views = self._views()
 
     def _views(self) -> Views:
-        """Writers' views, in this order: start, end, op, status, nbytes, warmup, intended."""
-        return (memoryview(self.start), memoryview(self.end), memoryview(self.op),
-                memoryview(self.status), memoryview(self.nbytes), memoryview(self.warmup),
+        """Writers' views, in this order: start, end, outcome, intended."""
+        return (memoryview(self.start), memoryview(self.end), memoryview(self.outcome),
                 memoryview(self.intended))
 
     def grow(self) -> None:
@@ -112,12 +120,10 @@ class Recorder:
         store and takes the new ones from `views_for`."""
         for view in self.views:
             view.release()
-        extra = self.capacity
-        for col, width in ((self.op, 1), (self.start, 8), (self.end, 8),
-                           (self.status, 1), (self.nbytes, 8), (self.warmup, 1),
-                           (self.intended, 8)):
-            col.frombytes(bytes(width * extra))
-        self.capacity += extra
+        extra = bytes(8 * self.capacity)
+        for col in (self.start, self.end, self.outcome, self.intended):
+            col.frombytes(extra)
+        self.capacity *= 2
         self.views = self._views()
 
     def views_for(self, i: int) -> Views:
@@ -126,15 +132,26 @@ class Recorder:
             self.grow()
         return self.views
 
+    def record(self, start_ns: int, end_ns: int, tag: int, status: int, nbytes: int,
+               intended_ns: int) -> None:
+        """One record, the plain way (the timed loops inline this)."""
+        i = self.n
+        self.n = i + 1
+        start_v, end_v, outcome_v, intended_v = self.views_for(i)
+        start_v[i] = start_ns
+        end_v[i] = end_ns
+        outcome_v[i] = outcome(status, nbytes) | tag
+        intended_v[i] = intended_ns
+
     def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int) -> OpsArrays:
         n = self.n
 
-        def np_of(col: array, dtype: Any) -> np.ndarray:
-            return np.frombuffer(col, dtype=dtype, count=n).copy() if n else np.empty(0, dtype)
+        def np_of(col: array) -> np.ndarray:
+            return np.frombuffer(col, np.int64, count=n).copy() if n else np.empty(0, np.int64)
 
-        start, end = np_of(self.start, np.int64), np_of(self.end, np.int64)
+        start, end, packed = np_of(self.start), np_of(self.end), np_of(self.outcome)
         if self.open_loop:
-            intended = np_of(self.intended, np.int64)
+            intended = np_of(self.intended)
             latency, timed_warm = end - intended, intended < self.warmup_end_ns
             intended_ns = intended - self.base_ns + offset_ns
         else:
@@ -143,13 +160,13 @@ class Recorder:
         return OpsArrays(
             op_names=op_names,
             client=np.full(n, client_id, np.int32),
-            op=np_of(self.op, np.int8),
+            op=(packed & OUTCOME_OP_MASK).astype(np.int8),
             start_ns=start - self.base_ns + offset_ns,
             latency_ns=latency,
             intended_ns=intended_ns,
-            status=np_of(self.status, np.int8),
-            nbytes=np_of(self.nbytes, np.int64),
-            warmup=(np_of(self.warmup, np.int8) != 0) | timed_warm,
+            status=((packed >> OUTCOME_STATUS_SHIFT) & 0xFF).astype(np.int8),
+            nbytes=packed >> OUTCOME_BYTES_SHIFT,
+            warmup=((packed & OUTCOME_WARMUP) != 0) | timed_warm,
         )
 
 
@@ -179,35 +196,56 @@ class _Deadline:
 
     `asyncio.timeout` schedules and cancels a timer on every op (~5 us, as much as the
     rest of the op's Python work). Here a call only stores its deadline; one timer per
-    slot fires at the earliest deadline it was armed for, cancels the slot's task if the
-    call in flight is past its own deadline and otherwise re-arms for that deadline. A
-    call therefore times out at its deadline, as with `asyncio.timeout`.
+    slot fires at the earliest deadline it was armed for, calls `expire` if the call in
+    flight is past its own deadline and otherwise re-arms for that deadline. A call
+    therefore times out at its deadline, as with `asyncio.timeout`.
     """
 
-    __slots__ = ("deadline_ns", "expired", "handle", "loop", "task", "timeout_ns")
+    __slots__ = ("deadline_ns", "expire", "handle", "loop", "timeout_ns")
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, expire: Callable[[], None]) -> None:
         self.timeout_ns = int(timeout_s * 1e9)
         self.deadline_ns = 0  # 0: no call in flight
-        self.expired = False
+        self.expire = expire
         self.handle: asyncio.TimerHandle | None = None
         self.loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
 
     def start(self, now_ns: int) -> None:
         """A call starts at `now_ns` (perf_counter_ns)."""
         self.deadline_ns = now_ns + self.timeout_ns
         if self.handle is None:
-            self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
+            self.arm()
+
+    def arm(self) -> None:
+        self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
 
     def _fire(self) -> None:
         self.handle = None
-        if not self.deadline_ns or self.task is None or self.task.done():
-            return  # between calls (the next call re-arms) or finished
+        if not self.deadline_ns:
+            return  # between calls: the next call re-arms
         left_ns = self.deadline_ns - time.perf_counter_ns()
         if left_ns > 0:
             self.handle = self.loop.call_later(left_ns / 1e9, self._fire)
         else:
+            self.deadline_ns = 0
+            self.expire()
+
+    def close(self) -> None:
+        self.deadline_ns = 0
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+class _TaskDeadline:
+    """Expiry for an awaited call: cancel the slot's task, and tell that cancel apart."""
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.expired = False
+
+    def expire(self) -> None:
+        if self.task is not None and not self.task.done():
             self.expired = True
             self.task.cancel()
 
@@ -219,14 +257,21 @@ class _Deadline:
         self.expired = False
         return self.task is not None and self.task.uncancel() == 0
 
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+
+#: A fast chain's outcome when the open loop has no op due: wait for the pacer.
+_IDLE = object()
 
 
 class ClientRun:
-    """Runs one process's share of a run and keeps its records."""
+    """Runs one process's share of a run and keeps its records.
+
+    Each in-flight slot runs one of two ways. If the workload offers `issuer` (the
+    get/set mixes), a slot is a chain of callbacks: the reply handler records the op and
+    sends the next one from inside the driver's `data_received`, so an op costs no
+    future, task switch or coroutine frames; the slot's task only waits for the chain to
+    break (an error, a timeout, the end) and handles it. Otherwise the slot awaits the
+    workload's `execute` for each op. Both record alike.
+    """
 
     def __init__(self, cfg: ClientConfig, client: WorkloadClient) -> None:
         self.cfg = cfg
@@ -241,7 +286,10 @@ class ClientRun:
         #: Open loop: (seq, intended) of ops that are due, from `_pace`; None = stop.
         self.tickets: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
         self.stopping = False
+        #: Failed ops with no op served in between (see `_count_failure`).
         self.consecutive_errors = 0
+        self.failures = 0
+        self._served_at_failure = 0
         self.last_error: str | None = None
         self.aborted = False
         self.conns = [_Conn() for _ in range(cfg.connections)]
@@ -256,20 +304,11 @@ class ClientRun:
                        status: int) -> None:
         """One more record for op `seq`: an attempt that did not serve it (e.g. a
         redirected request), timed by the workload on this clock (perf_counter_ns). Only
-        clients with `records_attempts` call it, so other workloads' loop is unchanged."""
-        rec = self.rec
-        i = rec.n
-        rec.n = i + 1
-        start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = rec.views_for(i)
-        op_v[i] = op
-        # Intended = start: in open loop an attempt's latency is its own duration, and its
-        # warm-up flag follows its start, as in closed loop.
-        start_v[i] = intended_v[i] = start_ns
-        end_v[i] = end_ns
-        status_v[i] = status
-        bytes_v[i] = 0
-        if seq < self.cfg.warmup_ops:
-            warm_v[i] = 1
+        clients with `records_attempts` call it, so other workloads' loop is unchanged.
+        Intended = start: in open loop an attempt's latency is its own duration, and its
+        warm-up flag follows its start, as in closed loop."""
+        tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+        self.rec.record(start_ns, end_ns, tag, status, 0, start_ns)
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
@@ -323,6 +362,18 @@ class ClientRun:
             for _ in range(n_slots):
                 put(None)
 
+    async def _take(self) -> tuple[int, int] | None:
+        """The next op to issue, as (seq, intended; 0 in closed loop), or None: no more."""
+        if self.stopping:
+            return None
+        if self.schedule is not None:
+            return await self.tickets.get()  # released by the pacer when the op is due
+        seq = self.seq
+        if self.total is not None and seq >= self.total:
+            return None
+        self.seq = seq + 1
+        return seq, 0
+
     async def _drop(self, holder: _Conn, seen: int) -> bool:
         """Close the connection if nobody replaced it since `seen`; True if we did."""
         async with holder.lock:
@@ -339,82 +390,81 @@ class ClientRun:
         if await self._drop(holder, seen):
             holder.conn = await self.client.connect()
 
+    def _deadline(self, expire: Callable[[], None]) -> _Deadline | None:
+        if self.cfg.timeout_s is None:
+            return None
+        watch = _Deadline(self.cfg.timeout_s, expire)
+        self.deadlines.append(watch)
+        return watch
+
     async def _slot(self, holder: _Conn) -> None:
-        clock = time.perf_counter_ns
-        rec = self.rec
-        start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = rec.views
-        execute, next_op = self.client.execute, self.client.next_op
-        timeout = self.cfg.timeout_s
-        watch = None if timeout is None else _Deadline(timeout)
-        if watch is not None:
-            self.deadlines.append(watch)
-        total, end_ns, warm_ops = self.total, self.end_ns, self.cfg.warmup_ops
-        sched = self.schedule
-        intended = 0
-        tickets = self.tickets
+        task_deadline = _TaskDeadline()
+        watch = self._deadline(task_deadline.expire)
+        fast = _fast_chain(self, holder)
         while not self.stopping:
-            if sched is not None:
-                ticket = await tickets.get()  # released by the pacer when the op is due
-                if ticket is None:
-                    return
-                seq, intended = ticket
-            else:
-                seq = self.seq
-                if total is not None and seq >= total:
-                    return
-                self.seq = seq + 1
-            op = next_op(seq)
-            t0 = clock()
-            if end_ns is not None and t0 >= end_ns:
+            # The steady state: ops in callbacks until the chain needs a connection.
+            ticket = await fast() if fast is not None else await self._take()
+            if ticket is None:
                 return
-            gen = holder.generation
-            try:
-                call_ns = t0
-                if holder.conn is None:
-                    await self._reconnect(holder, gen)
-                    gen = holder.generation
-                    call_ns = clock()  # the timeout covers the call, not the reconnect
-                if watch is None:
-                    status, nbytes = await execute(holder.conn, op, seq)
-                else:
-                    watch.start(call_ns)
-                    try:
-                        status, nbytes = await execute(holder.conn, op, seq)
-                    finally:
-                        watch.deadline_ns = 0
-                t1 = clock()
-                self.consecutive_errors = 0
-            except (Exception, asyncio.CancelledError) as exc:
-                # Every failure is recorded, none raised; a cancel is ours only if it expired.
-                t1 = clock()
-                if isinstance(exc, asyncio.CancelledError):
-                    if watch is None or not watch.take_expiry():
-                        raise
-                    exc = TimeoutError(f"no reply within {timeout} s")
-                status = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
-                nbytes = 0
-                await self._on_error(holder, gen, exc)
-            # The record (see Recorder): raw readings, nothing derived here.
-            i = rec.n
-            rec.n = i + 1
-            try:
-                start_v[i] = t0
-            except (IndexError, ValueError):  # full, or grown by another writer
-                start_v, end_v, op_v, status_v, bytes_v, warm_v, intended_v = \
-                    rec.views_for(i)
-                start_v[i] = t0
-            end_v[i] = t1
-            op_v[i] = op
-            status_v[i] = status
-            bytes_v[i] = nbytes
-            if seq < warm_ops:
-                warm_v[i] = 1
-            if sched is not None:
-                intended_v[i] = intended
+            # One op awaited: the workload has no fast path, or (re)connecting first.
+            if not await self._call(holder, watch, task_deadline, *ticket):
+                return
+
+    async def _call(self, holder: _Conn, watch: _Deadline | None, expiry: _TaskDeadline,
+                    seq: int, intended: int) -> bool:
+        """One op, awaited: reconnect if needed, execute, record (every failure too).
+        False if the run's time was up before it started."""
+        clock = time.perf_counter_ns
+        op = self.client.next_op(seq)
+        t0 = clock()
+        if self.end_ns is not None and t0 >= self.end_ns:
+            return False  # the run's time is up
+        gen = holder.generation
+        try:
+            call_ns = t0
+            if holder.conn is None:
+                await self._reconnect(holder, gen)
+                gen = holder.generation
+                call_ns = clock()  # the timeout covers the call, not the reconnect
+            if watch is None:
+                status, nbytes = await self.client.execute(holder.conn, op, seq)
+            else:
+                watch.start(call_ns)
+                try:
+                    status, nbytes = await self.client.execute(holder.conn, op, seq)
+                finally:
+                    watch.deadline_ns = 0
+            t1 = clock()
+        except (Exception, asyncio.CancelledError) as exc:
+            # Every failure is recorded, none raised; a cancel is ours only if it expired.
+            t1 = clock()
+            if isinstance(exc, asyncio.CancelledError):
+                if not expiry.take_expiry():
+                    raise
+                exc = TimeoutError(f"no reply within {self.cfg.timeout_s} s")
+            tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+            self.rec.record(t0, t1, tag, TIMEOUT if isinstance(exc, TimeoutError) else ERROR,
+                            0, intended)
+            self._count_failure()
+            await self._on_error(holder, gen, exc)
+            return True
+        tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+        self.rec.record(t0, t1, tag, status, nbytes, intended)
+        return True
+
+    def _count_failure(self) -> None:
+        """Count a failed op just recorded. Ops served = records - failures, so a success
+        needs no bookkeeping of its own: the count restarts when ops were served since
+        the previous failure."""
+        self.failures += 1
+        served = self.rec.n - self.failures
+        if served != self._served_at_failure:
+            self._served_at_failure = served
+            self.consecutive_errors = 0
+        self.consecutive_errors += 1
 
     async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"
-        self.consecutive_errors += 1
         if self.consecutive_errors >= self.cfg.max_consecutive_errors:
             self.stopping = True
             self.aborted = True
@@ -423,3 +473,154 @@ class ClientRun:
         await asyncio.sleep(min(0.001 * 2 ** min(self.consecutive_errors, 10), 0.5))
         # After an error or timeout the connection's state is unknown: start afresh.
         await self._drop(holder, gen)
+
+
+def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
+    """The callback path of one in-flight slot (see `ClientRun`), or None if the workload
+    has no `issuer`. The returned coroutine function runs ops until the connection is
+    gone; it returns the next op (seq, intended) to do the awaited way (reconnecting
+    first), or None when there are no more ops. Failures are recorded and handled
+    (back-off, dropping the connection) inside."""
+    loop = asyncio.get_running_loop()
+    clock = time.perf_counter_ns
+    rec = run.rec
+    start_v, end_v, outcome_v, intended_v = rec.views
+    next_op = run.client.next_op
+    total, end_ns, warm_ops = run.total, run.end_ns, run.cfg.warmup_ops
+    open_loop = run.schedule is not None
+    get_ticket = run.tickets.get_nowait
+    timeout_s = run.cfg.timeout_s
+    conn: Any = None
+    waiter: asyncio.Future = loop.create_future()
+    held: Ticket | None = None  # an open-loop op taken while the chain was idle
+    t0 = tag = intended = 0
+    pending = False  # an op is in flight; its reply (or failure) is still to be recorded
+
+    def finish(result: object) -> None:
+        nonlocal pending
+        pending = False
+        if watch is not None:
+            watch.deadline_ns = 0
+        if not waiter.done():
+            waiter.set_result(result)
+
+    def done(code: int) -> None:
+        """The reply of the op in flight: `code` is `results.outcome(status, nbytes)`."""
+        nonlocal start_v, end_v, outcome_v
+        t1 = clock()
+        if not pending:
+            return  # the reply of an op that timed out: already recorded
+        # The record (see Recorder): raw readings, nothing derived here.
+        i = rec.n
+        rec.n = i + 1
+        try:
+            start_v[i] = t0
+        except (IndexError, ValueError):  # full, or grown by another writer
+            start_v, end_v, outcome_v, _ = rec.views_for(i)
+            start_v[i] = t0
+        end_v[i] = t1
+        outcome_v[i] = code | tag
+        go()
+
+    def done_open(code: int) -> None:
+        """`done` in open loop: the intended start is recorded as well."""
+        nonlocal start_v, end_v, outcome_v, intended_v
+        t1 = clock()
+        if not pending:
+            return
+        i = rec.n
+        rec.n = i + 1
+        try:
+            start_v[i] = t0
+        except (IndexError, ValueError):
+            start_v, end_v, outcome_v, intended_v = rec.views_for(i)
+            start_v[i] = t0
+        end_v[i] = t1
+        outcome_v[i] = code | tag
+        intended_v[i] = intended
+        go()
+
+    def fail(exc: BaseException) -> None:
+        """The op in flight failed (`exc` is kept as the run's last error)."""
+        t1 = clock()
+        if not pending:
+            return
+        rec.record(t0, t1, tag, TIMEOUT if isinstance(exc, TimeoutError) else ERROR, 0,
+                   intended)
+        run._count_failure()
+        finish(exc)
+
+    def go() -> None:
+        """Issue the next op, or end the chain."""
+        nonlocal t0, tag, intended, pending, held
+        if run.stopping:
+            finish(None)
+            return
+        if not open_loop:
+            seq = run.seq
+            if total is not None and seq >= total:
+                finish(None)
+                return
+            run.seq = seq + 1
+        else:
+            if held is not None:
+                ticket, held = held, None
+            else:
+                try:
+                    ticket = get_ticket()
+                except asyncio.QueueEmpty:
+                    finish(_IDLE)
+                    return
+            if ticket is None:
+                finish(None)
+                return
+            seq, intended = ticket
+        op = next_op(seq)
+        t = clock()
+        if end_ns is not None and t >= end_ns:
+            finish(None)
+            return
+        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
+        t0 = t
+        pending = True
+        if watch is not None:
+            watch.deadline_ns = t + watch.timeout_ns
+            if watch.handle is None:
+                watch.arm()
+        try:
+            issue(conn, op, seq)
+        except Exception as exc:  # noqa: BLE001 - e.g. the connection is closed: recorded
+            fail(exc)
+
+    def expire() -> None:
+        fail(TimeoutError(f"no reply within {timeout_s} s"))
+
+    issue = run.client.issuer(done_open if open_loop else done, fail)
+    if issue is None:
+        return None
+    watch = run._deadline(expire)
+
+    async def chain() -> Ticket | None:
+        nonlocal conn, waiter, held
+        try:
+            while not run.stopping:
+                if holder.conn is None:
+                    ticket, held = held, None
+                    return ticket if ticket is not None else await run._take()
+                conn, gen = holder.conn, holder.generation
+                waiter = loop.create_future()
+                go()
+                result = await waiter
+                if result is None:
+                    return None
+                if result is _IDLE:
+                    held = await run.tickets.get()  # released by the pacer when due
+                    if held is None:
+                        return None
+                    continue
+                await run._on_error(holder, gen, result)  # type: ignore[arg-type]
+            return None
+        finally:
+            finish(None)  # cancelled meanwhile: a late reply must not issue more
+
+    return chain

@@ -33,6 +33,16 @@ STATUSES: tuple[str, ...] = ("ok", "miss", "error", "redirect", "timeout")
 STATUS_CODE: dict[str, int] = {name: i for i, name in enumerate(STATUSES)}
 OK, MISS, ERROR, REDIRECT, TIMEOUT = range(len(STATUSES))
 
+#: The load generator packs an op's outcome into one int64 per record (`loadgen.Recorder`):
+#: bits 0-6 the op code, bit 7 the warm-up flag, bits 8-15 the status, above the bytes.
+OUTCOME_OP_MASK, OUTCOME_WARMUP = 0x7F, 0x80
+OUTCOME_STATUS_SHIFT, OUTCOME_BYTES_SHIFT = 8, 16
+
+
+def outcome(status: int, nbytes: int) -> int:
+    """An op's status and payload bytes, packed as the load generator records them."""
+    return nbytes << OUTCOME_BYTES_SHIFT | status << OUTCOME_STATUS_SHIFT
+
 RUN_STATUSES = ("complete", "partial", "failed")
 
 #: Columns of ops.parquet, in order.

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import threading
+import time
+from typing import Any
 
 import numpy as np
 import pytest
 
 from harness.loadgen import ClientConfig, ClientRun, Recorder
-from harness.results import ERROR, MISS, OK
+from harness.results import ERROR, MISS, OK, TIMEOUT
 from harness.services.base import Endpoint, RunningService
 from harness.workloads import WORKLOADS
 
@@ -94,3 +99,74 @@ def test_dead_server_gives_error_records_then_stops(memcached_server: RunningSer
     assert run.aborted
     assert len(ops) == 15 and set(ops.status.tolist()) == {ERROR}
     assert "Connection" in (run.last_error or "") or "connect" in (run.last_error or "")
+
+
+# -- the callback path (workloads with `issuer`) against the awaited path ----------------
+
+MIX = WORKLOADS.get("memcache_mix")
+MIX_PARAMS = {"get_ratio": 0.8, "key_space": 200, "key_size_bytes": 16,
+              "value_size_bytes": 100}
+
+
+class _AwaitedOnly:
+    """memcache_mix's client with its fast path withheld: every op awaits `execute`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def issuer(self, done: Any, fail: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _mix_run(endpoint: Endpoint, awaited: bool = False, **kw: Any) -> ClientRun:
+    cfg = ClientConfig(workload=MIX.name, params=MIX_PARAMS,
+                       endpoints={"memcached": endpoint.to_dict()}, client_id=1, **kw)
+
+    async def go() -> ClientRun:
+        eps = cfg.endpoint_objects()
+        await MIX.prepare(eps, MIX_PARAMS)
+        client = MIX.client(eps, MIX_PARAMS, 1)
+        run = ClientRun(cfg, _AwaitedOnly(client) if awaited else client)  # type: ignore[arg-type]
+        await run.connect_all()
+        await run.run()
+        return run
+    return asyncio.run(go())
+
+
+def test_callback_and_awaited_paths_record_the_same_ops(
+        memcached_server: RunningService) -> None:
+    """One connection, one op in flight: both paths issue the same seqs in order, so
+    their records match column by column except the times."""
+    runs = [_mix_run(memcached_server.endpoint, awaited, ops=400, warmup_ops=30)
+            for awaited in (False, True)]
+    fast, awaited = (r.rec.to_arrays(MIX.ops, 1, 0) for r in runs)
+    assert len(fast) == len(awaited) == 430
+    for col in ("op", "status", "nbytes", "warmup"):
+        assert getattr(fast, col).tolist() == getattr(awaited, col).tolist(), col
+    assert set(fast.status.tolist()) == {OK} and int(fast.warmup.sum()) == 30
+    assert 0.7 < float((fast.op == 0).mean()) < 0.9  # gets, get_ratio 0.8
+    assert np.all(fast.latency_ns > 0) and np.all(np.diff(fast.start_ns) > 0)
+
+
+def test_callback_path_records_each_op_once_through_a_stall(
+        memcached_server: RunningService) -> None:
+    """memcached frozen for 0.6 s with a 0.15 s timeout, 2 connections x 2 in flight:
+    ops time out, their connections are replaced, and the late replies of timed-out
+    ops are not recorded again: exactly one record per op."""
+    pid = memcached_server.processes[0].pid
+    threading.Timer(0.3, os.kill, (pid, signal.SIGSTOP)).start()
+    threading.Timer(0.9, os.kill, (pid, signal.SIGCONT)).start()
+    try:
+        run = _mix_run(memcached_server.endpoint, ops=60_000, connections=2, inflight=2,
+                       timeout_s=0.15, max_consecutive_errors=10_000)
+    finally:
+        time.sleep(0.7)  # the SIGCONT has fired, even if the run failed early
+    ops = run.rec.to_arrays(MIX.ops, 1, 0)
+    timeouts = ops.latency_ns[ops.status == TIMEOUT]
+    assert len(ops) == 60_000, "one record per op, no more, no less"
+    assert timeouts.size >= 4 and not run.aborted
+    assert np.all(timeouts >= 0.15e9) and np.all(timeouts < 0.6e9)
+    assert int((ops.status == OK).sum()) == 60_000 - int((ops.status != OK).sum())

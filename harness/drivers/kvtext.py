@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 
+from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
 from harness.results import ERROR, REDIRECT
 
@@ -59,34 +59,17 @@ def parse_ranges(text: bytes | str) -> Ranges:
     return out
 
 
-class KVTextConnection(asyncio.Protocol):
+class KVTextConnection(PipelinedProtocol):
+    """One connection; `request(line)` returns a future of the reply line."""
+
     def __init__(self, greeting: bool = False) -> None:
-        self._buf = b""
+        super().__init__()
         self._skip = 1 if greeting else 0  # course servers may greet on connect
-        self._waiters: deque[asyncio.Future] = deque()
-        self.transport: asyncio.Transport | None = None
-        self._lost: Exception | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self._loop = asyncio.get_running_loop()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = exc or ConnectionResetError("server closed the connection")
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(ConnectionResetError(str(self._lost)))
-
-    @property
-    def closed(self) -> bool:
-        return self._lost is not None
 
     def data_received(self, data: bytes) -> None:
         if self._buf:
             data = self._buf + data
-        pos = 0
+        pos, count = 0, 0
         while True:
             eol = data.find(b"\n", pos)
             if eol < 0:
@@ -98,22 +81,13 @@ class KVTextConnection(asyncio.Protocol):
                 continue
             if not self._waiters:
                 continue  # unsolicited; nothing to match it with
-            fut = self._waiters.popleft()
-            if not fut.done():  # a timed-out request's reply is dropped in order
-                fut.set_result(line)
+            count += 1
+            self._waiters.popleft()(line)
         self._buf = data[pos:]
+        self._replied(count)
 
     def request(self, line: bytes) -> asyncio.Future:
-        if self._lost is not None or self.transport is None or self._loop is None:
-            raise ConnectionResetError("connection is closed")
-        fut = self._loop.create_future()
-        self._waiters.append(fut)
-        self.transport.write(line + b"\r\n")
-        return fut
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        return self.call(line + b"\r\n")
 
 
 class KVTextClient:

@@ -1,60 +1,49 @@
 """A minimal asyncio memcached text-protocol client with pipelining.
 
-Requests on one connection may be in flight together; memcached answers in order, so a
-FIFO of futures matches responses to requests without ids.
+Requests on one connection may be in flight together; memcached answers in order, so
+the FIFO of `PipelinedProtocol` matches replies to requests without ids. A reply's kind
+follows from its first bytes: `VALUE ...` is a hit (its value is the reply), a line
+`END` a miss (None), any other line (STORED, DELETED, a version) is the reply itself;
+ERROR / CLIENT_ERROR / SERVER_ERROR lines become `MemcacheError` values.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
+from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
-
-_GET, _LINE = 0, 1
 
 
 class MemcacheError(HarnessError):
     """The server answered ERROR / CLIENT_ERROR / SERVER_ERROR."""
 
 
-class MemcacheProtocol(asyncio.Protocol):
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
-        self.transport: asyncio.Transport | None = None
-        self._lost: Exception | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+def get_request(key: bytes) -> bytes:
+    return b"get " + key + b"\r\n"
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        # Kept: on Python 3.11 every get_running_loop() is a getpid() system call.
-        self._loop = asyncio.get_running_loop()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = exc or ConnectionResetError("memcached closed the connection")
-        while self._waiters:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(ConnectionResetError(str(self._lost)))
+def set_head(key: bytes, size: int, exptime: int = 0, flags: int = 0) -> bytes:
+    """A set request up to its data block; the request is head + value + b"\\r\\n"."""
+    return b"set %s %d %d %d\r\n" % (key, flags, exptime, size)
+
+
+class MemcacheProtocol(PipelinedProtocol):
+    server = "memcached"
 
     def data_received(self, data: bytes) -> None:
         # Parsed in place by offset: usually `data` holds exactly the replies awaited, and
-        # only an incomplete tail is copied into `_buf` for the next call.
-        buf = self._buf
-        if buf:
-            buf += data
-            data = bytes(buf)
-            buf.clear()
+        # only an incomplete tail is kept for the next call.
+        if self._buf:
+            data = self._buf + data
         waiters = self._waiters
-        pos, n = 0, len(data)
+        pos, n, count = 0, len(data), 0
+        result: object
         while waiters:
             eol = data.find(b"\r\n", pos)
             if eol < 0:
                 break
-            kind, fut = waiters[0]
-            result: object
-            if kind == _GET and data.startswith(b"VALUE ", pos):
+            if data.startswith(b"VALUE ", pos):
                 # "VALUE <key> <flags> <bytes>": without cas, the size is the last field.
                 start = eol + 2
                 end = start + int(data[data.rfind(b" ", pos, eol) + 1 : eol])
@@ -65,49 +54,31 @@ class MemcacheProtocol(asyncio.Protocol):
             else:
                 line = data[pos:eol]
                 pos = eol + 2
-                if kind == _GET and line == b"END":
+                if line == b"END":
                     result = None
                 elif line.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
                     result = MemcacheError(line.decode(errors="replace"))
                 else:
                     result = line
-            waiters.popleft()
-            if fut.done():  # cancelled by a timeout; its answer is discarded in order
-                continue
-            if isinstance(result, Exception):
-                fut.set_exception(result)
-            else:
-                fut.set_result(result)
-        if pos < n:
-            buf += data[pos:] if pos else data
-
-    def _request(self, payload: bytes, kind: int) -> asyncio.Future:
-        if self._lost is not None or self.transport is None or self._loop is None:
-            raise ConnectionResetError("memcached connection is closed")
-        fut = self._loop.create_future()
-        self._waiters.append((kind, fut))
-        self.transport.write(payload)
-        return fut
+            count += 1
+            waiters.popleft()(result)
+        self._buf = data[pos:] if pos < n else b""
+        self._replied(count)
 
     def get(self, key: bytes) -> asyncio.Future:
         """Future of the value (bytes) or None on a miss."""
-        return self._request(b"get " + key + b"\r\n", _GET)
+        return self.call(get_request(key))
 
     def set(self, key: bytes, value: bytes, exptime: int = 0, flags: int = 0) -> asyncio.Future:
         """Future of the reply line (b"STORED" on success)."""
-        head = b"set %s %d %d %d\r\n" % (key, flags, exptime, len(value))
-        return self._request(head + value + b"\r\n", _LINE)
+        return self.call(set_head(key, len(value), exptime, flags) + value + b"\r\n")
 
     def delete(self, key: bytes) -> asyncio.Future:
         """Future of b"DELETED" or b"NOT_FOUND"."""
-        return self._request(b"delete " + key + b"\r\n", _LINE)
+        return self.call(b"delete " + key + b"\r\n")
 
     def version(self) -> asyncio.Future:
-        return self._request(b"version\r\n", _LINE)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        return self.call(b"version\r\n")
 
 
 async def connect(host: str, port: int, timeout_s: float = 10.0) -> MemcacheProtocol:
@@ -116,3 +87,4 @@ async def connect(host: str, port: int, timeout_s: float = 10.0) -> MemcacheProt
         loop.create_connection(MemcacheProtocol, host, port), timeout_s
     )
     return proto
+

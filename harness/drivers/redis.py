@@ -1,11 +1,9 @@
 """A minimal asyncio RESP2 client with pipelining, and a Redis Cluster client on top.
 
-`RespConnection`: requests on one connection may be in flight together; Redis answers in
-order, so a FIFO of futures matches replies to requests. A request sent while earlier ones
-are in flight is held until the end of the event loop's iteration and written together
-with the others sent meanwhile: one system call for a pipeline of requests instead of one
-each (neither asyncio nor uvloop coalesces small writes). Error replies are returned as
-`RespError` values, not raised, so the cluster layer can read MOVED/ASK cheaply.
+`RespConnection`: requests on one connection may be in flight together and are matched
+to Redis's in-order replies by `PipelinedProtocol`'s FIFO (which also coalesces the
+writes of a pipeline). Error replies are returned as `RespError` values, not raised, so
+the cluster layer can read MOVED/ASK cheaply.
 
 `ClusterClient`: keeps the slot map (CLUSTER SLOTS), sends each command to the master of
 its key's slot, and follows redirections: MOVED updates the map and retries at the new
@@ -21,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
 from harness.results import ERROR, REDIRECT
 
@@ -109,46 +107,23 @@ def _parse(data: bytes, pos: int) -> tuple[Any, int]:
     raise RespError(f"not a RESP reply: {data[pos:pos + 40]!r}")
 
 
-class RespConnection(asyncio.Protocol):
-    """One connection; `request` returns a future of the decoded reply."""
+class RespConnection(PipelinedProtocol):
+    """One connection. `request(*args)` returns a future of the decoded reply; `send` and
+    `call` take a command already encoded with `encode` (see `PipelinedProtocol`)."""
+
+    server = "redis"
+    reply_errors = (RespError,)
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._waiters: deque[asyncio.Future] = deque()
-        #: Requests held for one write at the end of this loop iteration, in order.
-        self._pending: list[bytes] = []
-        #: Several replies just arrived: their senders will send again in this iteration.
-        self._hold = False
+        super().__init__()
         #: The last bulk reply's header ("$<size>\r\n") and size: replies of one workload
         #: mostly have the same size, so the next header is compared, not parsed.
         self._bulk_head, self._bulk_size = b"$\r\n", 0
-        self.transport: asyncio.Transport | None = None
-        self._lost: Exception | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._open = False  # connected and not lost: the one check per request
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self._loop = asyncio.get_running_loop()
-        self._open = True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._open = False
-        self._lost = exc or ConnectionResetError("redis closed the connection")
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(ConnectionResetError(str(self._lost)))
-
-    @property
-    def closed(self) -> bool:
-        return self._lost is not None
 
     def data_received(self, data: bytes) -> None:
         if self._buf:
             data = self._buf + data
-        waiters, pos, n = self._waiters, 0, len(data)
-        awaited = len(waiters)
+        waiters, pos, n, count = self._waiters, 0, len(data), 0
         head, size = self._bulk_head, self._bulk_size
         value: Any
         while waiters and pos < n:
@@ -178,72 +153,26 @@ class RespConnection(asyncio.Protocol):
                     value, pos = _parse(data, pos)
                 except _Incomplete:
                     break
-            fut = waiters.popleft()
-            if not fut.done():  # a cancelled (timed-out) request's reply is dropped in order
-                fut.set_result(value)
+            count += 1
+            waiters.popleft()(value)
         self._buf = data[pos:] if pos < n else b""
         self._bulk_head, self._bulk_size = head, size
-        if awaited - len(waiters) > 1:
-            self._hold = True  # hold the first of the next requests too (see _write)
+        self._replied(count)
 
     def request(self, *args: bytes | str | int) -> asyncio.Future:
-        return self.pipeline([args])[-1]
-
-    def send(self, payload: bytes) -> asyncio.Future:
-        """One command already encoded with `encode`: the load generator's hot path, which
-        encodes its commands once up front instead of per request."""
-        if not self._open:
-            raise ConnectionResetError("redis connection is closed")
-        fut = self._loop.create_future()  # type: ignore[union-attr]
-        # _write, inlined: this runs once per op.
-        pending, waiters = self._pending, self._waiters
-        if pending:
-            pending.append(payload)
-        elif waiters or self._hold:
-            pending.append(payload)
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-        else:
-            self.transport.write(payload)  # type: ignore[union-attr]
-        waiters.append(fut)
-        return fut
-
-    def _write(self, data: bytes) -> None:
-        """Write now if nothing is in flight (a lone request is not delayed); otherwise
-        join the requests held for the write at the end of this loop iteration. Right
-        after a batch of replies the first request is held as well: the others woken by
-        that batch follow in the same iteration, and the pipeline goes out in one write."""
-        pending = self._pending
-        if pending:
-            pending.append(data)
-        elif self._waiters or self._hold:
-            pending.append(data)
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-        else:
-            self.transport.write(data)  # type: ignore[union-attr]
-
-    def _flush(self) -> None:
-        pending = self._pending
-        self._hold = False
-        transport = self.transport
-        # Closed meanwhile: connection_lost fails the requests' futures.
-        if pending and self._lost is None and transport is not None \
-                and not transport.is_closing():
-            transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
-        pending.clear()
+        return self.call(encode(args))
 
     def pipeline(self, commands: Iterable[Sequence[bytes | str | int]]) -> list[asyncio.Future]:
         """Send several commands in one write; one future per reply."""
-        if self._lost is not None or self.transport is None or self._loop is None:
+        if not self._open:
             raise ConnectionResetError("redis connection is closed")
         encoded = [encode(cmd) for cmd in commands]
-        self._write(b"".join(encoded))  # behind any requests held for this iteration
-        futs = [self._loop.create_future() for _ in encoded]
-        self._waiters.extend(futs)
+        futs = [self._loop.create_future() for _ in encoded]  # type: ignore[union-attr]
+        for payload, fut in zip(encoded, futs, strict=True):
+            # Written as one: held behind the first (see PipelinedProtocol), or all at once.
+            self._hold = True
+            self.send(payload, self._settler(fut))
         return futs
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
 
 
 async def connect(host: str, port: int, timeout_s: float = 10.0) -> RespConnection:

@@ -14,6 +14,9 @@ from typing import Any
 from harness.services.base import Endpoint
 from harness.settings import Setting
 
+#: The fast path's send function: (connection, op code, seq) -> None.
+Issue = Callable[[Any, int, int], None]
+
 
 class WorkloadClient(abc.ABC):
     """Per-process client side of a workload. `execute` must not record timings itself,
@@ -39,6 +42,17 @@ class WorkloadClient(abc.ABC):
 
     async def close(self, conn: Any) -> None:  # noqa: B027 - optional hook
         """Close one connection."""
+
+    def issuer(self, done: Callable[[int], None],
+               fail: Callable[[BaseException], None]) -> Issue | None:
+        """Optional fast path: a function `issue(conn, op, seq)` that sends op `seq` and
+        returns at once, arranging for its reply to call `done(results.outcome(status,
+        nbytes))`, or `fail(exc)` if the op failed. The load generator asks once per
+        in-flight slot (so the reply handlers are made once, not per op) and then runs
+        the slot from the driver's reply callbacks, with no task switch per op. None (the
+        default): every op awaits `execute`. A client offering both must make them
+        behave alike."""
+        return None
 
 
 class Workload(abc.ABC):

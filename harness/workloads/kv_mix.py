@@ -8,14 +8,16 @@ one request: one Python process can keep up with C load generators.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import abc
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from harness.errors import WorkloadError
+from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.settings import Setting
-from harness.workloads.base import Workload
+from harness.workloads.base import Issue, Workload, WorkloadClient
 
 OPS = ("get", "set")
 GET, SET = 0, 1
@@ -96,3 +98,91 @@ class KeyValueMix(Workload):
         problems = self.validate(params, {})
         if problems:
             raise WorkloadError(f"{self.name}: {'; '.join(problems)}")
+
+
+class MixClient(WorkloadClient):
+    """One process's client of a mix: requests encoded once per key, op pattern and key
+    picks drawn once; `get_seq[j]` and `set_seq[j]` (a set request up to its value,
+    completed by `value_tail`) name the same key, indexed by `seq` modulo their length.
+    Both drivers take encoded requests (`send` with a reply callback, `call` for a
+    future), so one client serves both; a subclass says how to encode and connect."""
+
+    #: The server's name in messages, and its reply to a successful set.
+    server: str
+    stored: bytes
+
+    def __init__(self, params: Mapping[str, Any], keys: list[bytes],
+                 rng: np.random.Generator) -> None:
+        self.size = params["value_size_bytes"]
+        self.op_pattern: list[int] = op_pattern(params["get_ratio"], rng)
+        picks = key_picks(len(keys), rng)
+        # Encoded once per key; the sequences only hold references to these bytes.
+        gets = [self.get_request(k) for k in keys]
+        heads = [self.set_head(k, self.size) for k in keys]
+        self.get_seq: list[bytes] = [gets[i] for i in picks]
+        self.set_seq: list[bytes] = [heads[i] for i in picks]
+        self.value_tail = self.set_tail(b"x" * self.size)
+
+    @abc.abstractmethod
+    def get_request(self, key: bytes) -> bytes:
+        """The encoded get of `key`."""
+
+    @abc.abstractmethod
+    def set_head(self, key: bytes, size: int) -> bytes:
+        """The encoded set of `key` up to its value."""
+
+    @abc.abstractmethod
+    def set_tail(self, value: bytes) -> bytes:
+        """The rest of every set request: the value as the protocol frames it."""
+
+    async def close(self, conn: Any) -> None:
+        conn.close()
+
+    def next_op(self, seq: int) -> int:
+        return self.op_pattern[seq & (OP_PATTERN_LEN - 1)]
+
+    def _unexpected(self, reply: Any, op: str) -> BaseException:
+        if isinstance(reply, OSError):
+            return reply  # the connection failed
+        return WorkloadError(f"{self.server} answered {reply!r} to {op}")
+
+    async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
+        if op == GET:
+            value = await conn.call(self.get_seq[seq % KEY_SEQ_LEN])
+            if type(value) is bytes:
+                return OK, len(value)
+            if value is None:
+                return MISS, 0
+            raise self._unexpected(value, "get")
+        reply = await conn.call(self.set_seq[seq % KEY_SEQ_LEN] + self.value_tail)
+        if reply != self.stored:
+            raise self._unexpected(reply, "set")
+        return OK, self.size
+
+    def issuer(self, done: Callable[[int], None],
+               fail: Callable[[BaseException], None]) -> Issue:
+        get_seq, set_seq, tail, stored = self.get_seq, self.set_seq, self.value_tail, self.stored
+        hit, miss, set_ok = outcome(OK, 0), outcome(MISS, 0), outcome(OK, self.size)
+        unexpected = self._unexpected
+
+        def on_get(value: Any) -> None:
+            if value.__class__ is bytes:
+                done(hit | len(value) << OUTCOME_BYTES_SHIFT)
+            elif value is None:
+                done(miss)
+            else:
+                fail(unexpected(value, "get"))
+
+        def on_set(reply: Any) -> None:
+            if reply == stored:
+                done(set_ok)
+            else:
+                fail(unexpected(reply, "set"))
+
+        def issue(conn: Any, op: int, seq: int) -> None:
+            if op == GET:
+                conn.send(get_seq[seq % KEY_SEQ_LEN], on_get)
+            else:
+                conn.send(set_seq[seq % KEY_SEQ_LEN] + tail, on_set)
+
+        return issue

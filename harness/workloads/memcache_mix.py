@@ -17,18 +17,12 @@ import numpy as np
 
 from harness.drivers import memcache
 from harness.errors import WorkloadError
-from harness.results import MISS, OK
 from harness.services.base import Endpoint
 from harness.settings import Setting
 from harness.workloads import kv_mix
 from harness.workloads.base import WorkloadClient
 from harness.workloads.kv_mix import (
-    GET,
-    KEY_SEQ_LEN,
-    OP_PATTERN_LEN,
     KeyValueMix,
-    key_picks,
-    op_pattern,
 )
 
 KEY_PREFIX = b"k"
@@ -78,35 +72,24 @@ class MemcacheMix(KeyValueMix):
         return MixClient(endpoints["memcached"], params, client_id)
 
 
-class MixClient(WorkloadClient):
-    """One process's client. `op_pattern` and `key_seq` are indexed by `seq` modulo length."""
+class MixClient(kv_mix.MixClient):
+    server = "memcached"
+    stored = b"STORED"
 
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.endpoint = endpoint
-        size = params["value_size_bytes"]
-        self.value = b"x" * size
         keys = [key_of(i, params["key_size_bytes"]) for i in range(params["key_space"])]
         rng = np.random.default_rng([0x6D6D, client_id])  # reproducible, distinct per client
-        self.op_pattern: list[int] = op_pattern(params["get_ratio"], rng)
-        self.key_seq: list[bytes] = [keys[i] for i in key_picks(len(keys), rng)]
-        self._set_result = (OK, size)
-        self._miss_result = (MISS, 0)
+        super().__init__(params, keys, rng)
+
+    def get_request(self, key: bytes) -> bytes:
+        return memcache.get_request(key)
+
+    def set_head(self, key: bytes, size: int) -> bytes:
+        return memcache.set_head(key, size)
+
+    def set_tail(self, value: bytes) -> bytes:
+        return value + b"\r\n"
 
     async def connect(self) -> Any:
         return await memcache.connect(self.endpoint.host, self.endpoint.port)
-
-    async def close(self, conn: Any) -> None:
-        conn.close()
-
-    def next_op(self, seq: int) -> int:
-        return self.op_pattern[seq & (OP_PATTERN_LEN - 1)]
-
-    async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
-        key = self.key_seq[seq % KEY_SEQ_LEN]
-        if op == GET:
-            value = await conn.get(key)
-            return self._miss_result if value is None else (OK, len(value))
-        reply = await conn.set(key, self.value)
-        if reply != b"STORED":
-            raise WorkloadError(f"memcached answered {reply!r} to set")
-        return self._set_result

@@ -23,18 +23,12 @@ import numpy as np
 
 from harness.drivers import redis as resp
 from harness.errors import WorkloadError
-from harness.results import MISS, OK
 from harness.services.base import Endpoint
 from harness.settings import Setting
 from harness.workloads import kv_mix
 from harness.workloads.base import WorkloadClient
 from harness.workloads.kv_mix import (
-    GET,
-    KEY_SEQ_LEN,
-    OP_PATTERN_LEN,
     KeyValueMix,
-    key_picks,
-    op_pattern,
 )
 
 #: redis-benchmark's key prefix (`key:__rand_int__`, the number padded to 12 digits).
@@ -85,44 +79,24 @@ class RedisMix(KeyValueMix):
         return RedisMixClient(endpoints["redis"], params, client_id)
 
 
-class RedisMixClient(WorkloadClient):
-    """One process's client. `op_pattern`, `get_seq` and `set_seq` are indexed by `seq`
-    modulo their length; `get_seq[j]` and `set_seq[j]` name the same key."""
+class RedisMixClient(kv_mix.MixClient):
+    server = "redis"
+    stored = b"OK"
 
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.endpoint = endpoint
-        size = params["value_size_bytes"]
         keys = [key_of(i, params["key_size_bytes"]) for i in range(params["key_space"])]
         rng = np.random.default_rng([0x7264, client_id])  # reproducible, distinct per client
-        self.op_pattern: list[int] = op_pattern(params["get_ratio"], rng)
-        # Encoded once per key; the sequences only hold references to these bytes.
-        gets = [resp.encode((b"GET", k)) for k in keys]
-        set_heads = [b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n" % (len(k), k) for k in keys]
-        self.value_tail = b"$%d\r\n%s\r\n" % (size, b"x" * size)
-        picks = key_picks(len(keys), rng)
-        self.get_seq: list[bytes] = [gets[i] for i in picks]
-        self.set_seq: list[bytes] = [set_heads[i] for i in picks]
-        self._set_result = (OK, size)
-        self._miss_result = (MISS, 0)
+        super().__init__(params, keys, rng)
+
+    def get_request(self, key: bytes) -> bytes:
+        return resp.encode((b"GET", key))
+
+    def set_head(self, key: bytes, size: int) -> bytes:
+        return b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n" % (len(key), key)
+
+    def set_tail(self, value: bytes) -> bytes:
+        return b"$%d\r\n%s\r\n" % (len(value), value)
 
     async def connect(self) -> Any:
         return await resp.connect(self.endpoint.host, self.endpoint.port)
-
-    async def close(self, conn: Any) -> None:
-        conn.close()
-
-    def next_op(self, seq: int) -> int:
-        return self.op_pattern[seq & (OP_PATTERN_LEN - 1)]
-
-    async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
-        if op == GET:
-            value = await conn.send(self.get_seq[seq % KEY_SEQ_LEN])
-            if type(value) is bytes:
-                return OK, len(value)
-            if value is None:
-                return self._miss_result
-            raise WorkloadError(f"redis answered {value!r} to GET")
-        reply = await conn.send(self.set_seq[seq % KEY_SEQ_LEN] + self.value_tail)
-        if reply != b"OK":
-            raise WorkloadError(f"redis answered {reply!r} to SET")
-        return self._set_result

@@ -42,7 +42,7 @@ def test_op_pattern_honours_get_ratio(ratio: float) -> None:
 
 def test_keys_cover_the_key_space_uniformly_with_the_key_size() -> None:
     client = _client(key_space=500, key_size_bytes=20)
-    counts = Counter(client.key_seq)
+    counts = Counter(req[4:-2] for req in client.get_seq)  # b"get <key>\r\n"
     assert set(counts) == {key_of(i, 20) for i in range(500)}
     assert {len(k) for k in counts} == {20}
     # Uniform: each of 500 keys expects ~262 draws; none far off.
@@ -51,8 +51,8 @@ def test_keys_cover_the_key_space_uniformly_with_the_key_size() -> None:
 
 def test_choices_are_seeded_per_client() -> None:
     a, a2, b = _client(0), _client(0), _client(1)
-    assert a.key_seq == a2.key_seq and a.op_pattern == a2.op_pattern
-    assert a.key_seq != b.key_seq
+    assert a.get_seq == a2.get_seq and a.op_pattern == a2.op_pattern
+    assert a.get_seq != b.get_seq
 
 
 def test_validate_rejects_what_memcached_or_the_key_format_cannot_take() -> None:
@@ -221,4 +221,4 @@ def test_cancelling_the_run_is_not_turned_into_timeouts(
 
     run = asyncio.run(go())
     assert run.rec.n > 0
-    assert TIMEOUT not in run.rec.status[:run.rec.n].tolist()
+    assert TIMEOUT not in run.rec.to_arrays(WL.ops, 0, 0).status.tolist()

@@ -94,7 +94,7 @@ def test_driver_parses_replies_split_anywhere() -> None:
     async def go() -> list[object]:
         conn = resp.RespConnection()
         conn.connection_made(_Transport())  # type: ignore[arg-type]
-        futs = [conn.send(b"cmd") for _ in range(8)]
+        futs = [conn.call(b"cmd") for _ in range(8)]
         stream = (b"$5\r\nhello\r\n" b"$5\r\nwor\r\n\r\n" b"$-1\r\n" b"$50\r\n" + b"y" * 50
                   + b"\r\n" b"+OK\r\n" b"-ERR no\r\n" b":42\r\n" b"$5\r\nagain\r\n")
         for i in range(0, len(stream), 3):
@@ -113,15 +113,15 @@ def test_requests_sent_while_others_are_in_flight_go_out_in_one_write() -> None:
         conn = resp.RespConnection()
         transport = _Transport()
         conn.connection_made(transport)  # type: ignore[arg-type]
-        first = conn.send(b"A\r\n")  # nothing in flight: written at once
+        first = conn.call(b"A\r\n")  # nothing in flight: written at once
         assert transport.writes == [b"A\r\n"]
-        rest = [conn.send(b"%d\r\n" % i) for i in range(3)]
+        rest = [conn.call(b"%d\r\n" % i) for i in range(3)]
         assert len(transport.writes) == 1  # held until the end of this iteration
         await asyncio.sleep(0)
         conn.data_received(b":0\r\n:1\r\n:2\r\n:3\r\n")
         # Right after a batch of replies the next request is held too (the others of
         # the pipeline follow in the same iteration).
-        again = [conn.send(b"B\r\n"), conn.send(b"C\r\n")]
+        again = [conn.call(b"B\r\n"), conn.call(b"C\r\n")]
         await asyncio.sleep(0)
         conn.data_received(b":4\r\n:5\r\n")
         return transport.writes, [f.result() for f in [first, *rest, *again]]
@@ -206,10 +206,9 @@ class _DepthClient(RedisMixClient):
             self.writes += 1
             write(data)
 
-        def noting_send(payload: bytes) -> asyncio.Future:
-            fut = send(payload)
+        def noting_send(payload: bytes, on_reply: Any) -> None:
+            send(payload, on_reply)
             self.depths.append(len(conn._waiters))
-            return fut
 
         conn.send = noting_send
         conn.transport = _Proxy(conn.transport, counting_write)
@@ -249,7 +248,7 @@ def test_inflight_16_on_one_connection_pipelines(redis_server: RunningService) -
             for k in keys:
                 assert await conn.request(b"SET", k, b"v-" + k) == b"OK"
             return list(await asyncio.gather(
-                *[conn.send(resp.encode((b"GET", k))) for k in keys]))
+                *[conn.call(resp.encode((b"GET", k))) for k in keys]))
         finally:
             conn.close()
 

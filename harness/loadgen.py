@@ -12,6 +12,9 @@ Start and latency come from one monotonic ns clock; records go into
 preallocated `array.array` columns, written through memoryviews, turned into numpy at the
 end (see `Recorder` for what one record costs). Every attempt is a record: a failed op or
 a failed reconnect is an `error` record, a timed-out op `timeout`.
+
+Workloads that offer `issuer` run from the driver's reply callbacks (see `ClientRun`):
+the C tools' way of working, and what lets one Python process come near them.
 """
 
 from __future__ import annotations
@@ -475,6 +478,10 @@ class ClientRun:
         await self._drop(holder, gen)
 
 
+#: "No limit" for the fast chain's op-count and end-time checks: one comparison each.
+_NEVER = 1 << 62
+
+
 def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
     """The callback path of one in-flight slot (see `ClientRun`), or None if the workload
     has no `issuer`. The returned coroutine function runs ops until the connection is
@@ -486,27 +493,46 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     rec = run.rec
     start_v, end_v, outcome_v, intended_v = rec.views
     next_op = run.client.next_op
-    total, end_ns, warm_ops = run.total, run.end_ns, run.cfg.warmup_ops
+    last = run.total if run.total is not None else _NEVER
+    stop_ns = run.end_ns if run.end_ns is not None else _NEVER
+    warm_ops = run.cfg.warmup_ops
     open_loop = run.schedule is not None
     get_ticket = run.tickets.get_nowait
     timeout_s = run.cfg.timeout_s
+    timeout_ns = int(timeout_s * 1e9) if timeout_s is not None else 0
     conn: Any = None
     waiter: asyncio.Future = loop.create_future()
     held: Ticket | None = None  # an open-loop op taken while the chain was idle
     t0 = tag = intended = 0
     pending = False  # an op is in flight; its reply (or failure) is still to be recorded
+    timer: asyncio.TimerHandle | None = None
 
     def finish(result: object) -> None:
-        nonlocal pending
+        nonlocal pending, timer
         pending = False
-        if watch is not None:
-            watch.deadline_ns = 0
+        if timer is not None:
+            timer.cancel()
+            timer = None
         if not waiter.done():
             waiter.set_result(result)
 
+    def watch() -> None:
+        """The chain's timeout: one timer per slot, re-armed for the deadline of the op
+        in flight (its start + the timeout), instead of a timer or a store per op."""
+        nonlocal timer
+        timer = None
+        if not pending:
+            return
+        left_ns = t0 + timeout_ns - clock()
+        if left_ns > 0:
+            timer = loop.call_later(left_ns / 1e9, watch)
+        else:
+            fail(TimeoutError(f"no reply within {timeout_s} s"))
+
     def done(code: int) -> None:
-        """The reply of the op in flight: `code` is `results.outcome(status, nbytes)`."""
-        nonlocal start_v, end_v, outcome_v
+        """The reply of the op in flight: `code` is `results.outcome(status, nbytes)`.
+        Records it and issues the next op (`go`, inlined: one call less per op)."""
+        nonlocal start_v, end_v, outcome_v, t0, tag
         t1 = clock()
         if not pending:
             return  # the reply of an op that timed out: already recorded
@@ -520,7 +546,18 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
             start_v[i] = t0
         end_v[i] = t1
         outcome_v[i] = code | tag
-        go()
+        seq = run.seq
+        if seq >= last or run.stopping or t1 >= stop_ns:
+            finish(None)
+            return
+        run.seq = seq + 1
+        t0 = clock()
+        try:
+            op = issue(conn, seq)
+        except Exception as exc:  # noqa: BLE001 - e.g. the connection is closed: recorded
+            issue_failed(seq, exc)
+            return
+        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
 
     def done_open(code: int) -> None:
         """`done` in open loop: the intended start is recorded as well."""
@@ -538,7 +575,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         end_v[i] = t1
         outcome_v[i] = code | tag
         intended_v[i] = intended
-        go()
+        go_open()
 
     def fail(exc: BaseException) -> None:
         """The op in flight failed (`exc` is kept as the run's last error)."""
@@ -550,58 +587,68 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         run._count_failure()
         finish(exc)
 
-    def go() -> None:
-        """Issue the next op, or end the chain."""
-        nonlocal t0, tag, intended, pending, held
-        if run.stopping:
-            finish(None)
-            return
-        if not open_loop:
-            seq = run.seq
-            if total is not None and seq >= total:
-                finish(None)
-                return
-            run.seq = seq + 1
-        else:
-            if held is not None:
-                ticket, held = held, None
-            else:
-                try:
-                    ticket = get_ticket()
-                except asyncio.QueueEmpty:
-                    finish(_IDLE)
-                    return
-            if ticket is None:
-                finish(None)
-                return
-            seq, intended = ticket
+    def issue_failed(seq: int, exc: BaseException) -> None:
+        nonlocal tag
         op = next_op(seq)
-        t = clock()
-        if end_ns is not None and t >= end_ns:
+        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
+        fail(exc)
+
+    def go() -> None:
+        """Closed loop: issue the next op, or end the chain."""
+        nonlocal t0, tag, pending
+        seq = run.seq
+        if seq >= last or run.stopping:
             finish(None)
             return
-        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
+        run.seq = seq + 1
+        t = clock()
+        if t >= stop_ns:
+            finish(None)
+            return
         t0 = t
         pending = True
-        if watch is not None:
-            watch.deadline_ns = t + watch.timeout_ns
-            if watch.handle is None:
-                watch.arm()
         try:
-            issue(conn, op, seq)
+            op = issue(conn, seq)
         except Exception as exc:  # noqa: BLE001 - e.g. the connection is closed: recorded
-            fail(exc)
+            issue_failed(seq, exc)
+            return
+        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
 
-    def expire() -> None:
-        fail(TimeoutError(f"no reply within {timeout_s} s"))
+    def go_open() -> None:
+        """Open loop: issue the next op that is due, or end the chain (or idle it)."""
+        nonlocal t0, tag, pending, held, intended
+        if held is not None:
+            ticket, held = held, None
+        else:
+            try:
+                ticket = get_ticket()
+            except asyncio.QueueEmpty:
+                finish(_IDLE)
+                return
+        if ticket is None or run.stopping:
+            finish(None)
+            return
+        seq, intended = ticket
+        t = clock()
+        if t >= stop_ns:
+            finish(None)
+            return
+        t0 = t
+        pending = True
+        try:
+            op = issue(conn, seq)
+        except Exception as exc:  # noqa: BLE001 - e.g. the connection is closed: recorded
+            issue_failed(seq, exc)
+            return
+        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
 
     issue = run.client.issuer(done_open if open_loop else done, fail)
     if issue is None:
         return None
-    watch = run._deadline(expire)
+    start = go_open if open_loop else go
 
     async def chain() -> Ticket | None:
-        nonlocal conn, waiter, held
+        nonlocal conn, waiter, held, timer
         try:
             while not run.stopping:
                 if holder.conn is None:
@@ -609,7 +656,9 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
                     return ticket if ticket is not None else await run._take()
                 conn, gen = holder.conn, holder.generation
                 waiter = loop.create_future()
-                go()
+                if timeout_ns:
+                    timer = loop.call_later(timeout_s, watch)  # type: ignore[arg-type]
+                start()
                 result = await waiter
                 if result is None:
                     return None

@@ -125,14 +125,16 @@ class RespConnection(PipelinedProtocol):
             data = self._buf + data
         waiters, pos, n, count = self._waiters, 0, len(data), 0
         head, size = self._bulk_head, self._bulk_size
+        skip, step = len(head), len(head) + size + 2  # a cached-size reply: its value, whole
         value: Any
-        while waiters and pos < n:
+        while pos < n and waiters:
             # The replies of GET and SET inline; other types through _parse.
             if data.startswith(head, pos):  # a bulk string of the last one's size
-                end = pos + len(head) + size
-                if n < end + 2:
+                end = pos + step
+                if end > n:
                     break
-                value, pos = data[end - size:end], end + 2
+                value = data[pos + skip:end - 2]
+                pos = end
             elif data[pos] == 36:  # $ bulk string
                 eol = data.find(b"\r\n", pos)
                 if eol < 0:
@@ -145,6 +147,7 @@ class RespConnection(PipelinedProtocol):
                     if n < end + 2:
                         break
                     head, size = data[pos:eol + 2], length
+                    skip, step = len(head), len(head) + size + 2
                     value, pos = data[eol + 2:end], end + 2
             elif data.startswith(b"+OK\r\n", pos):
                 value, pos = b"OK", pos + 5

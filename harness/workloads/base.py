@@ -14,8 +14,8 @@ from typing import Any
 from harness.services.base import Endpoint
 from harness.settings import Setting
 
-#: The fast path's send function: (connection, op code, seq) -> None.
-Issue = Callable[[Any, int, int], None]
+#: The fast path's send function: (connection, seq) -> the op's code.
+Issue = Callable[[Any, int], int]
 
 
 class WorkloadClient(abc.ABC):
@@ -45,9 +45,10 @@ class WorkloadClient(abc.ABC):
 
     def issuer(self, done: Callable[[int], None],
                fail: Callable[[BaseException], None]) -> Issue | None:
-        """Optional fast path: a function `issue(conn, op, seq)` that sends op `seq` and
-        returns at once, arranging for its reply to call `done(results.outcome(status,
-        nbytes))`, or `fail(exc)` if the op failed. The load generator asks once per
+        """Optional fast path: a function `issue(conn, seq)` that sends op `seq` (the op
+        `next_op(seq)` names) and returns that op's code at once, arranging for its reply
+        to call `done(results.outcome(status, nbytes))`, or `fail(exc)` if the op failed
+        (an exception raised by `issue` itself counts as failed). The load generator asks once per
         in-flight slot (so the reply handlers are made once, not per op) and then runs
         the slot from the driver's reply callbacks, with no task switch per op. None (the
         default): every op awaits `execute`. A client offering both must make them

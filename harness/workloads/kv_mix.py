@@ -1,9 +1,10 @@
 """What the get/set-mix workloads share (memcache_mix, redis_mix): parameters and their
-checks, key naming, and the precomputed op pattern and key picks of a client.
+checks, key naming, and the client.
 
 Everything random is drawn once per client (seeded, distinct per client) into plain
-lists indexed by the op's sequence number, so the hot path is a list lookup or two and
-one request: one Python process can keep up with C load generators.
+lists indexed by the op's sequence number, and every request is encoded once per key,
+so an op is a list lookup or two and one `send` with a reply handler made once per slot
+(the load generator's callback path, see `harness.loadgen`).
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class MixClient(WorkloadClient):
     def issuer(self, done: Callable[[int], None],
                fail: Callable[[BaseException], None]) -> Issue:
         get_seq, set_seq, tail, stored = self.get_seq, self.set_seq, self.value_tail, self.stored
+        pattern = self.op_pattern
         hit, miss, set_ok = outcome(OK, 0), outcome(MISS, 0), outcome(OK, self.size)
         unexpected = self._unexpected
 
@@ -179,10 +181,11 @@ class MixClient(WorkloadClient):
             else:
                 fail(unexpected(reply, "set"))
 
-        def issue(conn: Any, op: int, seq: int) -> None:
-            if op == GET:
+        def issue(conn: Any, seq: int) -> int:
+            if pattern[seq & (OP_PATTERN_LEN - 1)] == GET:
                 conn.send(get_seq[seq % KEY_SEQ_LEN], on_get)
-            else:
-                conn.send(set_seq[seq % KEY_SEQ_LEN] + tail, on_set)
+                return GET
+            conn.send(set_seq[seq % KEY_SEQ_LEN] + tail, on_set)
+            return SET
 
         return issue

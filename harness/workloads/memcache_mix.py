@@ -1,10 +1,8 @@
 """A generic memcached get/set mix over a fixed key space (memaslap's workload).
 
 `prepare` stores every key, so gets hit unless the server evicts. Clients pick keys
-uniformly at random and ops in the proportion `get_ratio`. Everything random is drawn in
-the constructor (a per-client seeded RNG) into plain lists indexed by the op's sequence
-number: the hot path is two list lookups and one request, so one Python process can keep
-up with C load generators.
+uniformly at random and ops in the proportion `get_ratio`. The client (`kv_mix.MixClient`)
+encodes every request once and offers the load generator's callback path.
 """
 
 from __future__ import annotations

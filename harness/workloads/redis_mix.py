@@ -9,9 +9,8 @@ zero-padded key number, so at the default 16 bytes they are exactly the keys
 Pipelining is the load generator's `inflight`: that many requests in flight on each
 connection, matched to Redis's in-order replies by the driver's FIFO.
 
-Every command is encoded in the constructor (a GET per key, a SET's head per key and the
-value's tail once), and everything random is drawn there into plain lists indexed by the
-op's sequence number: the hot path is a list lookup and one `send`.
+The client (`kv_mix.MixClient`) encodes every command once and offers the load
+generator's callback path.
 """
 
 from __future__ import annotations

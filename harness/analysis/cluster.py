@@ -109,8 +109,8 @@ def seed_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per op and setup: runs, objects, mean total ms and µs per object with 95% CIs."""
     rows = []
     for (op, setup), g in frame.groupby(["op", "setup"], sort=False):
-        us = stats.mean_ci(g["us_per_object"])
-        total = stats.mean_ci(g["total_ms"])
+        us = stats.mean_ci(g["us_per_object"], positive=True)
+        total = stats.mean_ci(g["total_ms"], positive=True)
         rows.append({"op": op, "setup": setup, "n": us.n,
                      "objects": int(g["objects"].median()), "total_ms": total.value,
                      "total_low": total.low, "total_high": total.high, "us": us.value,
@@ -214,7 +214,7 @@ def point_table(frame: pd.DataFrame, op: str = "insert") -> pd.DataFrame:
     rows = []
     for (nodes, rtt, mode), g in frame[frame["op"] == op].groupby(
             ["nodes", "rtt_ms", "mode"], sort=True):
-        est = stats.mean_ci(g["us_per_object"])
+        est = stats.mean_ci(g["us_per_object"], positive=True)
         rows.append({"nodes": nodes, "rtt_ms": rtt, "mode": mode, "n": est.n,
                      "mean": est.value, "ci_low": est.low, "ci_high": est.high})
     return pd.DataFrame(rows, columns=["nodes", "rtt_ms", "mode", "n", "mean", "ci_low",

@@ -144,7 +144,7 @@ class Study:
         for key, what in (("connect", "TCP connect"), ("noop", "HTTP no-op (GET /health)")):
             p = self.per_run
             vals = p[f"{key}_ms"].dropna()
-            est = stats.mean_ci(vals) if len(vals) > 1 else None
+            est = stats.mean_ci(vals, positive=True) if len(vals) > 1 else None
             rows.append({"probe": what, "runs": len(vals), "min": p[f"{key}_min_ms"].min(),
                          "mean": est.value if est else vals.mean(),
                          "ci_low": est.low if est else np.nan,
@@ -164,8 +164,8 @@ class Study:
                 sel = self.select(op, t, mc)
                 if sel.empty:
                     continue
-                lat = stats.mean_ci(sel["latency_ms"])
-                svc = stats.mean_ci(sel["service_ms"].dropna())
+                lat = stats.mean_ci(sel["latency_ms"], positive=True)
+                svc = stats.mean_ci(sel["service_ms"].dropna(), positive=True)
                 rows.append({"op": op, "memcache": mc_label(mc), "threads": t,
                              "runs": lat.n, "latency_ms": lat.value,
                              "noop_ms": sel["noop_ms"].mean(),

@@ -134,7 +134,7 @@ class Imported:
             rows = []
             for _, r in g.iterrows():
                 lat = self._latencies_ms(r["run_id"])
-                est = stats.mean_ci(lat)
+                est = stats.mean_ci(lat, positive=True)
                 rows.append({"threads": r.get("threads"), "op": r["op"], "ops": int(r["ops"]),
                              "mean": est.value, "ci_low": est.low, "ci_high": est.high,
                              "p50": r["latency_p50_ms"], "max": r["latency_max_ms"],

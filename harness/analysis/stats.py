@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -109,16 +109,27 @@ def bootstrap_ci(
 
 
 def mean_ci(
-    x: ArrayLike, confidence: float = 0.95, *, method: str = "auto", alpha: float = 0.05
+    x: ArrayLike, confidence: float = 0.95, *, method: str = "auto", alpha: float = 0.05,
+    positive: bool = False,
 ) -> Estimate:
-    """Mean with CI: ``t``, ``bootstrap``, or ``auto`` (t unless Shapiro-Wilk rejects)."""
+    """Mean with CI: ``t``, ``bootstrap``, or ``auto`` (t unless Shapiro-Wilk rejects).
+
+    `positive`: the quantity cannot be negative (a time, a rate). A t interval from few,
+    spread-out runs can then reach below zero, which a reader takes for a mistake; it is
+    cut at zero. Cutting an interval to the possible values keeps its coverage (the true
+    mean is never below zero), and the method says so.
+    """
     if method == "auto":
         method = "t" if normality(x, alpha).normal else "bootstrap"
     if method == "t":
-        return t_ci(x, confidence)
-    if method == "bootstrap":
-        return bootstrap_ci(x, confidence)
-    raise ValueError(f"method must be auto, t or bootstrap, not {method!r}")
+        est = t_ci(x, confidence)
+    elif method == "bootstrap":
+        est = bootstrap_ci(x, confidence)
+    else:
+        raise ValueError(f"method must be auto, t or bootstrap, not {method!r}")
+    if positive and est.low < 0:
+        est = replace(est, low=0.0, method=f"{est.method}, cut at 0")
+    return est
 
 
 def harmonic_mean(x: ArrayLike, weights: ArrayLike | None = None) -> float:
@@ -376,8 +387,9 @@ def config_table(
     rows = []
     for key, grp in per_run.groupby(list(by), sort=True, dropna=False, observed=True):
         vals = grp[value].to_numpy(float)
-        est = harmonic_mean_ci(vals, confidence) if rate else mean_ci(vals, confidence,
-                                                                       method=method)
+        # Every measure of this kit (times, rates, counts) is >= 0.
+        est = harmonic_mean_ci(vals, confidence) if rate else mean_ci(
+            vals, confidence, method=method, positive=True)
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key, strict=True)), "n": est.n, "mean": est.value,
                      "ci_low": est.low, "ci_high": est.high, "cv": cv(vals),
@@ -413,7 +425,7 @@ def ratio_table(
         baseline = pick(means, key=means.__getitem__)
     rows = []
     for k, v in samples.items():
-        est = mean_ci(v, confidence)
+        est = mean_ci(v, confidence, positive=True)
         if k == baseline:
             ratio = Estimate(1.0, float("nan"), float("nan"), int(v.size), "baseline")
         else:

@@ -103,6 +103,37 @@ def test_t_ci_covers_true_mean_about_95_percent():
     assert 0.935 <= hits / len(draws) <= 0.965
 
 
+def test_positive_quantities_cut_the_t_interval_at_zero() -> None:
+    # Three runs of a time, one slow: mean 11, s = 10.44, t(0.975, 2) = 4.3027 -> the
+    # t interval reaches down to -14.9 ms, which no time can be.
+    times = [3.0, 7.0, 23.0]
+    plain = stats.mean_ci(times, method="t")
+    assert plain.low == pytest.approx(11 - 4.302653 * np.std(times, ddof=1) / np.sqrt(3))
+    assert plain.low < 0
+    cut = stats.mean_ci(times, method="t", positive=True)
+    assert cut.low == 0.0 and cut.high == plain.high and cut.value == plain.value
+    assert cut.method == "t, cut at 0"
+    # An interval already above zero is left alone.
+    assert stats.mean_ci([10.0, 11.0, 12.0], positive=True) == stats.mean_ci([10.0, 11.0, 12.0])
+    # Tables of measures use it: no negative lower bound for any configuration.
+    per_run = pd.DataFrame({"cfg": ["a"] * 3 + ["b"] * 3, "ms": times + [5.0, 5.5, 6.0]})
+    table = stats.config_table(per_run, ["cfg"], "ms", method="t")
+    assert (table["ci_low"] >= 0).all() and table["method"].tolist() == ["t, cut at 0", "t"]
+    assert (stats.ratio_table(per_run, "cfg", "ms")["ci_low"] >= 0).all()
+
+
+def test_cutting_at_zero_keeps_coverage() -> None:
+    """Skewed positive data (lognormal, n=3): the cut interval covers the true mean as
+    often as the plain one, since the cut only removes impossible values."""
+    rng = np.random.default_rng(7)
+    true_mean = float(np.exp(0.5 * 1.2 ** 2))
+    draws = rng.lognormal(0.0, 1.2, size=(3000, 3))
+    plain = sum(stats.mean_ci(r, method="t").contains(true_mean) for r in draws)
+    cut = [stats.mean_ci(r, method="t", positive=True) for r in draws]
+    assert sum(e.contains(true_mean) for e in cut) == plain
+    assert min(e.low for e in cut) == 0.0
+
+
 def test_ratio_ci_delta_covers_true_ratio_about_95_percent():
     rng = np.random.default_rng(7)
     hits = 0

@@ -116,7 +116,7 @@ def test_positive_quantities_cut_the_t_interval_at_zero() -> None:
     # An interval already above zero is left alone.
     assert stats.mean_ci([10.0, 11.0, 12.0], positive=True) == stats.mean_ci([10.0, 11.0, 12.0])
     # Tables of measures use it: no negative lower bound for any configuration.
-    per_run = pd.DataFrame({"cfg": ["a"] * 3 + ["b"] * 3, "ms": times + [5.0, 5.5, 6.0]})
+    per_run = pd.DataFrame({"cfg": ["a"] * 3 + ["b"] * 3, "ms": [*times, 5.0, 5.5, 6.0]})
     table = stats.config_table(per_run, ["cfg"], "ms", method="t")
     assert (table["ci_low"] >= 0).all() and table["method"].tolist() == ["t, cut at 0", "t"]
     assert (stats.ratio_table(per_run, "cfg", "ms")["ci_low"] >= 0).all()

@@ -109,12 +109,15 @@ MIX_PARAMS = {"get_ratio": 0.8, "key_space": 200, "key_size_bytes": 16,
 
 
 class _AwaitedOnly:
-    """memcache_mix's client with its fast path withheld: every op awaits `execute`."""
+    """memcache_mix's client with its fast paths withheld: every op awaits `execute`."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
 
     def issuer(self, done: Any, fail: Any) -> None:
+        return None
+
+    def pipeline(self) -> None:
         return None
 
     def __getattr__(self, name: str) -> Any:
@@ -136,19 +139,21 @@ def _mix_run(endpoint: Endpoint, awaited: bool = False, **kw: Any) -> ClientRun:
     return asyncio.run(go())
 
 
-def test_callback_and_awaited_paths_record_the_same_ops(
-        memcached_server: RunningService) -> None:
-    """One connection, one op in flight: both paths issue the same seqs in order, so
-    their records match column by column except the times."""
-    runs = [_mix_run(memcached_server.endpoint, awaited, ops=400, warmup_ops=30)
-            for awaited in (False, True)]
+@pytest.mark.parametrize("inflight", [1, 4], ids=["callback-chain", "batched-pipe"])
+def test_fast_and_awaited_paths_record_the_same_ops(
+        memcached_server: RunningService, inflight: int) -> None:
+    """One connection: every path issues the same seqs and memcached answers in order,
+    so the records match column by column except the times. One op in flight runs the
+    callback chain, four the batched pipe."""
+    runs = [_mix_run(memcached_server.endpoint, awaited, ops=400, warmup_ops=30,
+                     inflight=inflight) for awaited in (False, True)]
     fast, awaited = (r.rec.to_arrays(MIX.ops, 1, 0) for r in runs)
     assert len(fast) == len(awaited) == 430
     for col in ("op", "status", "nbytes", "warmup"):
         assert getattr(fast, col).tolist() == getattr(awaited, col).tolist(), col
     assert set(fast.status.tolist()) == {OK} and int(fast.warmup.sum()) == 30
     assert 0.7 < float((fast.op == 0).mean()) < 0.9  # gets, get_ratio 0.8
-    assert np.all(fast.latency_ns > 0) and np.all(np.diff(fast.start_ns) > 0)
+    assert np.all(fast.latency_ns > 0) and np.all(np.diff(fast.start_ns) >= 0)
 
 
 def test_callback_path_records_each_op_once_through_a_stall(
@@ -170,3 +175,23 @@ def test_callback_path_records_each_op_once_through_a_stall(
     assert timeouts.size >= 4 and not run.aborted
     assert np.all(timeouts >= 0.15e9) and np.all(timeouts < 0.6e9)
     assert int((ops.status == OK).sum()) == 60_000 - int((ops.status != OK).sum())
+
+
+def test_batched_pipe_records_every_op_it_sent_when_the_server_dies(
+        memcached_server: RunningService) -> None:
+    """memcached killed under 2 connections x 4 in flight: the ops in flight become error
+    records, reconnects fail as error records, the run aborts after its error limit, and
+    every op that was sent (every seq taken) has exactly one record."""
+    pid = memcached_server.processes[0].pid
+    threading.Timer(0.4, os.kill, (pid, signal.SIGKILL)).start()
+    run = _mix_run(memcached_server.endpoint, ops=5_000_000, connections=2, inflight=4,
+                   timeout_s=2, max_consecutive_errors=40)
+    ops = run.rec.to_arrays(MIX.ops, 1, 0)
+    assert run.aborted and run.consecutive_errors >= 40
+    assert len(ops) == run.seq, "one record per op taken"
+    statuses = ops.status.tolist()
+    assert set(statuses) == {OK, ERROR} and statuses.count(OK) > 1000
+    # After the first error nothing succeeds: the errors are the tail of the records.
+    first_error = statuses.index(ERROR)
+    assert set(statuses[first_error:]) == {ERROR}
+    assert "Connection" in (run.last_error or "")

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
@@ -66,9 +67,7 @@ class KVTextConnection(PipelinedProtocol):
         super().__init__()
         self._skip = 1 if greeting else 0  # course servers may greet on connect
 
-    def data_received(self, data: bytes) -> None:
-        if self._buf:
-            data = self._buf + data
+    def _parse(self, data: bytes, emit: Callable[[Any], None], limit: int) -> int:
         pos, count = 0, 0
         while True:
             eol = data.find(b"\n", pos)
@@ -79,12 +78,11 @@ class KVTextConnection(PipelinedProtocol):
             if self._skip:
                 self._skip -= 1
                 continue
-            if not self._waiters:
+            if count >= limit:
                 continue  # unsolicited; nothing to match it with
             count += 1
-            self._waiters.popleft()(line)
-        self._buf = data[pos:]
-        self._replied(count)
+            emit(line)
+        return pos
 
     def request(self, line: bytes) -> asyncio.Future:
         return self.call(line + b"\r\n")

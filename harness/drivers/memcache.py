@@ -10,6 +10,8 @@ ERROR / CLIENT_ERROR / SERVER_ERROR lines become `MemcacheError` values.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
@@ -31,15 +33,11 @@ def set_head(key: bytes, size: int, exptime: int = 0, flags: int = 0) -> bytes:
 class MemcacheProtocol(PipelinedProtocol):
     server = "memcached"
 
-    def data_received(self, data: bytes) -> None:
-        # Parsed in place by offset: usually `data` holds exactly the replies awaited, and
-        # only an incomplete tail is kept for the next call.
-        if self._buf:
-            data = self._buf + data
-        waiters = self._waiters
+    def _parse(self, data: bytes, emit: Callable[[Any], None], limit: int) -> int:
+        # Parsed in place by offset: usually `data` holds exactly the replies awaited.
         pos, n, count = 0, len(data), 0
         result: object
-        while waiters:
+        while count < limit:
             eol = data.find(b"\r\n", pos)
             if eol < 0:
                 break
@@ -61,9 +59,8 @@ class MemcacheProtocol(PipelinedProtocol):
                 else:
                     result = line
             count += 1
-            waiters.popleft()(result)
-        self._buf = data[pos:] if pos < n else b""
-        self._replied(count)
+            emit(result)
+        return pos
 
     def get(self, key: bytes) -> asyncio.Future:
         """Future of the value (bytes) or None on a miss."""

@@ -13,6 +13,9 @@ Two ways to send:
 - `call(payload)`: a future of the reply, for everything else. Exceptions are raised
   through it, except the types in `reply_errors`, which are ordinary reply values (a
   Redis error reply, which the cluster client reads for MOVED/ASK).
+- `consume(on_replies, on_lost)` + `send_batch(payload, count)`: the pipelined load
+  generator's way. Every reply goes, a list per `data_received`, to one consumer
+  that keeps its own order of requests: no call per reply at all.
 
 A request sent while earlier ones are in flight is held until the end of the event
 loop's iteration and written together with the others sent meanwhile: one system call
@@ -49,6 +52,10 @@ class PipelinedProtocol(asyncio.Protocol):
         # Kept: on Python 3.11 every get_running_loop() is a getpid() system call.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._open = False  # connected and not lost: the one check per request
+        #: Batch mode (`consume`): where replies go, and how many are still awaited.
+        self._consumer: Callable[[list[Any]], None] | None = None
+        self._on_lost: Callable[[Exception], None] | None = None
+        self._expected = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -61,6 +68,8 @@ class PipelinedProtocol(asyncio.Protocol):
         waiters = self._waiters
         while waiters:
             waiters.popleft()(ConnectionResetError(str(self._lost)))
+        if self._on_lost is not None:
+            self._on_lost(ConnectionResetError(str(self._lost)))
 
     @property
     def closed(self) -> bool:
@@ -100,12 +109,48 @@ class PipelinedProtocol(asyncio.Protocol):
                 fut.set_result(reply)
         return settle
 
-    def _replied(self, count: int) -> None:
-        """A subclass's `data_received` delivered `count` replies: after more than one,
-        hold the first of the next requests too (their senders follow in this
-        iteration, and the pipeline goes out in one write)."""
-        if count > 1:
+    def consume(self, on_replies: Callable[[list[Any]], None] | None,
+                on_lost: Callable[[Exception], None] | None = None) -> None:
+        """Batch mode: the replies to `send_batch` requests go to `on_replies`, a list
+        per `data_received`, in request order; `on_lost` hears of a lost connection.
+        None leaves batch mode (replies still awaited are then kept unread)."""
+        self._consumer, self._on_lost = on_replies, on_lost
+        if on_replies is None:
+            self._expected = 0
+
+    def send_batch(self, payload: bytes, count: int) -> None:
+        """Batch mode: `count` encoded requests in one write."""
+        if not self._open:
+            raise ConnectionResetError(f"{self.server} connection is closed")
+        self._expected += count
+        self.transport.write(payload)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        if self._buf:
+            data = self._buf + data
+        consumer = self._consumer
+        replies: list[Any] = []
+        pos = self._parse(data, replies.append,
+                          self._expected if consumer is not None else len(self._waiters))
+        self._buf = data[pos:] if pos < len(data) else b""
+        if not replies:
+            return
+        if consumer is not None:
+            self._expected -= len(replies)
+            consumer(replies)
+            return
+        waiters = self._waiters
+        for reply in replies:
+            waiters.popleft()(reply)
+        if len(replies) > 1:
+            # Hold the first of the next requests too: their senders follow in this
+            # iteration, and the pipeline goes out in one write.
             self._hold = True
+
+    def _parse(self, data: bytes, emit: Callable[[Any], None], limit: int) -> int:
+        """Decode up to `limit` complete replies from `data`, `emit` each; return the
+        position after the last one (the rest is kept for the next call)."""
+        raise NotImplementedError
 
     def _flush(self) -> None:
         pending = self._pending

@@ -120,14 +120,12 @@ class RespConnection(PipelinedProtocol):
         #: mostly have the same size, so the next header is compared, not parsed.
         self._bulk_head, self._bulk_size = b"$\r\n", 0
 
-    def data_received(self, data: bytes) -> None:
-        if self._buf:
-            data = self._buf + data
-        waiters, pos, n, count = self._waiters, 0, len(data), 0
+    def _parse(self, data: bytes, emit: Callable[[Any], None], limit: int) -> int:
+        pos, n, count = 0, len(data), 0
         head, size = self._bulk_head, self._bulk_size
         skip, step = len(head), len(head) + size + 2  # a cached-size reply: its value, whole
         value: Any
-        while pos < n and waiters:
+        while pos < n and count < limit:
             # The replies of GET and SET inline; other types through _parse.
             if data.startswith(head, pos):  # a bulk string of the last one's size
                 end = pos + step
@@ -157,10 +155,9 @@ class RespConnection(PipelinedProtocol):
                 except _Incomplete:
                     break
             count += 1
-            waiters.popleft()(value)
-        self._buf = data[pos:] if pos < n else b""
+            emit(value)
         self._bulk_head, self._bulk_size = head, size
-        self._replied(count)
+        return pos
 
     def request(self, *args: bytes | str | int) -> asyncio.Future:
         return self.call(encode(args))

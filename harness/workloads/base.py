@@ -55,6 +55,27 @@ class WorkloadClient(abc.ABC):
         behave alike."""
         return None
 
+    def pipeline(self) -> Pipeline | None:
+        """Optional batched fast path for pipelined closed-loop runs (see `Pipeline`);
+        it must behave like `issuer` and `execute`."""
+        return None
+
+
+class Pipeline(abc.ABC):
+    """A client's batched fast path for pipelined closed-loop runs (`inflight` > 1): the
+    load generator sends ops in batches on a connection in the driver's batch mode
+    (`consume` / `send_batch`, see `harness.drivers.pipelined`) and hands back each
+    batch of replies, so there is no call per op on either side."""
+
+    @abc.abstractmethod
+    def send(self, conn: Any, seqs: range) -> None:
+        """Send ops `seqs` in one `conn.send_batch`."""
+
+    @abc.abstractmethod
+    def outcomes(self, replies: list[Any], seqs: list[int]) -> list[int | BaseException]:
+        """Per reply (in order, to ops `seqs`): `results.outcome(status, nbytes) | op`,
+        or the exception that failed that op."""
+
 
 class Workload(abc.ABC):
     name: str

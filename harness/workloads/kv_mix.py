@@ -18,7 +18,7 @@ import numpy as np
 from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.settings import Setting
-from harness.workloads.base import Issue, Workload, WorkloadClient
+from harness.workloads.base import Issue, Pipeline, Workload, WorkloadClient
 
 OPS = ("get", "set")
 GET, SET = 0, 1
@@ -189,3 +189,40 @@ class MixClient(WorkloadClient):
             return SET
 
         return issue
+
+    def pipeline(self) -> Pipeline:
+        return MixPipeline(self)
+
+
+class MixPipeline(Pipeline):
+    """`MixClient`'s batches: one write of encoded requests, replies judged in a loop."""
+
+    def __init__(self, client: MixClient) -> None:
+        self.client = client
+        self.hit, self.miss = outcome(OK, 0) | GET, outcome(MISS, 0) | GET
+        self.set_ok = outcome(OK, client.size) | SET
+
+    def send(self, conn: Any, seqs: range) -> None:
+        c = self.client
+        pattern, get_seq, set_seq, tail = c.op_pattern, c.get_seq, c.set_seq, c.value_tail
+        conn.send_batch(b"".join([
+            get_seq[s % KEY_SEQ_LEN] if pattern[s & (OP_PATTERN_LEN - 1)] == GET
+            else set_seq[s % KEY_SEQ_LEN] + tail for s in seqs]), len(seqs))
+
+    def outcomes(self, replies: list[Any], seqs: list[int]) -> list[int | BaseException]:
+        c = self.client
+        pattern, stored, unexpected = c.op_pattern, c.stored, c._unexpected
+        hit, miss, set_ok = self.hit, self.miss, self.set_ok
+        out: list[int | BaseException] = []
+        add = out.append
+        for value, s in zip(replies, seqs, strict=True):
+            if pattern[s & (OP_PATTERN_LEN - 1)] == GET:
+                if value.__class__ is bytes:
+                    add(hit | len(value) << OUTCOME_BYTES_SHIFT)
+                elif value is None:
+                    add(miss)
+                else:
+                    add(unexpected(value, "get"))
+            else:
+                add(set_ok if value == stored else unexpected(value, "set"))
+        return out

@@ -190,8 +190,9 @@ def test_run_mixes_gets_and_sets_and_every_get_hits(
 
 
 class _DepthClient(RedisMixClient):
-    """Notes, at every request, how many of its connection's requests are in flight, and
-    counts the writes that reach the socket."""
+    """Notes, at every send, how many of its connection's requests are in flight (one
+    by one on the callback path, in batches on the pipelined one), and counts the writes
+    that reach the socket."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -210,7 +211,14 @@ class _DepthClient(RedisMixClient):
             send(payload, on_reply)
             self.depths.append(len(conn._waiters))
 
+        send_batch = conn.send_batch
+
+        def noting_send_batch(payload: bytes, count: int) -> None:
+            send_batch(payload, count)
+            self.depths.append(conn._expected)
+
         conn.send = noting_send
+        conn.send_batch = noting_send_batch
         conn.transport = _Proxy(conn.transport, counting_write)
         return conn
 

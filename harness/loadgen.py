@@ -223,10 +223,7 @@ class _Deadline:
         """A call starts at `now_ns` (perf_counter_ns)."""
         self.deadline_ns = now_ns + self.timeout_ns
         if self.handle is None:
-            self.arm()
-
-    def arm(self) -> None:
-        self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
+            self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
 
     def _fire(self) -> None:
         self.handle = None
@@ -616,14 +613,10 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         tag = op | OUTCOME_WARMUP if seq < warm_ops else op
         fail(exc)
 
-    def go() -> None:
-        """Closed loop: issue the next op, or end the chain."""
+    def send(seq: int) -> None:
+        """Send op `seq` now, or end the chain if the run's time is up. (`done` inlines
+        this for the closed loop's per-op path.)"""
         nonlocal t0, tag, pending
-        seq = run.seq
-        if seq >= last or run.stopping:
-            finish(None)
-            return
-        run.seq = seq + 1
         t = clock()
         if t >= stop_ns:
             finish(None)
@@ -637,9 +630,18 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
             return
         tag = op | OUTCOME_WARMUP if seq < warm_ops else op
 
+    def go() -> None:
+        """Closed loop: issue the next op, or end the chain."""
+        seq = run.seq
+        if seq >= last or run.stopping:
+            finish(None)
+            return
+        run.seq = seq + 1
+        send(seq)
+
     def go_open() -> None:
         """Open loop: issue the next op that is due, or end the chain (or idle it)."""
-        nonlocal t0, tag, pending, held, intended
+        nonlocal held, intended
         if held is not None:
             ticket, held = held, None
         else:
@@ -652,18 +654,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
             finish(None)
             return
         seq, intended = ticket
-        t = clock()
-        if t >= stop_ns:
-            finish(None)
-            return
-        t0 = t
-        pending = True
-        try:
-            op = issue(conn, seq)
-        except Exception as exc:  # noqa: BLE001 - e.g. the connection is closed: recorded
-            issue_failed(seq, exc)
-            return
-        tag = op | OUTCOME_WARMUP if seq < warm_ops else op
+        send(seq)
 
     issue = run.client.issuer(done_open if open_loop else done, fail)
     if issue is None:
@@ -793,12 +784,10 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
             if code.__class__ is not int:  # this op failed
                 failure = failure or code  # type: ignore[assignment]
                 code = outcome(ERROR, 0) | next_op(seq)
+                run._count_failure()
             outcome_v[i] = code | OUTCOME_WARMUP if seq < warm_ops else code  # type: ignore[operator]
             i += 1
         if failure is not None:
-            for code in codes:
-                if code.__class__ is not int:
-                    run._count_failure()
             fail(failure, ERROR)
             return
         refill(k)

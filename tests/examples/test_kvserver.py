@@ -145,10 +145,16 @@ def test_transfer_hands_a_range_over(tmp_path: Path) -> None:
         a, tcp_a = await _serve(tmp_path)
         b, tcp_b = await _serve(tmp_path)
         async with tcp_a, tcp_b:
-            keys = [b"key%d" % i for i in range(40)]
+            first, last = Ring([a.me, b.me]).range_of(b.me)
+            # The ring's positions depend on the servers' random ports: pick keys so that
+            # both sides of the split hold some (a fixed list can miss b's range entirely).
+            inside = (b"key%d" % i for i in range(10**6) if in_range(position(b"key%d" % i),
+                                                                  first, last))
+            outside = (b"key%d" % i for i in range(10**6) if not in_range(
+                position(b"key%d" % i), first, last))
+            keys = [next(inside) for _ in range(20)] + [next(outside) for _ in range(20)]
             for k in keys:
                 a.store.put(k, b"value of " + k)
-            first, last = Ring([a.me, b.me]).range_of(b.me)
             reply = await _lines(a.port, b"ecs_transfer %032x %032x %s" % (
                 first, last, b.me.encode()))
             moved = [k for k in keys if in_range(position(k), first, last)]

@@ -89,7 +89,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
-    table = summary_table(Path(args.raw_dir), by, experiments=exps)
+    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True)
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
@@ -97,8 +97,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
 
+        from harness.analysis.summary_ci import METRICS, with_bracketed_ci
+
+        table = with_bracketed_ci(table, list(METRICS))
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                               "display.width", 200, "display.float_format", "{:.4g}".format):
+                               "display.width", 250, "display.float_format", "{:.4g}".format):
             print(table.to_string(index=False))
     return EXIT_OK
 

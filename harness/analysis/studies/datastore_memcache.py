@@ -89,6 +89,7 @@ class Study:
         if not self.ran:
             return None
         lines = []
+        claims = []
         for a, b, la, lb in (
             ("store_read", "mem_read_hit", "datastore reads", "memcache reads (hits)"),
             ("store_write", "mem_write", "datastore writes", "memcache writes"),
@@ -96,7 +97,15 @@ class Study:
         ):
             c = self.comparison(a, b)
             if c is not None:
-                lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets"))
+                claims.append((c, la, lb))
+        # The pairwise claims are one family: Holm-adjusted together, and said so.
+        p_holm = stats.holm([c.p_value for c, _, _ in claims]) if claims else []
+        for (c, la, lb), p in zip(claims, p_holm, strict=True):
+            lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets",
+                                                       p_adjusted=float(p)))
+        if len(claims) > 1:
+            lines.append(f"- The {len(claims)} comparisons above are one family: their "
+                         "p-values are Holm-adjusted together.")
         if len(self.order) > 2:
             groups = {LABELS.get(o, o): self._values(o) for o in self.order}
             m = stats.compare_many(groups, alpha=self.alpha)

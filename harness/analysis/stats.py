@@ -397,7 +397,8 @@ def welch_anova(samples: Sequence[np.ndarray]) -> tuple[float, float]:
 
 
 def compare_many(
-    groups: Mapping[str, ArrayLike], *, alpha: float = 0.05, confidence: float = 0.95
+    groups: Mapping[str, ArrayLike], *, alpha: float = 0.05, confidence: float = 0.95,
+    rate: bool = False,
 ) -> MultiComparison:
     """Welch's one-way ANOVA (on log values when all are positive), then every pair with
     `compare_two`, Holm-corrected."""
@@ -410,7 +411,8 @@ def compare_many(
     stat, p = welch_anova([np.log(v) if positive else v for v in data.values()])
     name = "Welch's one-way ANOVA" + (" on log values" if positive else "")
     pairs = [
-        compare_two(data[a], data[b], names=(a, b), alpha=alpha, confidence=confidence)
+        compare_two(data[a], data[b], names=(a, b), alpha=alpha, confidence=confidence,
+                    rate=rate)
         for a, b in itertools.combinations(data, 2)
     ]
     return MultiComparison(

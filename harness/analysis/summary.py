@@ -18,9 +18,13 @@ of objects): first the grouping columns, then exactly
     time is max(begin + latency_ns) - min(begin) over its measured ops in the group, where
     begin is intended_ns in open loop (latency counts from the intended start there) and
     start_ns otherwise.
+``goodput_ops_s``
+    the same over the ops that got an answer (status ``ok`` or ``miss``): throughput
+    less errors and timeouts.
 ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
     mean and percentiles (linear interpolation) of the latencies of all the group's
-    measured ops pooled, whatever their status, in milliseconds.
+    measured ops pooled, whatever their status (failed ops included: a timeout is a
+    wait the client had), in milliseconds; ``error_rate`` beside them says how many.
 ``error_rate``
     share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
 
@@ -58,6 +62,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "runs",
     "ops",
     "throughput_ops_s",
+    "goodput_ops_s",
     "latency_mean_ms",
     "latency_p50_ms",
     "latency_p99_ms",
@@ -70,6 +75,7 @@ FULL_COLUMNS: tuple[str, ...] = (
     "ops",
     "wall_s",
     "throughput_ops_s",
+    "goodput_ops_s",
     "latency_mean_ms",
     "latency_p50_ms",
     "latency_p90_ms",
@@ -245,6 +251,8 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
                 "ops": n_ops,
                 "wall_s": wall_ns / 1e9,
                 "throughput_ops_s": np.where(wall_ns > 0, n_ops / (wall_ns / 1e9), np.nan),
+                "goodput_ops_s": np.where(wall_ns > 0, (n_ops - n_err) / (wall_ns / 1e9),
+                                          np.nan),
                 "latency_mean_ms": lat_sum / n_ops / _NS_PER_MS,
                 "latency_p50_ms": quant[:, 0] / _NS_PER_MS,
                 "latency_p90_ms": quant[:, 1] / _NS_PER_MS,

@@ -22,7 +22,8 @@ import pandas as pd
 
 from harness.analysis import stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
-from harness.analysis.summary import run_summary, summarise
+from harness.analysis.summary import run_summary
+from harness.analysis.summary_ci import ci_strings, summarise_with_ci
 
 EXPERIMENT = "filestore_memcache"
 OPS: tuple[str, ...] = ("insert", "find", "remove")
@@ -130,8 +131,11 @@ class Study:
         tput = stats.config_table(self.per_run, keys, "throughput_ops_s", rate=True)
         lat = stats.config_table(self.per_run, keys, "latency_ms")
         ops = self.ops_frame()
-        pooled = summarise(Loaded(self.per_run, ops), keys)[
-            [*keys, "latency_p50_ms", "latency_p99_ms", "error_rate", "miss_rate"]]
+        pooled = summarise_with_ci(Loaded(self.per_run, ops), keys)
+        for col in ("latency_p50_ms", "latency_p99_ms"):
+            pooled[col] = ci_strings(pooled, col)  # CI over runs where the ops allow one
+        pooled = pooled[[*keys, "latency_p50_ms", "latency_p99_ms", "error_rate",
+                         "miss_rate"]]
         out = tput.merge(lat, on=keys, suffixes=("_tput", "_lat")).merge(pooled, on=keys)
         rank = {o: i for i, o in enumerate(OPS)}
         return out.sort_values(keys, key=lambda s: s.map(rank) if s.name == "op" else s,

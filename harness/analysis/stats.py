@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats as st
 
 from harness.analysis import verdict
+from harness.analysis.intervals import ratio_interval as ratio_interval_runs
 
 ArrayLike = Sequence[float] | np.ndarray | pd.Series
 
@@ -426,6 +427,23 @@ def compare_many(
     )
 
 
+def run_mean_ci(x: ArrayLike, confidence: float = 0.95, *, rate: bool = False,
+                method: str = "auto") -> Estimate:
+    """Mean over runs (harmonic if `rate`) with the kit's interval for positive values:
+    the jackknife of the log mean with t on n - 1 df (`intervals`), which keeps its
+    coverage for skewed runs (0.93-0.95 at log-sd 0.5, 3-10 runs, where the t interval
+    or a BCa picked by a normality pre-test cover 0.91-0.92). Values that are not all
+    positive, or `method` t/bootstrap, fall back to `mean_ci`."""
+    a = _arr(x)
+    if method != "auto" or not a.size or not (a > 0).all():
+        return mean_ci(a, confidence, method=method, positive=True)
+    ones = np.ones(a.size)
+    iv = ratio_interval_runs(ones, 1.0 / a, confidence=confidence) if rate else \
+        ratio_interval_runs(a, ones, confidence=confidence)
+    return Estimate(iv.value, iv.low, iv.high, iv.n_runs,
+                    ("harmonic, " if rate else "") + iv.method, confidence)
+
+
 def config_table(
     per_run: pd.DataFrame,
     by: Sequence[str],
@@ -439,9 +457,7 @@ def config_table(
     rows = []
     for key, grp in per_run.groupby(list(by), sort=True, dropna=False, observed=True):
         vals = grp[value].to_numpy(float)
-        # Every measure of this kit (times, rates, counts) is >= 0.
-        est = harmonic_mean_ci(vals, confidence) if rate else mean_ci(
-            vals, confidence, method=method, positive=True)
+        est = run_mean_ci(vals, confidence, rate=rate, method=method)
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key, strict=True)), "n": est.n, "mean": est.value,
                      "ci_low": est.low, "ci_high": est.high, "cv": cv(vals),
@@ -477,7 +493,7 @@ def ratio_table(
         baseline = pick(means, key=means.__getitem__)
     rows = []
     for k, v in samples.items():
-        est = mean_ci(v, confidence, positive=True)
+        est = run_mean_ci(v, confidence)
         if k == baseline:
             ratio = Estimate(1.0, float("nan"), float("nan"), int(v.size), "baseline")
         else:

@@ -126,3 +126,20 @@ def with_bracketed_ci(table: pd.DataFrame, fields: Sequence[str]) -> pd.DataFram
         table[f] = [_g(v) if pd.isna(a) else f"{_g(v)} [{_g(a)}, {_g(b)}]"
                     for v, a, b in zip(table[f], lo, hi, strict=True)]
     return table
+
+
+def summarise_with_ci(loaded: Loaded, by: Sequence[str]) -> pd.DataFrame:
+    """`summary.summarise` with the CI columns of `with_ci_columns` (for report tables)."""
+    from harness.analysis.summary import summarise
+
+    return with_ci_columns(summarise(loaded, by), group_intervals(loaded, by), by)
+
+
+def ci_strings(table: pd.DataFrame, field: str, digits: int = 3) -> list[str]:
+    """``value (low–high)`` per row, or the value alone where there is no interval."""
+    from harness.analysis.tables import num
+
+    f = num(digits)
+    return [f(v) if pd.isna(lo) else f"{f(v)} ({f(lo)}–{f(hi)})"
+            for v, lo, hi in zip(table[field], table[f"{field}_ci_low"],
+                                 table[f"{field}_ci_high"], strict=True)]

@@ -23,6 +23,7 @@ import pandas as pd
 from harness.analysis import prose, stats
 from harness.analysis.display import markdown as _md
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.summary_ci import ci_strings, summarise_with_ci
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
 OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
@@ -169,6 +170,8 @@ class KVStudy:
     figures_dir: Path | None
     experiments: dict[str, str]
     scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The scaling runs and ops, for pooled percentiles with intervals over runs.
+    scaling_loaded: Loaded | None = None
     cache: pd.DataFrame = field(default_factory=pd.DataFrame)
     elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -204,6 +207,7 @@ def analyse(raw_dir: Path | str, *, alpha: float = 0.05, figures_dir: Path | str
         study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
         factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
         study.scaling = per_run(lo, factors)
+        study.scaling_loaded = lo
     if (lo := _load(raw_dir, study.experiments["cache"])) is not None:
         study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
@@ -293,12 +297,16 @@ def scaling_table_html(study: KVStudy) -> Any:
     agg = scaling_table(study)
     per = scaling_table(study, "per_client_ops_s")
     keys = ["op", study.servers, study.clients]
-    lat = study.scaling.groupby(keys)[["p50_ms", "p99_ms"]].mean().reset_index()
+    lat = summarise_with_ci(study.scaling_loaded, keys)
+    lat = lat.assign(op=lat["op"].astype(str), p50_ms=ci_strings(lat, "latency_p50_ms"),
+                     p99_ms=ci_strings(lat, "latency_p99_ms"))[[*keys, "p50_ms", "p99_ms"]]
     shown = agg[[*keys, "n"]].assign(aggregate=ci_column(agg), per_client=ci_column(per))
-    shown = shown.merge(lat, on=keys, how="left")
+    shown = shown.merge(lat, on=keys, how="left").fillna({"p50_ms": "–", "p99_ms": "–"})
+    mean = "harmonic" if harmonic_rates(study.scaling) else "arithmetic (fixed-duration runs)"
     return _html(shown.rename(columns={study.servers: "servers", study.clients: "clients"}),
-                 caption="Throughput [ops/s]: harmonic mean over runs (95% CI); latency: "
-                         "mean over runs of each run's percentile [ms]",
+                 caption=f"Throughput [ops/s]: {mean} mean over runs (95% CI); latency: "
+                         "percentiles of all ops pooled [ms], with a 95% CI over runs "
+                         "where every run has 10 ops beyond the percentile",
                  headers={"aggregate": "aggregate (sum over clients)",
                           "per_client": "per client", "p50_ms": "p50 [ms]",
                           "p99_ms": "p99 [ms]"})

@@ -25,7 +25,7 @@ from scipy import optimize
 from scipy import stats as st
 
 from harness.analysis import intervals, verdict
-from harness.runner import ci_halfwidth_pct
+from harness.runner import until_met
 
 
 def mixture_quantile(q: float, sigma: float, run_sd: float) -> float:
@@ -87,8 +87,8 @@ def until_coverage(sims: int, cv: float, pct: float = 5.0, first: int = 3,
             old = st.t.ppf(0.975, n - 1) * a.std(ddof=1) / math.sqrt(n) / a.mean() * 100
             if "old" not in stops and old <= pct:
                 stops["old"] = n
-            new = ci_halfwidth_pct([(1.0, float(r)) for r in a])
-            if "new" not in stops and new is not None and new <= pct:
+            reps = {i: (1.0, float(r)) for i, r in enumerate(a)}
+            if "new" not in stops and until_met(reps, pct):
                 stops["new"] = n
             if len(stops) == 2:
                 break

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as st
 
 from harness.analysis import intervals
-from harness.runner import UNTIL_SPREAD_BOUND, ci_halfwidth_pct
+from harness.runner import UNTIL_SPREAD_BOUND, ci_halfwidth_pct, until_met
 
 
 def test_halfwidth_is_the_reported_interval_with_a_pessimistic_spread():
@@ -26,6 +26,15 @@ def test_halfwidth_is_the_reported_interval_with_a_pessimistic_spread():
     assert ci_halfwidth_pct(runs[:1]) is None
 
 
+def test_until_needs_the_target_met_with_and_without_the_latest_run():
+    steady = {1: (100.0, 1000.0), 2: (100.0, 1001.0), 3: (100.0, 999.0), 4: (100.0, 1000.5)}
+    assert until_met(steady, 5)
+    assert not until_met({1: steady[1], 2: steady[2]}, 5)  # 2 runs: no look without one
+    jumpy = {1: (100.0, 1000.0), 2: (100.0, 1300.0), 3: (100.0, 1001.0), 4: (100.0, 1000.0)}
+    assert ci_halfwidth_pct(list(jumpy.values())) is not None
+    assert not until_met(jumpy, 5)  # met by all four only if the first three met it too
+
+
 def test_reported_interval_keeps_its_coverage_after_stopping():
     # 5% run-to-run spread, minimum 3 runs, ±5% target, at most 30: the old rule (stop
     # when the 95% CI is within target) left the reported interval covering ~0.90.
@@ -36,6 +45,7 @@ def test_reported_interval_keeps_its_coverage_after_stopping():
     for _ in range(sims):
         rates = np.exp(rng.normal(-sig**2 / 2, sig, most))  # true throughput 1
         n = next((k for k in range(3, most + 1)
-                  if ci_halfwidth_pct([(1.0, float(r)) for r in rates[:k]]) <= 5), most)
+                  if until_met({i: (1.0, float(r)) for i, r in enumerate(rates[:k])}, 5)),
+                 most)
         hits += intervals.ratio_interval(rates[:n], np.ones(n)).contains(1.0)
     assert hits / sims >= 0.93 - 2 * math.sqrt(0.93 * 0.07 / sims)

@@ -117,3 +117,14 @@ def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):
     with pytest.raises(ResultsError, match="unknown metric 'speed'"):
         compare(base, base, metrics=["speed"])
 
+
+
+def test_report_section_is_omitted_unless_configured(trees):
+    from harness.analysis.compare import section
+    from harness.analysis.studies import OMIT_MARKER
+
+    assert OMIT_MARKER in section(None, None).metadata
+    base, cand = trees
+    shown = section(base, cand)
+    assert not shown.metadata and "| op | metric |" in shown.data
+    assert "worse" in shown.data.split("\n")[0]  # the tally names the verdicts

@@ -497,9 +497,10 @@ def ratio_table(
         if k == baseline:
             ratio = Estimate(1.0, float("nan"), float("nan"), int(v.size), "baseline")
         else:
-            method = "delta" if (normality(v).normal and normality(samples[baseline]).normal) \
-                else "bootstrap"
-            ratio = ratio_ci(v, samples[baseline], confidence, method=method)
+            # The same statistic as every comparison: Welch's t on the log ratio.
+            lr = verdict.compare_means(samples[baseline], v, confidence=confidence)
+            ratio = Estimate(lr.ratio, lr.low, lr.high, int(v.size + samples[baseline].size),
+                             lr.test, confidence)
         rows.append({group: k, "n": est.n, "mean": est.value, "ci_low": est.low,
                      "ci_high": est.high, "method": est.method, "ratio": ratio.value,
                      "ratio_low": ratio.low, "ratio_high": ratio.high,

@@ -128,3 +128,24 @@ def test_report_section_is_omitted_unless_configured(trees):
     shown = section(base, cand)
     assert not shown.metadata and "| op | metric |" in shown.data
     assert "worse" in shown.data.split("\n")[0]  # the tally names the verdicts
+
+
+@pytest.mark.parametrize("runs", [3, 5, 10])
+def test_false_better_worse_rate_of_compares_statistic_on_identical_trees(runs):
+    # compare's path: pooled throughput per side (jackknife over runs), then Welch's t
+    # on the log ratio and the verdict. Identical distributions, 10% run-to-run spread.
+    rng = np.random.default_rng(runs)
+    sims, ops = 1500, 100
+    from harness.analysis import intervals
+
+    calls = 0
+    for _ in range(sims):
+        sides = []
+        for _side in range(2):
+            busy = rng.lognormal(0, 0.5, (runs, ops)).sum(axis=1) * rng.lognormal(0, 0.1, runs)
+            sides.append(intervals.ratio_interval(np.full(runs, float(ops)), busy))
+        b, c = sides
+        r = verdict.log_ratio_test(b.log_value, b.se_log, b.df, c.log_value, c.se_log, c.df)
+        calls += verdict.decide(r.low, r.high, r.p, ratio=r.ratio,
+                                higher_is_better=True) in (verdict.BETTER, verdict.WORSE)
+    assert calls / sims <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sims)

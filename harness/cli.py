@@ -98,12 +98,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
 
-        from harness.analysis.summary_ci import METRICS, with_bracketed_ci
+        from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
 
+        bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
         table = with_bracketed_ci(table, list(METRICS))
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
                                "display.width", 250, "display.float_format", "{:.4g}".format):
             print(table.to_string(index=False))
+        if bare.any():
+            print(NO_CI_NOTE)
     return EXIT_OK
 
 

@@ -36,6 +36,11 @@ METRICS: dict[str, float | None] = {
     "latency_p99_ms": 0.99,
 }
 _NS_PER_MS = 1e6
+#: Said under a table where a percentile of several runs has no interval.
+NO_CI_NOTE = (f"note: a percentile shown without [low, high] has fewer than "
+              f"{intervals.MIN_TAIL_OPS} ops beyond it in some run (p99 needs "
+              f"{int(intervals.MIN_TAIL_OPS / 0.01)} ops per run): too few for an interval "
+              "that covers")
 
 
 def _key(values: Sequence[object]) -> tuple[object, ...]:

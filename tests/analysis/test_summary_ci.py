@@ -59,3 +59,4 @@ def test_json_nulls_below_two_runs_and_table_brackets(dsmc_raw: Path, capsys):
     assert cli.main(["summary", str(dsmc_raw), "--by", "op"]) == 0
     out = capsys.readouterr().out
     assert " [" in out and "_ci_low" not in out
+    assert "p99 needs 1000 ops per run" in out  # 50 ops per run: no p99 interval

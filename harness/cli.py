@@ -1,4 +1,5 @@
-"""`harness` command line: run | validate | summary | report | import | hosts | verify | list."""
+"""`harness` command line: run | validate | summary | compare | report | import | hosts |
+verify | list."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
-    table = summary_table(Path(args.raw_dir), by, experiments=exps)
+    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True)
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
@@ -97,9 +98,32 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
 
+        from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
+
+        bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
+        table = with_bracketed_ci(table, list(METRICS))
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                               "display.width", 200, "display.float_format", "{:.4g}".format):
+                               "display.width", 250, "display.float_format", "{:.4g}".format):
             print(table.to_string(index=False))
+        if bare.any():
+            print(NO_CI_NOTE)
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.analysis.compare import compare, render, worse_beyond
+
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
+    table = compare(Path(args.base), Path(args.cand), by=by, metrics=metrics,
+                    alpha=args.alpha, threshold=args.threshold / 100)
+    print(render(table, by, args.format))
+    if args.fail_if_worse is not None:
+        bad = worse_beyond(table, args.fail_if_worse)
+        if len(bad):
+            print(f"{len(bad)} metric(s) significantly worse by more than "
+                  f"{args.fail_if_worse:g}%", file=sys.stderr)
+            return EXIT_FAILED_RUNS
     return EXIT_OK
 
 
@@ -254,6 +278,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--experiment", help="comma-separated experiment names")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
+                       description="Match groups of two raw-results (or experiment) "
+                       "directories and judge each metric: better, worse, no significant "
+                       "difference, or inconclusive (too few runs to tell), with 95%% CIs "
+                       "over runs and Holm-adjusted p-values.")
+    p.add_argument("base", metavar="BASE")
+    p.add_argument("cand", metavar="CAND")
+    p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
+                   "(default: op)")
+    p.add_argument("--metric", action="extend", nargs="+",
+                   choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
+                   help="metrics to judge (default: all four)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="changes within ±PCT%% count as no difference (default 5)")
+    p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--fail-if-worse", type=float, metavar="PCT",
+                   help="exit 1 if any metric is significantly worse by more than PCT%%")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
     p.add_argument("--raw", default=str(paths.raw_results_dir()))

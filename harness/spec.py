@@ -124,8 +124,10 @@ class TimelineEvent:
 
 @dataclass(frozen=True)
 class UntilRule:
-    """Repeat each configuration until its throughput's 95% CI is within ± this % of
-    the mean, but at most `max_repetitions` times (`repetitions` is the minimum)."""
+    """Repeat each configuration until its throughput's 95% CI (the one the report prints,
+    judged with a pessimistic run-to-run spread: see `runner.ci_halfwidth_pct`) is within
+    ± this % of the estimate, at most `max_repetitions` times (`repetitions` is the
+    minimum)."""
 
     ci_within_pct: float
     max_repetitions: int

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import stats
+from harness.analysis import stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
 
@@ -180,6 +180,10 @@ def decomposition(frame: pd.DataFrame, alpha: float = 0.05,
         out["p_holm"] = out.groupby("op", sort=False)["p"].transform(
             lambda p: stats.holm(p.to_numpy()))
         out["significant"] = out["p_holm"] < alpha
+        # More time per object is worse; "no significant difference" needs a CI within ±5%.
+        out["verdict"] = [verdict.decide(r.ratio_low, r.ratio_high, r.p_holm, ratio=r.ratio,
+                                         higher_is_better=False, alpha=alpha)
+                          for r in out.itertuples()]
     return out
 
 

@@ -94,21 +94,32 @@ class Study:
         for op in WRITE_OPS:
             for row in d[d["op"] == op].itertuples():
                 what = ("replication" if row.step == "replication" else "the network")
-                verdict = (f"adds {f(row.added_us)} µs per object (95% CI "
-                           f"{f(row.added_low)}–{f(row.added_high)}; "
-                           f"{prose.fmt_ratio(row.ratio)} the time)" if row.significant
-                           else f"makes no significant difference ({f(row.added_us)} µs)")
+                ci = (f"{f(row.added_us)} µs per object, 95% CI {f(row.added_low)}–"
+                      f"{f(row.added_high)}; {prose.fmt_ratio(row.ratio)} the time, 95% CI "
+                      f"{row.ratio_low:.2f}–{row.ratio_high:.2f}")
+                verdict = {
+                    "no significant difference":
+                        f"makes no significant difference ({ci}: within ±5%)",
+                    "inconclusive": f"is inconclusive: too few runs to tell ({ci})",
+                }.get(row.verdict, f"adds {f(row.added_us)} µs per object (95% CI "
+                                   f"{f(row.added_low)}–{f(row.added_high)}; "
+                                   f"{prose.fmt_ratio(row.ratio)} the time)")
                 lines.append(f"- {cluster.LABELS.get(op, op)}, {row.src} → {row.dst}: "
                              f"{what} {verdict}; {row.test} Holm-adjusted "
                              f"{prose.fmt_p(row.p_holm)}, "
                              f"{prose.fmt_n(row.n_from, row.n_to)}.")
         reads = d[~d["op"].isin(WRITE_OPS)]
         if len(reads):
+            counts = reads["verdict"].value_counts()
+            tally = ", ".join(f"{n} {v}" for v, n in counts.items())
             sig = reads[reads["significant"]]
+            # Counted by verdict, with each step's CI in the table below: a step that
+            # is merely not significant supports nothing.
             lines.append(
-                f"- Searches and the sequential scan run on the primary alone: "
-                f"{len(reads) - len(sig)} of {len(reads)} steps make no significant "
-                "difference (Holm)" + ("." if sig.empty else "; the exceptions: " + ", ".join(
+                f"- Searches and the sequential scan run on the primary alone; of their "
+                f"{len(reads)} steps (Holm-adjusted per operation): {tally} (each with "
+                "its CI in the decomposition table)"
+                + ("." if sig.empty else "; the significant ones: " + ", ".join(
                     f"{cluster.LABELS.get(r.op, r.op)} {r.src} → {r.dst} "
                     f"({f(r.added_us)} µs)" for r in sig.itertuples()) + "."))
         fit = cluster.rtt_fit(self.runs)
@@ -179,7 +190,7 @@ class Study:
             "ratio (95% CI)": [_ci(v, lo, hi, unit="×") for v, lo, hi in
                                zip(d["ratio"], d["ratio_low"], d["ratio_high"], strict=True)],
             "test": d["test"], "p (Holm)": [prose.fmt_p(p) for p in d["p_holm"]],
-            "significant": ["yes" if s else "no" for s in d["significant"]],
+            "verdict": list(d["verdict"]),
         })
         return _html(tables.to_html(
             shown, numeric=["from [µs]", "to [µs]", "added [µs] (95% CI)", "ratio (95% CI)"],

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import prose, stats, tables
+from harness.analysis import prose, stats, tables, verdict
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.filestore import OP_PLURAL, Study, mc_label
@@ -80,31 +81,43 @@ def thread_findings(study: Study):
             a, b = study.select(op, hi, mc), study.select(op, lo, mc)
             if len(a) < 2 or len(b) < 2:
                 continue
+            # Fixed-count runs: throughput is averaged harmonically, as in the tables.
             tput.append(stats.compare_two(a["throughput_ops_s"], b["throughput_ops_s"],
-                                          alpha=study.alpha))
+                                          alpha=study.alpha, rate=True))
             lat.append(stats.compare_two(a["latency_ms"], b["latency_ms"],
                                          alpha=study.alpha))
     if not tput:
         return None
-
-    def count(cs: list[stats.Comparison], higher: bool) -> tuple[int, str]:
-        p = stats.holm([c.p_value for c in cs])
-        up = sum(1 for c, q in zip(cs, p, strict=True)
-                 if q < study.alpha and (c.mean_a > c.mean_b) == higher)
-        ratios = ", ".join(prose.fmt_ratio(c.ratio.value) for c in cs)
-        return up, ratios
-
+    # Throughput and latency claims are one family: Holm over all of them.
+    p_holm = stats.holm([c.p_value for c in tput + lat])
     n = len(tput)
-    t_up, t_ratios = count(tput, True)
-    l_up, l_ratios = count(lat, True)
-    return _markdown(
-        f"- Throughput with {hi} threads is significantly higher than with {lo} in "
-        f"{t_up} of {n} op × memcache configurations (Holm-adjusted tests over runs; "
-        f"ratios {hi}/{lo}: {t_ratios}).\n"
-        f"- Latency with {hi} threads is significantly *higher* than with {lo} in {l_up} "
-        f"of {n} (ratios {l_ratios}): a closed-loop client with more connections queues "
-        "at the server, so the seed's reading that more threads lower the latency is "
-        "not what a per-op timing shows.")
+
+    def tally(cs: list[stats.Comparison], ps: np.ndarray, higher: bool) -> str:
+        verdicts = [c.verdict(higher_is_better=higher, p=float(q))
+                    for c, q in zip(cs, ps, strict=True)]
+        ratios = ", ".join(
+            f"{prose.fmt_ratio(c.ratio.value)} [{c.ratio.low:.2f}–{c.ratio.high:.2f}]"
+            for c in cs)
+        counts = ", ".join(f"{v} in {verdicts.count(v)}" for v in verdict.VERDICTS
+                           if verdicts.count(v))
+        return f"{counts} of {n} op × memcache configurations (ratios {hi}/{lo} with " \
+               f"95% CIs: {ratios})"
+
+    lat_up = sum(1 for c, q in zip(lat, p_holm[n:], strict=True)
+                 if q < study.alpha and c.mean_a > c.mean_b)
+    lines = [
+        f"- Throughput, {hi} vs {lo} threads: {tally(tput, p_holm[:n], True)}.",
+        f"- Latency, {hi} vs {lo} threads: {tally(lat, p_holm[n:], False)}.",
+    ]
+    if lat_up:
+        lines.append(
+            f"- Where latency is significantly higher with {hi} threads ({lat_up} of {n}), "
+            "a closed-loop client with more connections queues at the server: there the "
+            "seed's reading that more threads lower the latency is not what a per-op "
+            "timing shows.")
+    lines.append(f"- These {2 * n} tests are one family: p-values Holm-adjusted together; "
+                 "better/worse per the kit's verdict (higher throughput, lower latency).")
+    return _markdown("\n".join(lines))
 
 
 def op_findings(study: Study):
@@ -140,7 +153,9 @@ def config_table_html(study: Study):
         shown, numeric=["runs", "tput", "lat", "p50", "p99", "errors", "misses"],
         caption="Per configuration: throughput (harmonic mean over runs) and the runs' "
                 "median latency (mean over runs), each with its 95% CI; p50/p99 of all "
-                "ops pooled.",
+                "ops pooled (failed ops included; errors beside them), with a 95% CI over "
+                "runs where every run has 10 ops beyond the percentile (a p99 of 100 ops "
+                "per run has none: too few ops).",
         headers={"tput": "ops/s (95% CI)", "lat": "median latency [ms] (95% CI)",
                  "p50": "p50 [ms]", "p99": "p99 [ms]"},
         formats={"errors": tables.pct(), "misses": tables.pct()}))
@@ -231,24 +246,24 @@ def size_table_html(study: Study, bins: tuple[int, ...] = (0, 4096, 16384, 65536
                 "ops (n = ops in the bin); the last bin is not cached."))
 
 
+def _row_verdict(row) -> str:
+    """memcache on vs off for one row of `memcache_effect` (Holm-adjusted p; lower
+    latency is better)."""
+    return row.comparison.verdict(higher_is_better=False)
+
+
 def _verdict(study: Study, op: str, eff: pd.DataFrame) -> str:
     rows = eff[eff["op"] == op]
     if rows.empty:
         return f"{OP_PLURAL[op].capitalize()}: not enough runs to test."
-    ests = "; ".join(f"{_threads(r.threads)}: {prose.fmt_ratio(r.ratio)} "
-                     f"(95% CI {r.ratio_low:.2f}–{r.ratio_high:.2f})" for r in rows.itertuples())
-    sig = rows[rows["significant"]]
-    if sig.empty:
-        verdict = ("**no significant difference** with or without memcache (Holm-adjusted, "
-                   f"α = {study.alpha:g})")
-    else:
-        parts = [f"**{'slower' if r.ratio > 1 else 'faster'}** at {_threads(r.threads)}"
-                 for r in sig.itertuples()]
-        rest = [_threads(t) for t in rows.loc[~rows["significant"], "threads"]]
-        verdict = "memcache makes them " + " and ".join(parts)
-        if rest:
-            verdict += f", with no significant difference at {', '.join(rest)}"
-    return f"{OP_PLURAL[op].capitalize()}: {verdict}; latency ratio on/off {ests}."
+    words = {verdict.BETTER: "**faster**", verdict.WORSE: "**slower**",
+             verdict.NO_DIFFERENCE: "no significant difference (CI within ±5%)",
+             verdict.INCONCLUSIVE: "inconclusive (too few runs to tell)"}
+    parts = [f"{_threads(r.threads)}: {words[_row_verdict(r)]}, ratio on/off "
+             f"{prose.fmt_ratio(r.ratio)} (95% CI {r.ratio_low:.2f}–{r.ratio_high:.2f})"
+             for r in rows.itertuples()]
+    return (f"{OP_PLURAL[op].capitalize()} with memcache on (Holm-adjusted, "
+            f"α = {study.alpha:g}): " + "; ".join(parts) + ".")
 
 
 def summary(study: Study):
@@ -259,16 +274,21 @@ def summary(study: Study):
     lines = [f"- {_verdict(study, op, eff)}" for op in study.ops_present if not eff.empty]
     if "insert" in study.ops_present and not eff.empty:
         ins = eff[eff["op"] == "insert"]
-        supported = bool((ins["significant"] & (ins["ratio"] > 1)).any())
-        if supported:
-            which = ", ".join(_threads(t) for t in ins.loc[ins["significant"], "threads"])
-            claim = (f"**supported** at {which}: with memcache on, a small file goes to "
-                     "memcached as well as to storage, and that extra set is what it costs")
+        verdicts = [_row_verdict(r) for r in ins.itertuples()]
+        worse = [_threads(r.threads) for r, v in zip(ins.itertuples(), verdicts, strict=True)
+                 if v == verdict.WORSE]
+        if worse:
+            claim = (f"**supported** at {', '.join(worse)}: with memcache on, a small file "
+                     "goes to memcached as well as to storage, and that extra set is what "
+                     "it costs")
+        elif verdict.BETTER in verdicts:
+            claim = "**contradicted**: with memcache on, inserts are significantly faster"
+        elif all(v == verdict.NO_DIFFERENCE for v in verdicts):
+            claim = ("**not borne out**: the CIs rule out a change of more than 5% either "
+                     "way with memcache on")
         else:
-            claim = ("**not supported** by these data: with memcache on, a small file also "
-                     "goes to memcached (one more round trip), but no test separates that "
-                     "from the run-to-run spread; nor do they show memcache making inserts "
-                     "faster")
+            claim = ("**neither supported nor refuted**: too few runs to tell (the CIs of "
+                     "the ratio still allow a change of more than 5%; see the ratios below)")
         lines.insert(0, f"- The seed's claim that memcache slows inserts down is {claim}.")
     st = study.service_time()
     if not st.empty and not st["noop_ms"].isna().all():

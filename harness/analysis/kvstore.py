@@ -13,7 +13,7 @@ configuration's means and CIs are over its runs (harmonic means for rates).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pandas as pd
 from harness.analysis import prose, stats
 from harness.analysis.display import markdown as _md
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.summary_ci import ci_strings, summarise_with_ci
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
 OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
@@ -169,6 +170,8 @@ class KVStudy:
     figures_dir: Path | None
     experiments: dict[str, str]
     scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The scaling runs and ops, for pooled percentiles with intervals over runs.
+    scaling_loaded: Loaded | None = None
     cache: pd.DataFrame = field(default_factory=pd.DataFrame)
     elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -204,6 +207,7 @@ def analyse(raw_dir: Path | str, *, alpha: float = 0.05, figures_dir: Path | str
         study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
         factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
         study.scaling = per_run(lo, factors)
+        study.scaling_loaded = lo
     if (lo := _load(raw_dir, study.experiments["cache"])) is not None:
         study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
@@ -216,27 +220,38 @@ def analyse(raw_dir: Path | str, *, alpha: float = 0.05, figures_dir: Path | str
     return study
 
 
+def harmonic_rates(frame: pd.DataFrame) -> bool:
+    """The kit's averaging rule for rates: total ops / total time. Runs of a fixed op
+    count: that is the harmonic mean of the run rates; runs of a fixed duration
+    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean."""
+    col = frame.get("loadgen_duration_s")
+    return col is None or bool(pd.to_numeric(col, errors="coerce").isna().all())
+
+
 def scaling_table(study: KVStudy, value: str = "throughput_ops_s") -> pd.DataFrame:
-    """Per op, servers and clients: harmonic mean over runs of `value` with its CI."""
+    """Per op, servers and clients: the mean over runs of `value` with its CI
+    (arithmetic for fixed-duration runs, harmonic for fixed-count: `harmonic_rates`)."""
     return stats.config_table(study.scaling, ["op", study.servers, study.clients], value,
-                              rate=True)
+                              rate=harmonic_rates(study.scaling))
 
 
 def cache_table(study: KVStudy, value: str = "throughput_ops_s", op: str = "get",
-                rate: bool = True) -> pd.DataFrame:
+                rate: bool | None = None) -> pd.DataFrame:
     data = study.cache[study.cache["op"] == op]
+    rate = harmonic_rates(study.cache) if rate is None else rate
     return stats.config_table(data, [study.cache_size, study.strategy], value, rate=rate)
 
 
 def strategy_verdicts(study: KVStudy, op: str = "get",
                       value: str = "throughput_ops_s") -> list[tuple[Any, stats.MultiComparison]]:
-    """Per cache size: does the strategy matter? (ANOVA or Kruskal-Wallis over runs)"""
+    """Per cache size: does the strategy matter? (Welch's ANOVA on log values over runs)"""
     data = study.cache[study.cache["op"] == op]
     out = []
     for size, grp in data.groupby(study.cache_size, sort=True):
         groups = {str(k): g[value].to_numpy(float) for k, g in grp.groupby(study.strategy)}
         if len(groups) >= 2 and all(len(v) >= 2 for v in groups.values()):
-            out.append((size, stats.compare_many(groups, alpha=study.alpha)))
+            out.append((size, stats.compare_many(groups, alpha=study.alpha,
+                                                 rate=harmonic_rates(study.cache))))
     return out
 
 
@@ -282,12 +297,16 @@ def scaling_table_html(study: KVStudy) -> Any:
     agg = scaling_table(study)
     per = scaling_table(study, "per_client_ops_s")
     keys = ["op", study.servers, study.clients]
-    lat = study.scaling.groupby(keys)[["p50_ms", "p99_ms"]].mean().reset_index()
+    lat = summarise_with_ci(study.scaling_loaded, keys)
+    lat = lat.assign(op=lat["op"].astype(str), p50_ms=ci_strings(lat, "latency_p50_ms"),
+                     p99_ms=ci_strings(lat, "latency_p99_ms"))[[*keys, "p50_ms", "p99_ms"]]
     shown = agg[[*keys, "n"]].assign(aggregate=ci_column(agg), per_client=ci_column(per))
-    shown = shown.merge(lat, on=keys, how="left")
+    shown = shown.merge(lat, on=keys, how="left").fillna({"p50_ms": "–", "p99_ms": "–"})
+    mean = "harmonic" if harmonic_rates(study.scaling) else "arithmetic (fixed-duration runs)"
     return _html(shown.rename(columns={study.servers: "servers", study.clients: "clients"}),
-                 caption="Throughput [ops/s]: harmonic mean over runs (95% CI); latency: "
-                         "mean over runs of each run's percentile [ms]",
+                 caption=f"Throughput [ops/s]: {mean} mean over runs (95% CI); latency: "
+                         "percentiles of all ops pooled [ms], with a 95% CI over runs "
+                         "where every run has 10 ops beyond the percentile",
                  headers={"aggregate": "aggregate (sum over clients)",
                           "per_client": "per client", "p50_ms": "p50 [ms]",
                           "p99_ms": "p99 [ms]"})
@@ -302,14 +321,15 @@ def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float) -> Any:
     y = data.loc[data[col] == b, "throughput_ops_s"].to_numpy(float)
     if len(x) < 2 or len(y) < 2:
         return None
-    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha)
+    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
+                             rate=harmonic_rates(data))
 
 
 def scaling_findings(study: KVStudy) -> Any:
     """Per op: more servers at each client count; more clients at the most servers."""
     if not study.ran("scaling"):
         return study.not_run("scaling")
-    out = []
+    claims: list[tuple[str, stats.Comparison, str, str]] = []
     data = study.scaling
     servers = sorted(data[study.servers].unique())
     clients = sorted(data[study.clients].unique())
@@ -319,16 +339,22 @@ def scaling_findings(study: KVStudy) -> Any:
             cmp = _compare(d[d[study.clients] == c], study.servers, servers[-1], servers[0],
                            study.alpha)
             if cmp is not None:
-                out.append(f"{op.upper()}, {_plural(c, 'client')}: " + prose.compare_sentence(
-                    cmp, _plural(servers[-1], "server"), _plural(servers[0], "server"),
-                    lower_is_better=False, better="faster (aggregate throughput)"))
+                claims.append((f"{op.upper()}, {_plural(c, 'client')}: ", cmp,
+                               _plural(servers[-1], "server"), _plural(servers[0], "server")))
         top = d[d[study.servers] == servers[-1]]
         cmp = _compare(top, study.clients, clients[-1], clients[0], study.alpha)
         if cmp is not None:
-            out.append(f"{op.upper()}, {_plural(servers[-1], 'server')}: "
-                       + prose.compare_sentence(
-                           cmp, _plural(clients[-1], "client"), _plural(clients[0], "client"),
-                           lower_is_better=False, better="faster (aggregate throughput)"))
+            claims.append((f"{op.upper()}, {_plural(servers[-1], 'server')}: ", cmp,
+                           _plural(clients[-1], "client"), _plural(clients[0], "client")))
+    # The section's claims are one family: Holm-adjusted together, and said so.
+    p_holm = stats.holm([c.p_value for _, c, _, _ in claims]) if claims else []
+    out = [head + prose.compare_sentence(c, a, b, lower_is_better=False,
+                                         better="faster (aggregate throughput)",
+                                         p_adjusted=float(p))
+           for (head, c, a, b), p in zip(claims, p_holm, strict=True)]
+    if len(claims) > 1:
+        out.append(f"These {len(claims)} comparisons are one family: p-values Holm-adjusted "
+                   "together.")
     return _md("\n\n".join(out))
 
 
@@ -336,15 +362,23 @@ def cache_findings(study: KVStudy, op: str = "get") -> Any:
     """Does the strategy matter, per cache size? Does the cache size matter?"""
     if not study.ran("cache"):
         return study.not_run("cache")
-    out = [prose.multi_sentence(m, f"{op.upper()} throughputs of the strategies at cache "
-                                   f"size {size}") for size, m in strategy_verdicts(study, op)]
+    tests = [(m, f"{op.upper()} throughputs of the strategies at cache size {size}")
+             for size, m in strategy_verdicts(study, op)]
     data = study.cache[study.cache["op"] == op]
     groups = {str(k): g["throughput_ops_s"].to_numpy(float)
               for k, g in data.groupby(study.cache_size, sort=True)}
     if len(groups) >= 2:
-        out.append(prose.multi_sentence(stats.compare_many(groups, alpha=study.alpha),
-                                        f"{op.upper()} throughputs of the cache sizes "
-                                        "(strategies pooled)"))
+        tests.append((stats.compare_many(groups, alpha=study.alpha,
+                                         rate=harmonic_rates(study.cache)),
+                      f"{op.upper()} throughputs of the cache sizes (strategies pooled)"))
+    # One family: the omnibus p-values Holm-adjusted together.
+    p_holm = stats.holm([m.p_value for m, _ in tests]) if tests else []
+    out = [prose.multi_sentence(replace(m, p_value=float(p), test=f"{m.test}, Holm-adjusted"),
+                                what)
+           for (m, what), p in zip(tests, p_holm, strict=True)]
+    if len(tests) > 1:
+        out.append(f"These {len(tests)} tests are one family: p-values Holm-adjusted "
+                   "together.")
     return _md("\n\n".join(out))
 
 

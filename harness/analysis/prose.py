@@ -1,17 +1,21 @@
 """Short sentences for the report, written from the statistics (never eyeballed).
 
 A sentence claims a difference only when the test says so at the chosen alpha, and
-always names the test, the p-value and the number of samples, e.g.
+always names the test, the p-value and the number of samples; a non-significant result
+keeps its CI and says whether it rules out a change beyond ±5% (`verdict.decide`), e.g.
 
     memcache reads are 3.4× faster than datastore reads (95% CI 3.1–3.7×,
-    Mann-Whitney U p < 0.001, n = 10 sets each).
-    LRU and FIFO do not differ significantly (Welch's t-test p = 0.41, n = 10 sets each).
+    Welch t on log ratio p < 0.001, n = 10 sets each).
+    LRU and FIFO show no significant difference (ratio 1.01×, 95% CI 0.98–1.04×, within
+    ±5%; Welch t on log ratio p = 0.41, n = 10 sets each).
+    LRU vs FIFO is inconclusive: too few runs to tell (ratio 1.10×, 95% CI 0.85–1.42×, ...).
 """
 
 from __future__ import annotations
 
 import math
 
+from harness.analysis import verdict
 from harness.analysis.stats import Comparison, Estimate, MultiComparison
 
 
@@ -69,20 +73,22 @@ def compare_sentence(
     unit: str = "runs",
     lower_is_better: bool = True,
     better: str = "faster",
+    p_adjusted: float | None = None,
 ) -> str:
     """One sentence on `c` (a comparison of a vs b): which is better, by how much, or neither.
+
+    The outcome is `Comparison.verdict` (with `p_adjusted`, e.g. Holm's, in place of the
+    raw p when given): a non-significant result says whether its CI rules out changes
+    beyond ±5% (no significant difference) or not (inconclusive), and keeps its CI.
 
     With `lower_is_better` (latencies) the ratio reported is slow/fast; otherwise
     (throughputs) high/low. `better` is the comparative used (faster, higher, cheaper).
     """
-    evidence = f"{c.test} {fmt_p(c.p_value)}, {fmt_n(c.n_a, c.n_b, unit)}"
-    if not c.significant:
-        ratio = c.ratio
-        return _cap(
-            f"{label_a} and {label_b} do not differ significantly ({evidence}; "
-            f"ratio {fmt_ratio(ratio.value)}, {round(ratio.confidence * 100)}% CI "
-            f"{_range(ratio.low, ratio.high)})."
-        )
+    p = c.p_value if p_adjusted is None else p_adjusted
+    p_text = fmt_p(p) if p_adjusted is None else f"Holm-adjusted {fmt_p(p)}"
+    evidence = f"{c.test} {p_text}, {fmt_n(c.n_a, c.n_b, unit)}"
+    if not p < c.alpha:
+        return _cap(not_significant_sentence(c, label_a, label_b, evidence))
     a_wins = (c.mean_a < c.mean_b) if lower_is_better else (c.mean_a > c.mean_b)
     # The ratio is reported as winner-over-loser in the quantity's own direction, ≥ 1.
     r = c.ratio
@@ -102,6 +108,23 @@ def compare_sentence(
         sentence += ("; the difference is consistent across runs, but the ratio of means "
                      "is uncertain enough that its interval includes 1")
     return _cap(sentence + ".")
+
+
+def not_significant_sentence(c: Comparison, label_a: str, label_b: str, evidence: str,
+                             threshold: float = verdict.DEFAULT_THRESHOLD) -> str:
+    """"No significant difference" only where the CI excludes changes beyond `threshold`;
+    otherwise "too few runs to tell", with the estimate and its CI either way."""
+    r = c.ratio
+    level = round(r.confidence * 100)
+    ci = (f"ratio {fmt_ratio(r.value)}" if math.isnan(r.low) else
+          f"ratio {fmt_ratio(r.value)}, {level}% CI {_range(r.low, r.high)}")
+    outcome = verdict.decide(r.low, r.high, 1.0, ratio=r.value, higher_is_better=True,
+                             threshold=threshold)
+    if outcome == verdict.NO_DIFFERENCE:
+        return (f"{label_a} and {label_b} show no significant difference ({ci}, within "
+                f"±{threshold:.0%}; {evidence}).")
+    return (f"{label_a} vs {label_b} is inconclusive: too few runs to tell ({ci}, which "
+            f"allows a difference of more than {threshold:.0%}; {evidence}).")
 
 
 def multi_sentence(

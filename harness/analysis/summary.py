@@ -18,11 +18,20 @@ of objects): first the grouping columns, then exactly
     time is max(begin + latency_ns) - min(begin) over its measured ops in the group, where
     begin is intended_ns in open loop (latency counts from the intended start there) and
     start_ns otherwise.
+``goodput_ops_s``
+    the same over the ops that got an answer (status ``ok`` or ``miss``): throughput
+    less errors and timeouts.
 ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
     mean and percentiles (linear interpolation) of the latencies of all the group's
-    measured ops pooled, whatever their status, in milliseconds.
+    measured ops pooled, whatever their status (failed ops included: a timeout is a
+    wait the client had), in milliseconds; ``error_rate`` beside them says how many.
 ``error_rate``
     share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
+
+With ``intervals=True`` (``harness summary`` always asks for them) each of throughput,
+mean, p50 and p99 is followed by ``<field>_ci_low`` and ``<field>_ci_high``: its 95% CI
+with the run as the unit (see `harness.analysis.intervals`); NaN (JSON null) with fewer
+than 2 runs, or for a percentile whose runs hold too few ops beyond it.
 
 Grouping: by the given columns, else by ``experiment`` plus every grid parameter (the keys
 of the manifests' ``grid_point``). A grouping column may be any run-level column of the
@@ -53,6 +62,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "runs",
     "ops",
     "throughput_ops_s",
+    "goodput_ops_s",
     "latency_mean_ms",
     "latency_p50_ms",
     "latency_p99_ms",
@@ -65,6 +75,7 @@ FULL_COLUMNS: tuple[str, ...] = (
     "ops",
     "wall_s",
     "throughput_ops_s",
+    "goodput_ops_s",
     "latency_mean_ms",
     "latency_p50_ms",
     "latency_p90_ms",
@@ -158,6 +169,16 @@ def op_begin_ns(ops: pd.DataFrame) -> np.ndarray:
     return np.where(np.isnan(intended), start, np.nan_to_num(intended).astype(np.int64))
 
 
+def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """The ops a summary counts: no warm-up, no redirect records (see the module doc)."""
+    if "warmup" in ops.columns and ops["warmup"].any():
+        ops = ops[~ops["warmup"].to_numpy(bool)]  # copies: only when there is warm-up
+    redirect = (ops["status"] == "redirect").to_numpy(bool)
+    if redirect.any():
+        ops = ops[~redirect]  # attempts inside an op, not ops
+    return ops
+
+
 def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Summary statistics per group of `by` (default: experiment + grid parameters).
 
@@ -173,11 +194,7 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
         by = list(by)
         ops_keys = [c for c in by if c in OPS_LEVEL]
     _check_by(by, runs)
-    if "warmup" in ops.columns and ops["warmup"].any():
-        ops = ops[~ops["warmup"].to_numpy(bool)]  # copies: only when there is warm-up
-    redirect = (ops["status"] == "redirect").to_numpy(bool)
-    if redirect.any():
-        ops = ops[~redirect]  # attempts inside an op, not ops (see the module doc)
+    ops = measured_ops(ops)
     run_keys = [c for c in by if c not in ops_keys]
 
     # Run-level group of every run, then carried to each op through its run's position.
@@ -234,6 +251,8 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
                 "ops": n_ops,
                 "wall_s": wall_ns / 1e9,
                 "throughput_ops_s": np.where(wall_ns > 0, n_ops / (wall_ns / 1e9), np.nan),
+                "goodput_ops_s": np.where(wall_ns > 0, (n_ops - n_err) / (wall_ns / 1e9),
+                                          np.nan),
                 "latency_mean_ms": lat_sum / n_ops / _NS_PER_MS,
                 "latency_p50_ms": quant[:, 0] / _NS_PER_MS,
                 "latency_p90_ms": quant[:, 1] / _NS_PER_MS,
@@ -294,8 +313,13 @@ def summary_table(
     by: list[str] | None = None,
     *,
     experiments: list[str] | None = None,
+    intervals: bool = False,
 ) -> pd.DataFrame:
-    """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc)."""
+    """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc).
+
+    `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
+    and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`).
+    """
     columns = ["start_ns", "latency_ns", "intended_ns", "status"]
     if by and "op" in by:
         columns.append("op")
@@ -304,4 +328,9 @@ def summary_table(
     loaded = load(Path(raw_dir), experiments=experiments, columns=columns)
     table = summarise(loaded, by)
     group_by = list(by) if by is not None else default_by(loaded)
-    return table[[*group_by, *SUMMARY_COLUMNS]]
+    table = table[[*group_by, *SUMMARY_COLUMNS]]
+    if intervals:
+        from harness.analysis.summary_ci import group_intervals, with_ci_columns
+
+        table = with_ci_columns(table, group_intervals(loaded, by), group_by)
+    return table

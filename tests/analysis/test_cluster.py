@@ -99,6 +99,8 @@ def test_decomposition_finds_the_known_steps(runs) -> None:
     reads = d.reset_index()
     reads = reads[~reads["op"].isin(["insert", "search_delete"])]
     assert len(reads) == 18 and not reads["significant"].any()
+    assert reads["verdict"].isin(["no significant difference", "inconclusive"]).all()
+    assert rep["verdict"] == "worse"  # more time per object
 
 
 def test_fit_recovers_one_round_trip_per_commit(runs) -> None:
@@ -112,7 +114,12 @@ def test_findings_are_written_from_the_tests(raw: Path) -> None:
     study = cluster_views.analyse(raw)
     text = study.findings().data
     assert "the network adds" in text and "replication adds" in text
-    assert "18 of 18 steps make no significant difference" in text
+    assert "of their 18 steps (Holm-adjusted per operation): " in text
+    assert "make no significant difference" not in text.split("of their 18 steps")[1]
+    # Every non-significant step keeps its CI in the sentence.
+    assert all("95% CI" in line for line in text.splitlines()
+               if ("inconclusive" in line or "no significant difference (" in line)
+               and not line.startswith("- Searches"))
     slope = re.search(r"each µs of round trip adds ([0-9.]+) µs per insert", text)
     assert slope and float(slope.group(1)) == pytest.approx(1.0, abs=0.05)
 

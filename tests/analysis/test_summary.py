@@ -22,9 +22,11 @@ def test_default_grouping_hand_computed(tiny_raw: Path):
     assert one["latency_p50_ms"] == pytest.approx(2.5)
     assert one["latency_p99_ms"] == pytest.approx(4.0)
     assert one["error_rate"] == pytest.approx(1 / 6)
+    assert one["goodput_ops_s"] == pytest.approx(5 / 0.016)  # the error is not goodput
     two = table[table["size"] == 2].iloc[0]
     assert two["ops"] == 3 and two["throughput_ops_s"] == pytest.approx(3 / 0.060)
     assert two["error_rate"] == 0  # a miss is not an error
+    assert two["goodput_ops_s"] == two["throughput_ops_s"]  # a miss is an answer
 
 
 def test_by_op_and_by_nothing(tiny_raw: Path):

@@ -12,11 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import plots, prose, stats, tables
+from harness.analysis import intervals, plots, prose, stats, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
-from harness.analysis.summary import run_summary, summarise
+from harness.analysis.summary import run_summary
+from harness.analysis.summary_ci import METRICS, ci_strings, summarise_with_ci
 
 EXPERIMENT = "datastore_vs_memcache"
 OPS: tuple[str, ...] = ("store_write", "store_read", "mem_write", "mem_read_hit",
@@ -89,6 +90,7 @@ class Study:
         if not self.ran:
             return None
         lines = []
+        claims = []
         for a, b, la, lb in (
             ("store_read", "mem_read_hit", "datastore reads", "memcache reads (hits)"),
             ("store_write", "mem_write", "datastore writes", "memcache writes"),
@@ -96,7 +98,15 @@ class Study:
         ):
             c = self.comparison(a, b)
             if c is not None:
-                lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets"))
+                claims.append((c, la, lb))
+        # The pairwise claims are one family: Holm-adjusted together, and said so.
+        p_holm = stats.holm([c.p_value for c, _, _ in claims]) if claims else []
+        for (c, la, lb), p in zip(claims, p_holm, strict=True):
+            lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets",
+                                                       p_adjusted=float(p)))
+        if len(claims) > 1:
+            lines.append(f"- The {len(claims)} comparisons above are one family: their "
+                         "p-values are Holm-adjusted together.")
         if len(self.order) > 2:
             groups = {LABELS.get(o, o): self._values(o) for o in self.order}
             m = stats.compare_many(groups, alpha=self.alpha)
@@ -140,18 +150,24 @@ class Study:
     def latency_table_html(self):
         if not self.ran:
             return None
-        t = summarise(self.loaded, ["op"])
+        t = summarise_with_ci(self.loaded, ["op"])
         t["op"] = t["op"].astype(str)
         t = t.set_index("op").loc[self.order].reset_index()
         t["op"] = t["op"].map(lambda o: LABELS.get(o, o))
-        cols = ["op", "runs", "ops", "throughput_ops_s", "latency_mean_ms", "latency_p50_ms",
-                "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms",
-                "error_rate", "miss_rate"]
+        for col in METRICS:
+            t[col] = ci_strings(t, col)
+        cols = ["op", "runs", "ops", "throughput_ops_s", "goodput_ops_s", "latency_mean_ms",
+                "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
+                "latency_max_ms", "error_rate", "miss_rate"]
         return _html(tables.to_html(
             t[cols],
-            caption="Per operation, all measured ops pooled: throughput (total ops / total "
-                    "wall time) and latency percentiles in ms.",
-            headers={"runs": "sets", "throughput_ops_s": "ops/s", "latency_mean_ms": "mean",
+            caption="Per operation, all measured ops pooled (failed ops included in the "
+                    "latencies; errors beside them): throughput and goodput (total ops / "
+                    "total wall time) and latency percentiles in ms, with 95% CIs over "
+                    "sets where the sets allow one (a percentile needs "
+                    f"{intervals.MIN_TAIL_OPS} ops beyond it in every set).",
+            headers={"runs": "sets", "throughput_ops_s": "ops/s",
+                     "goodput_ops_s": "goodput ops/s", "latency_mean_ms": "mean",
                      "latency_p50_ms": "p50", "latency_p90_ms": "p90", "latency_p99_ms": "p99",
                      "latency_p999_ms": "p99.9", "latency_max_ms": "max",
                      "error_rate": "errors", "miss_rate": "misses"},

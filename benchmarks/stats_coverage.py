@@ -1,0 +1,123 @@
+"""Coverage of every interval the kit prints, and the false-verdict rate of compare.
+
+Simulations with a known answer (seeded): per-op latencies lognormal(0, sigma) scaled by a
+lognormal(0, run_sd) run effect; each closed-loop run's wall time is its latency sum.
+Prints, per setting, the share of simulated experiments whose interval covers the truth:
+
+- throughput (total ops / total time), mean latency, p50 and p99 (pooled), as
+  `harness summary` and `harness compare` print them, at 3, 5 and 10 runs (the built-in
+  specs' repetition counts) of 1000 ops;
+- the ratio cand/base of compare on identical distributions (coverage of 1) and the share
+  of false better/worse verdicts (should be <= alpha = 0.05);
+- `until` (3 runs minimum, ±5% target, max 30): the reported throughput interval after
+  the old rule (stop when the 95% CI is within target) and the kit's rule.
+
+Usage: .venv/bin/python benchmarks/stats_coverage.py [--sims N]  (default 2000; ~minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as st
+
+from harness.analysis import intervals, verdict
+from harness.runner import until_met
+
+
+def mixture_quantile(q: float, sigma: float, run_sd: float) -> float:
+    x, w = np.polynomial.hermite_e.hermegauss(60)
+    w = w / w.sum()
+
+    def f(lx: float) -> float:
+        return float((w * st.norm.cdf((lx - run_sd * x) / sigma)).sum() - q)
+
+    return math.exp(optimize.brentq(f, -20, 20))
+
+
+def experiment(rng: np.random.Generator, runs: int, ops: int, sigma: float, run_sd: float):
+    lat = np.exp(rng.normal(0, sigma, (runs, ops)) + rng.normal(0, run_sd, (runs, 1)))
+    label = np.repeat(np.arange(runs), ops)
+    n, busy = np.full(runs, float(ops)), lat.sum(axis=1)
+    return {
+        "throughput": intervals.ratio_interval(n, busy),
+        "mean": intervals.ratio_interval(busy, n),
+        "p50": intervals.quantile_interval(lat.ravel(), label, 0.5),
+        "p99": intervals.quantile_interval(lat.ravel(), label, 0.99),
+    }
+
+
+def coverage(sims: int, runs: int, ops: int, sigma: float, run_sd: float) -> None:
+    rng = np.random.default_rng(runs * 1000 + int(run_sd * 100))
+    mean = math.exp(sigma**2 / 2 + run_sd**2 / 2)
+    truth = {"throughput": 1 / mean, "mean": mean,
+             "p50": mixture_quantile(0.5, sigma, run_sd),
+             "p99": mixture_quantile(0.99, sigma, run_sd)}
+    hits = dict.fromkeys(truth, 0)
+    false_calls = ratio_hits = 0
+    for _ in range(sims):
+        a = experiment(rng, runs, ops, sigma, run_sd)
+        b = experiment(rng, runs, ops, sigma, run_sd)
+        for k in truth:
+            hits[k] += a[k].contains(truth[k])
+        x, y = a["mean"], b["mean"]
+        r = verdict.log_ratio_test(x.log_value, x.se_log, x.df, y.log_value, y.se_log, y.df)
+        ratio_hits += r.low <= 1 <= r.high
+        false_calls += verdict.decide(r.low, r.high, r.p, ratio=r.ratio,
+                                      higher_is_better=False) in (verdict.BETTER,
+                                                                  verdict.WORSE)
+    cells = "  ".join(f"{k} {v / sims:.3f}" for k, v in hits.items())
+    print(f"{runs:>4} {ops:>5} {sigma:>5} {run_sd:>6}  {cells}  ratio {ratio_hits / sims:.3f}"
+          f"  false better/worse {false_calls / sims:.3f}")
+
+
+def until_coverage(sims: int, cv: float, pct: float = 5.0, first: int = 3,
+                   most: int = 30) -> None:
+    rng = np.random.default_rng(int(cv * 1000))
+    sig = math.sqrt(math.log(1 + cv * cv))
+    old_hits = new_hits = old_n = new_n = 0
+    for _ in range(sims):
+        rates = np.exp(rng.normal(-sig**2 / 2, sig, most))  # true mean rate 1 (equal times)
+        stops = {}
+        for n in range(first, most + 1):
+            a = rates[:n]
+            old = st.t.ppf(0.975, n - 1) * a.std(ddof=1) / math.sqrt(n) / a.mean() * 100
+            if "old" not in stops and old <= pct:
+                stops["old"] = n
+            reps = {i: (1.0, float(r)) for i, r in enumerate(a)}
+            if "new" not in stops and until_met(reps, pct):
+                stops["new"] = n
+            if len(stops) == 2:
+                break
+        for key in ("old", "new"):
+            n = stops.get(key, most)
+            # The interval the report prints: throughput of equal-duration runs.
+            iv = intervals.ratio_interval(rates[:n], np.ones(n))
+            hit = iv.contains(1.0)
+            if key == "old":
+                old_hits, old_n = old_hits + hit, old_n + n
+            else:
+                new_hits, new_n = new_hits + hit, new_n + n
+    print(f"until cv {cv:<5} old rule: coverage {old_hits / sims:.3f}, mean runs "
+          f"{old_n / sims:5.1f}   kit's rule: coverage {new_hits / sims:.3f}, mean runs "
+          f"{new_n / sims:5.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sims", type=int, default=2000)
+    args = parser.parse_args()
+    print("runs   ops sigma run_sd  coverage of each printed interval (nominal 0.95)")
+    for runs in (3, 5, 10):
+        for run_sd in (0.0, 0.05, 0.1, 0.2):
+            coverage(args.sims, runs, 1000, 0.5, run_sd)
+    coverage(args.sims, 5, 1000, 1.0, 0.1)
+    for cv in (0.02, 0.05, 0.1, 0.2):
+        until_coverage(args.sims, cv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""`harness compare BASE CAND`: did my change make it faster?
+
+Both trees are summarised exactly as `harness summary` does (pooled throughput = total
+ops / total time, mean, p50, p99 with 95% CIs over runs, `summary_ci`); groups are matched
+on the `by` keys (default ``op``). For each group and metric the ratio cand/base gets a CI
+and a p-value from Welch's t on the log ratio (`verdict.log_ratio_test`, each side's SE
+from the jackknife over its runs), p is Holm-adjusted over all rows, and `verdict.decide`
+says better / worse / no significant difference / inconclusive, knowing that higher
+throughput and lower latency are better. A percentile whose runs hold too few ops beyond
+it, or a side with one run, is inconclusive with the reason in ``test``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import verdict
+from harness.analysis.intervals import RunInterval
+from harness.analysis.load import Loaded, load
+from harness.analysis.stats import holm
+from harness.analysis.summary_ci import group_intervals
+from harness.errors import ResultsError
+from harness.results import MANIFEST
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric `compare` can judge: its summary field and its good direction."""
+
+    name: str
+    field: str
+    higher_is_better: bool
+
+
+#: The metrics, by the names `--metric` takes.
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("throughput", "throughput_ops_s", True),
+        Metric("latency_mean", "latency_mean_ms", False),
+        Metric("latency_p50", "latency_p50_ms", False),
+        Metric("latency_p99", "latency_p99_ms", False),
+    )
+}
+
+#: Row fields after the group keys, in order (the JSON interface).
+ROW_FIELDS: tuple[str, ...] = (
+    "metric", "base", "base_ci_low", "base_ci_high", "cand", "cand_ci_low", "cand_ci_high",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "test", "p", "n_base", "n_cand", "verdict",
+)
+
+_OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
+
+
+def load_tree(path: Path) -> Loaded:
+    """A raw-results directory, or one experiment directory inside one."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: not a directory of raw results")
+    is_experiment = any((child / MANIFEST).is_file() for child in path.iterdir()
+                        if child.is_dir())
+    if is_experiment:
+        loaded = load(path.parent, experiments=[path.name], columns=_OPS_COLUMNS)
+    else:
+        loaded = load(path, columns=_OPS_COLUMNS)
+    if loaded.runs.empty:
+        raise ResultsError(f"{path}: no runs found (expected <experiment>/<run_id>/"
+                           f"{MANIFEST} below it, or <run_id>/{MANIFEST})")
+    return loaded
+
+
+def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval) -> dict:
+    lr = verdict.log_ratio_test(b.log_value, b.se_log, b.df, c.log_value, c.se_log, c.df)
+    note = b.note or c.note
+    test = lr.test if not math.isnan(lr.p) else f"none: {note or 'no interval'}"
+    return {**key, "metric": m.name, "base": b.value, "base_ci_low": b.low,
+            "base_ci_high": b.high, "cand": c.value, "cand_ci_low": c.low,
+            "cand_ci_high": c.high, "ratio": lr.ratio, "ratio_ci_low": lr.low,
+            "ratio_ci_high": lr.high, "test": test, "p": lr.p, "n_base": b.n_runs,
+            "n_cand": c.n_runs}
+
+
+def compare(
+    base: Loaded | Path,
+    cand: Loaded | Path,
+    *,
+    by: Sequence[str] = ("op",),
+    metrics: Sequence[str] = tuple(METRICS),
+    alpha: float = 0.05,
+    threshold: float = verdict.DEFAULT_THRESHOLD,
+) -> pd.DataFrame:
+    """One row per matched group and metric: the `ROW_FIELDS` after the `by` columns.
+
+    Groups present on one side only are left out; with none in common this raises
+    `ResultsError` listing both sides' groups.
+    """
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ResultsError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    by = list(by)
+    lb = base if isinstance(base, Loaded) else load_tree(base)
+    lc = cand if isinstance(cand, Loaded) else load_tree(cand)
+    ib, ic = group_intervals(lb, by), group_intervals(lc, by)
+    common = [k for k in ib if k in ic]
+    if not common:
+        def names(groups: dict) -> list[str]:
+            return sorted("/".join(map(str, k)) for k in groups)
+
+        raise ResultsError(
+            f"BASE and CAND have no group in common on {', '.join(by) or '(nothing)'}: "
+            f"base has {names(ib) or 'none'}, cand has {names(ic) or 'none'}; "
+            "choose other --by keys")
+    rows = []
+    for key in sorted(common, key=str):
+        values = dict(zip(by, key, strict=True))
+        for name in metrics:
+            m = METRICS[name]
+            rows.append(_row(values, m, ib[key][m.field], ic[key][m.field]))
+    table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS[:-1]])
+    # Holm over every row that was tested: the rows are one family of claims.
+    tested = table["p"].notna().to_numpy()
+    adjusted = np.full(len(table), np.nan)
+    if tested.any():
+        adjusted[tested] = holm(table.loc[tested, "p"].to_numpy(float))
+    table["p"] = adjusted
+    table["verdict"] = [
+        verdict.decide(r.ratio_ci_low, r.ratio_ci_high, r.p, ratio=r.ratio,
+                       higher_is_better=METRICS[r.metric].higher_is_better, alpha=alpha,
+                       threshold=threshold)
+        for r in table.itertuples(index=False)
+    ]
+    return table
+
+
+def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
+    """Rows judged worse whose estimate is worse by more than `pct` percent."""
+    worse = table[table["verdict"] == verdict.WORSE]
+    higher = worse["metric"].map(lambda m: METRICS[m].higher_is_better).astype(bool)
+    change = np.where(higher, 1 - worse["ratio"], worse["ratio"] - 1)
+    return worse[change > pct / 100]
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return "-" if math.isnan(x) else f"{x:.4g}"
+    return str(x)
+
+
+def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
+    """``table``: aligned text; ``markdown``: a pipe table; ``json``: a list of rows."""
+    if fmt == "json":
+        return table.to_json(orient="records", indent=2)
+    rows = []
+    for r in table.to_dict("records"):
+        ci = lambda lo, hi: "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"  # noqa: E731
+        rows.append([*(_fmt(r[k]) for k in by), r["metric"],
+                     _fmt(r["base"]) + ci(r["base_ci_low"], r["base_ci_high"]),
+                     _fmt(r["cand"]) + ci(r["cand_ci_low"], r["cand_ci_high"]),
+                     _fmt(r["ratio"]) + "x" + ci(r["ratio_ci_low"], r["ratio_ci_high"]),
+                     "-" if math.isnan(r["p"]) else f"{r['p']:.3g}",
+                     f"{r['n_base']}/{r['n_cand']}", r["verdict"]])
+    head = [*by, "metric", "base [95% CI]", "cand [95% CI]", "cand/base [95% CI]",
+            "p (Holm)", "runs", "verdict"]
+    # Why a row has no test (one run, too few ops beyond a percentile), once per reason.
+    notes = sorted({f"{r['metric']}: {r['test'][len('none: '):]}"
+                    for r in table.to_dict("records") if r["test"].startswith("none: ")})
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines + [""] + [f"- {n}" for n in notes] if notes else lines)
+    if fmt != "table":
+        raise ValueError(f"format must be table, json or markdown, not {fmt!r}")
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in [head, *rows]]
+    return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
+            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD) -> Any:
+    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table
+    and a tally of its verdicts; left out of the report when no trees are given."""
+    from harness.analysis.display import markdown
+
+    if not base or not cand:
+        return markdown("No comparison configured: set the notebook parameters "
+                        "`compare_base` and `compare_cand` to two raw-results directories "
+                        "(or run `harness compare BASE CAND`).", omit=True)
+    table = compare(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold)
+    counts = table["verdict"].value_counts()
+    tally = ", ".join(f"{counts[v]} {v}" for v in verdict.VERDICTS if v in counts)
+    head = (f"`{cand}` against `{base}`, groups matched on {', '.join(by)}: {tally} "
+            f"(of {len(table)} group × metric rows; p Holm-adjusted over all rows, α = "
+            f"{alpha:g}; no significant difference means the 95% CI of the ratio lies "
+            f"within ±{threshold:.0%}).")
+    return markdown(head + "\n\n" + render(table, list(by), "markdown"))

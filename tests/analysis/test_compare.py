@@ -1,0 +1,151 @@
+"""`harness compare` on synthetic trees with a known answer: fields, verdicts, Holm over
+rows, --fail-if-worse, experiment directories, bad input. The end-to-end run against a
+real memcached is tests/test_compare_e2e.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import cli
+from harness.analysis import verdict
+from harness.analysis.compare import ROW_FIELDS, compare, load_tree
+from harness.analysis.stats import holm
+from harness.analysis.summary_ci import group_intervals
+from harness.errors import ResultsError
+from harness.results import OK, write_run
+from tests.fixtures.rawdata import make_ops, manifest_for
+
+
+def write_tree(raw: Path, scale: dict[str, float], *, seed: int, reps: int = 5,
+               ops: int = 200) -> Path:
+    """Experiment `exp`: ops a and b, `reps` runs each of `ops` closed-loop ops with a
+    lognormal(0.5) op spread and 3% run-to-run spread; op latencies x `scale[op]`."""
+    rng = np.random.default_rng(seed)
+    for o, (op, factor) in enumerate(scale.items()):
+        for rep in range(reps):
+            lat = rng.lognormal(np.log(1e6 * factor * rng.lognormal(0, 0.03)), 0.5, ops)
+            m = manifest_for(run_id=f"{op}{rep}", experiment="exp", workload="w",
+                             grid_point={"op": op}, repetition=rep + 1, ops=ops,
+                             warmup_ops=0, started_utc=f"2024-03-01T10:{o:02d}:{rep:02d}Z")
+            write_run(raw, m, make_ops(op, lat.astype(np.int64), np.full(ops, OK),
+                                       np.zeros(ops, bool), gap_ns=0))
+    return raw
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = write_tree(tmp_path_factory.mktemp("base"), {"a": 1.0, "b": 1.0}, seed=1)
+    cand = write_tree(tmp_path_factory.mktemp("cand"), {"a": 1.5, "b": 1.0}, seed=2)
+    return base, cand
+
+
+def test_known_slowdown_is_worse_and_json_has_the_fields(trees, capsys):
+    base, cand = trees
+    assert cli.main(["compare", str(base), str(cand), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(list(r) == ["op", *ROW_FIELDS] for r in rows)
+    by = {(r["op"], r["metric"]): r for r in rows}
+    slow = by[("a", "latency_mean")]
+    assert slow["verdict"] == verdict.WORSE and 1.3 < slow["ratio"] < 1.7
+    assert slow["ratio_ci_low"] < slow["ratio"] < slow["ratio_ci_high"]
+    assert slow["n_base"] == slow["n_cand"] == 5 and slow["test"] == verdict.LOG_RATIO_TEST
+    assert by[("a", "throughput")]["verdict"] == verdict.WORSE  # lower throughput is worse
+    assert by[("a", "latency_p50")]["verdict"] == verdict.WORSE
+    # 200 ops per run back no p99 interval: inconclusive, and the reason is given.
+    p99 = by[("a", "latency_p99")]
+    assert p99["verdict"] == verdict.INCONCLUSIVE and p99["p"] is None
+    assert p99["test"].startswith("none: too few ops")
+    for metric in ("throughput", "latency_mean", "latency_p50"):
+        assert by[("b", metric)]["verdict"] not in (verdict.BETTER, verdict.WORSE)
+
+
+def test_swapped_trees_say_better(trees):
+    base, cand = trees
+    t = compare(cand, base, metrics=["latency_mean", "throughput"]).set_index(
+        ["op", "metric"])
+    assert t.loc[("a", "latency_mean"), "verdict"] == verdict.BETTER
+    assert t.loc[("a", "throughput"), "verdict"] == verdict.BETTER
+
+
+def test_p_is_holm_adjusted_over_the_rows(trees):
+    base, cand = trees
+    t = compare(base, cand, metrics=["throughput", "latency_mean"])
+    ib, ic = group_intervals(load_tree(base), ["op"]), group_intervals(load_tree(cand), ["op"])
+    raw = []
+    for r in t.itertuples():
+        field = {"throughput": "throughput_ops_s", "latency_mean": "latency_mean_ms"}[r.metric]
+        b, c = ib[(r.op,)][field], ic[(r.op,)][field]
+        raw.append(verdict.log_ratio_test(b.log_value, b.se_log, b.df,
+                                          c.log_value, c.se_log, c.df).p)
+    np.testing.assert_allclose(t["p"], holm(raw))
+
+
+def test_fail_if_worse_exit_code(trees, capsys):
+    base, cand = trees
+    assert cli.main(["compare", str(base), str(cand), "--fail-if-worse", "5"]) == 1
+    assert "significantly worse by more than 5%" in capsys.readouterr().err
+    assert cli.main(["compare", str(base), str(cand), "--fail-if-worse", "80"]) == 0
+    assert cli.main(["compare", str(cand), str(base), "--fail-if-worse", "5"]) == 0
+
+
+def test_same_tree_and_experiment_dir(trees, capsys):
+    base, _ = trees
+    t = compare(base, base / "exp", metrics=["throughput"])
+    assert (t["ratio"] == 1).all() and (t["p"] == 1).all()
+    assert not t["verdict"].isin([verdict.BETTER, verdict.WORSE]).any()
+    assert cli.main(["compare", str(base), str(base), "--format", "markdown",
+                     "--metric", "throughput"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| op | metric |") and out.count("\n") == 4  # head, rule, a, b
+
+
+def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):
+    base, _ = trees
+    assert cli.main(["compare", str(base), str(tmp_path / "nope")]) == 2
+    assert "not a directory of raw results" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["compare", str(base), str(empty)]) == 2
+    assert "no runs found" in capsys.readouterr().err
+    other = write_tree(tmp_path / "other", {"c": 1.0}, seed=3, reps=2, ops=20)
+    with pytest.raises(ResultsError, match=r"no group in common on op: base has \['a', 'b'\]"):
+        compare(base, other)
+    with pytest.raises(ResultsError, match="unknown metric 'speed'"):
+        compare(base, base, metrics=["speed"])
+
+
+
+def test_report_section_is_omitted_unless_configured(trees):
+    from harness.analysis.compare import section
+    from harness.analysis.studies import OMIT_MARKER
+
+    assert OMIT_MARKER in section(None, None).metadata
+    base, cand = trees
+    shown = section(base, cand)
+    assert not shown.metadata and "| op | metric |" in shown.data
+    assert "worse" in shown.data.split("\n")[0]  # the tally names the verdicts
+
+
+@pytest.mark.parametrize("runs", [3, 5, 10])
+def test_false_better_worse_rate_of_compares_statistic_on_identical_trees(runs):
+    # compare's path: pooled throughput per side (jackknife over runs), then Welch's t
+    # on the log ratio and the verdict. Identical distributions, 10% run-to-run spread.
+    rng = np.random.default_rng(runs)
+    sims, ops = 1500, 100
+    from harness.analysis import intervals
+
+    calls = 0
+    for _ in range(sims):
+        sides = []
+        for _side in range(2):
+            busy = rng.lognormal(0, 0.5, (runs, ops)).sum(axis=1) * rng.lognormal(0, 0.1, runs)
+            sides.append(intervals.ratio_interval(np.full(runs, float(ops)), busy))
+        b, c = sides
+        r = verdict.log_ratio_test(b.log_value, b.se_log, b.df, c.log_value, c.se_log, c.df)
+        calls += verdict.decide(r.low, r.high, r.p, ratio=r.ratio,
+                                higher_is_better=True) in (verdict.BETTER, verdict.WORSE)
+    assert calls / sims <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sims)

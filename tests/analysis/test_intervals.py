@@ -1,0 +1,86 @@
+"""Intervals over runs: known answers, and coverage by seeded simulation at the built-in
+specs' repetition counts (3, 5 and 10 runs). A heavier version with more settings is
+benchmarks/stats_coverage.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import optimize
+from scipy import stats as st
+
+from harness.analysis import intervals
+
+
+def mixture_quantile(q: float, sigma: float, run_sd: float) -> float:
+    """q-quantile of lognormal(0, sigma) ops scaled by a lognormal(0, run_sd) run effect,
+    pooled over infinitely many runs (Gauss-Hermite over the run effect)."""
+    x, w = np.polynomial.hermite_e.hermegauss(60)
+    w = w / w.sum()
+
+    def f(lx: float) -> float:
+        return float((w * st.norm.cdf((lx - run_sd * x) / sigma)).sum() - q)
+
+    return math.exp(optimize.brentq(f, -20, 20))
+
+
+def test_ratio_interval_known_answer():
+    # Three runs of 100 ops in 1, 2 and 1 s: pooled 300 / 4 s = 75 ops/s; leave-one-out
+    # rates 200/3, 100, 200/3 -> jackknife SE of the log.
+    ops, wall = np.array([100.0, 100, 100]), np.array([1.0, 2.0, 1.0])
+    iv = intervals.ratio_interval(ops, wall)
+    logs = np.log([200 / 3, 100, 200 / 3])
+    se = math.sqrt(2 / 3 * ((logs - logs.mean()) ** 2).sum())
+    half = st.t.ppf(0.975, 2) * se
+    assert iv.value == pytest.approx(75)
+    assert (iv.low, iv.high) == pytest.approx((75 * math.exp(-half), 75 * math.exp(half)))
+    assert iv.n_runs == 3 and iv.df == 2
+
+
+def test_one_run_gets_no_interval_and_says_so():
+    iv = intervals.ratio_interval(np.array([100.0]), np.array([1.0]))
+    assert iv.value == 100 and math.isnan(iv.low) and "one run" in iv.note
+
+
+def test_percentile_of_too_few_ops_gets_no_interval():
+    rng = np.random.default_rng(0)
+    lat, run = rng.lognormal(0, 0.5, 500), np.repeat(np.arange(5), 100)
+    iv = intervals.quantile_interval(lat, run, 0.99)
+    assert iv.value == pytest.approx(np.quantile(lat, 0.99))
+    assert math.isnan(iv.low) and "too few ops" in iv.note and "needs 1000" in iv.note
+    assert not math.isnan(intervals.quantile_interval(lat, run, 0.5).low)
+
+
+def _coverage(runs: int, ops: int, sigma: float, run_sd: float, sims: int, seed: int):
+    rng = np.random.default_rng(seed)
+    lat = np.exp(rng.normal(0, sigma, (sims, runs, ops)) + rng.normal(0, run_sd,
+                                                                       (sims, runs, 1)))
+    mean = math.exp(sigma**2 / 2 + run_sd**2 / 2)
+    truth = {"throughput": 1 / mean, "mean": mean,
+             "p50": mixture_quantile(0.5, sigma, run_sd),
+             "p99": mixture_quantile(0.99, sigma, run_sd)}
+    hits = dict.fromkeys(truth, 0)
+    label = np.repeat(np.arange(runs), ops)
+    n = np.full(runs, float(ops))
+    for x in lat:
+        busy = x.sum(axis=1)  # closed loop, one client: a run's wall time
+        hits["throughput"] += intervals.ratio_interval(n, busy).contains(truth["throughput"])
+        hits["mean"] += intervals.ratio_interval(busy, n).contains(truth["mean"])
+        hits["p50"] += intervals.quantile_interval(x.ravel(), label, 0.5).contains(
+            truth["p50"])
+        hits["p99"] += intervals.quantile_interval(x.ravel(), label, 0.99).contains(
+            truth["p99"])
+    return {k: v / sims for k, v in hits.items()}
+
+
+@pytest.mark.parametrize(("runs", "run_sd"), [(5, 0.05), (5, 0.2), (3, 0.1), (10, 0.1)])
+def test_coverage_of_every_printed_interval(runs, run_sd):
+    # 5 runs of 1000 ops with run-to-run variation: the issue asks >= 0.93. With 400
+    # simulated experiments the Monte Carlo SE is ~0.011, so the bar is 0.93 - 2 SE.
+    sims = 400
+    cov = _coverage(runs, 1000, 0.5, run_sd, sims, seed=runs * 100 + int(run_sd * 100))
+    floor = 0.93 - 2 * math.sqrt(0.93 * 0.07 / sims)
+    assert all(c >= floor for c in cov.values()), cov
+    assert all(c <= 0.995 for c in cov.values()), cov  # not uselessly wide either

@@ -20,7 +20,9 @@ of objects): first the grouping columns, then exactly
     start_ns otherwise.
 ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
     mean and percentiles (linear interpolation) of the latencies of all the group's
-    measured ops pooled, whatever their status, in milliseconds.
+    measured ops pooled, whatever their status, in milliseconds. Imported runs whose
+    records are aggregated show their tool's stated percentiles instead, or NaN where
+    pooled with other runs (`harness.analysis.stated`).
 ``error_rate``
     share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
 
@@ -45,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis import stated
 from harness.analysis.load import Loaded, load
 from harness.errors import ResultsError
 
@@ -303,5 +306,8 @@ def summary_table(
         columns.append("client")
     loaded = load(Path(raw_dir), experiments=experiments, columns=columns)
     table = summarise(loaded, by)
+    # Imported runs with aggregated records (every op at the mean) show the tool's
+    # stated percentiles, or NaN when pooled: never the mean under a percentile's name.
+    table = stated.overlay(table, loaded, by)
     group_by = list(by) if by is not None else default_by(loaded)
     return table[[*group_by, *SUMMARY_COLUMNS]]

@@ -53,6 +53,8 @@ def _implausible(rec: Records) -> str | None:
             return f"{len(lat):,} latencies, more than {MAX_RECORDS_PER_OP:,}"
         if not (np.isfinite(lat).all() and (lat >= 0).all() and (lat < 2**62).all()):
             return "a latency that is negative, not finite or too large"
+        if rec.start_ns is not None and len(rec.start_ns) != len(lat):
+            return f"{len(rec.start_ns):,} start times for {len(lat):,} latencies"
     else:
         if rec.count > MAX_RECORDS_PER_OP:
             return f"{rec.count:,} ops, more than {MAX_RECORDS_PER_OP:,} records can hold"

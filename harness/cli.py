@@ -122,7 +122,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_import,
     )
 
-    options = ImportOptions(count=args.count, size=args.size)
+    for flag in ("count", "size", "requests"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise HarnessError(f"--{flag} {getattr(args, flag)}: must be a positive number")
+    options = ImportOptions(count=args.count, size=args.size, requests=args.requests)
     # Parse and check every file before writing any: a bad one leaves nothing half-imported.
     results = [import_file(args.format, Path(f), options) for f in args.files]
     targets: dict[tuple[str, str], Path] = {}
@@ -265,13 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="bring other tools' results into the raw-results format",
                        description="Parse FILEs written by another tool or script and write "
                        "them as runs (source: imported). Formats: perfctest, gae-bench, "
-                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv.")
+                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv, "
+                       "redis-benchmark, ycsb, ycsb-raw, ycsb-hdr.")
     p.add_argument("format", help="the files' format, e.g. gae-bench or redis-benchmark-csv")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--out", required=True, metavar="RAW_DIR", help="raw results directory")
     p.add_argument("--experiment", help="experiment name (default: FORMAT-<file stem>)")
-    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50) or "
-                   "requests per test (redis-benchmark-csv, default 100000)")
+    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50)")
+    p.add_argument("--requests", type=int, help="requests per test, which redis-benchmark's "
+                   "CSV and -q output do not state (its -n)")
     p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
     p.set_defaults(func=cmd_import)
 

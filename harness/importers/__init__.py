@@ -19,12 +19,13 @@ from harness.importers.kv_report import KvReport
 from harness.importers.memtier_json import MemtierJson
 from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
+from harness.importers.redis_benchmark_text import RedisBenchmarkText
 from harness.importers.writer import check_new, default_experiment, write_import
 from harness.registry import Registry
 
 IMPORTERS: Registry[Importer] = Registry("import format")
 for _importer in (PerfcTest(), GaeBench(), ClusterPerf(), KvReport(), MemtierJson(),
-                  RedisBenchmarkCsv()):
+                  RedisBenchmarkCsv(), RedisBenchmarkText()):
     IMPORTERS.add(_importer.name, _importer)
 
 

@@ -111,10 +111,12 @@ class ImportResult:
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """What some formats cannot know from the file (e.g. gae-bench's ops per set)."""
+    """What some formats cannot know from the file (e.g. gae-bench's ops per set,
+    redis-benchmark's requests per test in its CSV)."""
 
     count: int | None = None
     size: int | None = None
+    requests: int | None = None
 
 
 class Importer(Protocol):

@@ -36,12 +36,19 @@ def test_several_files_one_experiment(tmp_path: Path, capsys) -> None:
     raw = tmp_path / "raw"
     files = [str(DATA / "redis-benchmark-7.0-n20000-c10-d100.csv"),
              str(DATA / "redis-benchmark-7.0-n10000-c50-P4.csv")]
-    assert main(["import", "redis-benchmark-csv", *files, "-o", str(raw),
-                 "--experiment", "rb"]) == 0
+    # The CSV does not say how many requests: refused without --requests, nothing written.
+    assert main(["import", "redis-benchmark-csv", *files, "-o", str(raw)]) == 2
+    assert "give --requests N" in capsys.readouterr().err and not raw.exists()
+    for path, n in zip(files, ("20000", "10000"), strict=True):
+        assert main(["import", "redis-benchmark-csv", path, "--requests", n, "-o", str(raw),
+                     "--experiment", "rb"]) == 0
     capsys.readouterr()
     assert main(["summary", str(raw), "--by", "op", "--format", "json"]) == 0
     rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["set"]["runs"] == 2  # one per file: repetitions of the same op
+    assert rows["set"]["ops"] == 30000
+    assert rows["set"]["latency_p99_ms"] is None  # two runs' stated p99s do not pool
+    assert main(["import", "redis-benchmark", "x", "--requests", "0", "-o", str(raw)]) == 2
 
 
 def test_nothing_recognisable_exits_2_and_writes_nothing(seed, tmp_path: Path, capsys) -> None:

@@ -41,7 +41,10 @@ SEED_DOCS: dict[str, list[Path]] = {
     "redis-benchmark-csv": [DATA / "redis-benchmark-7.0-n20000-c10-d100.csv",
                             DATA / "redis-benchmark-7.0-n10000-c50-P4.csv",
                             DATA / "redis-benchmark-old-format.csv"],
+    "redis-benchmark": [DATA / "redis-benchmark-7.0-n2000-c10-d100.txt",
+                        DATA / "redis-benchmark-7.0-n2000-c20-P8-q.txt"],
 }
+FUZZ_REQUESTS = {"redis-benchmark-csv": 1000, "redis-benchmark": 1000}
 JUNK = ["", "0", "-1", "nan", "inf", "-inf", "1e309", "1e-320", "9" * 30, "abc", "--",
         "<br>", "\t", "\u00a0", "\x00", "ms", "ops/sec", ",", '"', "{", "}", "[", "]",
         "null", "true", "-----", "Threads: 4", "1,2,3"]
@@ -144,7 +147,8 @@ def _check_result(result: ImportResult) -> None:
 def _parse(fmt: str, path: Path, text: str, counts: Counter) -> None:
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     try:
-        result = import_file(fmt, path, ImportOptions())
+        # Requests per test: the CSV and -q output do not state them (--requests).
+        result = import_file(fmt, path, ImportOptions(requests=FUZZ_REQUESTS.get(fmt)))
     except HarnessError as exc:  # ImportFormatError, as documented
         assert str(path) in str(exc), exc  # names the file
         counts[type(exc).__name__] += 1

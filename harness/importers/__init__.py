@@ -21,11 +21,14 @@ from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
 from harness.importers.redis_benchmark_text import RedisBenchmarkText
 from harness.importers.writer import check_new, default_experiment, write_import
+from harness.importers.ycsb_hdr import YcsbHdr
+from harness.importers.ycsb_raw import YcsbRaw
+from harness.importers.ycsb_text import YcsbText
 from harness.registry import Registry
 
 IMPORTERS: Registry[Importer] = Registry("import format")
 for _importer in (PerfcTest(), GaeBench(), ClusterPerf(), KvReport(), MemtierJson(),
-                  RedisBenchmarkCsv(), RedisBenchmarkText()):
+                  RedisBenchmarkCsv(), RedisBenchmarkText(), YcsbText(), YcsbRaw(), YcsbHdr()):
     IMPORTERS.add(_importer.name, _importer)
 
 

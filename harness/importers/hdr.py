@@ -40,13 +40,6 @@ class DecodedHistogram:
         """One latency per counted op, ascending, in nanoseconds (float)."""
         return np.repeat(self.values.astype(np.float64) * ns_per_unit, self.counts)
 
-    def value_at_percentile(self, percentile: float) -> float:
-        """HdrHistogram's valueAtPercentile: the smallest value with at least `percentile`
-        % of the counts at or below it (in the tool's unit)."""
-        cum = np.cumsum(self.counts)
-        want = max(1, int(np.ceil(percentile / 100 * cum[-1] - 1e-9)))
-        return float(self.values[np.searchsorted(cum, want)])
-
 
 def decode(payload: str, where: str) -> DecodedHistogram:
     """Decode a compressed histogram; `where` names it in the error if it is damaged."""

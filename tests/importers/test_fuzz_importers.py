@@ -41,6 +41,9 @@ SEED_DOCS: dict[str, list[Path]] = {
     "redis-benchmark-csv": [DATA / "redis-benchmark-7.0-n20000-c10-d100.csv",
                             DATA / "redis-benchmark-7.0-n10000-c50-P4.csv",
                             DATA / "redis-benchmark-old-format.csv"],
+    "ycsb": [DATA / "ycsb" / "ycsb-hdrhistogram-text.txt"],
+    "ycsb-raw": [DATA / "ycsb" / "ycsb-raw.txt"],
+    "ycsb-hdr": [DATA / "ycsb" / "READ.hdr", DATA / "ycsb" / "UPDATE.hdr"],
     "redis-benchmark": [DATA / "redis-benchmark-7.0-n2000-c10-d100.txt",
                         DATA / "redis-benchmark-7.0-n2000-c20-P8-q.txt"],
 }

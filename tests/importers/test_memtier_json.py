@@ -100,7 +100,7 @@ def test_real_histogram_percentiles_match_memtier(path: Path, tmp_path: Path) ->
         n = len(lat_ms)
         for col, pct, q in (("latency_p50_ms", "p50.00", 0.5), ("latency_p99_ms", "p99.00",
                             0.99), ("latency_p999_ms", "p99.90", 0.999)):
-            nearest_rank = lat_ms[max(int(np.ceil(q * n)) - 1, 0)]
+            nearest_rank = lat_ms[max(int(q * n + 0.5), 1) - 1]  # as HdrHistogram_c
             assert nearest_rank == pytest.approx(stated[pct], **close), (op, pct)
             below, above = lat_ms[int(np.floor(q * (n - 1)))], lat_ms[int(np.ceil(q * (n - 1)))]
             assert below <= table.loc[op, col] <= above

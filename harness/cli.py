@@ -1,4 +1,5 @@
-"""`harness` command line: run | validate | summary | report | import | hosts | verify | list."""
+"""`harness` command line: run | validate | summary | report | import | export | hosts | verify |
+list."""
 
 from __future__ import annotations
 
@@ -150,6 +151,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from harness.exporters import EXPORTERS, check_outside
+
+    check_outside(Path(args.raw_dir), Path(args.out))
+    by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
+    exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    written = EXPORTERS.get(args.format)(Path(args.raw_dir), Path(args.out), by=by,
+                                         experiments=exps, interval_s=args.interval,
+                                         per=args.per)
+    print(f"{args.format}: {len(written)} file(s) written to {Path(args.out)}")
+    return EXIT_OK
+
+
 def cmd_hosts_check(args: argparse.Namespace) -> int:
     from harness.hosts import connect_host
     from harness.services import SERVICES
@@ -279,6 +293,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "CSV and -q output do not state (its -n)")
     p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="raw results -> HdrHistogram logs or CSV tables",
+                       description="hdr: one HdrHistogram interval log (values in ns) per "
+                       "group, readable by HdrHistogram's own tools, plus index.csv. csv: "
+                       "per-run (and op) statistics, or every op with --per op.")
+    p.add_argument("format", choices=("hdr", "csv"))
+    p.add_argument("raw_dir", metavar="RAW")
+    p.add_argument("-o", "--out", required=True,
+                   help="hdr: a directory; csv: a file (or a directory for runs.csv/ops.csv)")
+    p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op "
+                   "(hdr default: experiment + grid parameters; csv default: run_id,op)")
+    p.add_argument("--experiment", help="comma-separated experiment names")
+    p.add_argument("--interval", type=float, default=1.0, help="hdr: seconds per interval")
+    p.add_argument("--per", choices=("run", "op"), default="run",
+                   help="csv: one row per run and op (default) or per measured op")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("hosts", help="host utilities")
     hsub = p.add_subparsers(dest="hosts_command", required=True)

@@ -145,3 +145,23 @@ def test_java_histogram_log_processor_reads_the_logs(raw: Path, tmp_path: Path) 
             rank = pct * len(exact)
             near = ordered[max(int(np.floor(rank)) - 1, 0):int(np.ceil(rank)) + 1]
             assert np.isclose(near, value_ms, rtol=1e-3, atol=1e-3).any(), (value_ms, pct)
+
+
+def test_native_runs_placed_at_their_start_times(dsmc_raw: Path, tmp_path: Path) -> None:
+    """Kit runs (warm-up, misses, UTC start times): every measured op once, at its time."""
+    from harness.analysis.load import load
+
+    loaded = load(dsmc_raw, columns=["op", "latency_ns", "status"])
+    export_hdr(dsmc_raw, tmp_path / "hdr", by=["op"])
+    for op, ops in loaded.ops.groupby("op", observed=True):
+        path = tmp_path / "hdr" / f"op={op}.hlog"
+        text = path.read_text()
+        assert "#[StartTime: " in text and "#[BaseTime: " in text
+        intervals = _read_back(path)
+        assert sum(h.get_total_count() for h in intervals) == len(ops)  # warm-up excluded
+        pooled = intervals[0]
+        for h in intervals[1:]:
+            pooled.add(h)
+        exact = ops["latency_ns"].to_numpy()
+        assert pooled.get_value_at_percentile(99) == pytest.approx(_hdr_rank(exact, 99),
+                                                                   rel=1e-3)

@@ -22,6 +22,10 @@ import numpy as np
 
 from harness.errors import ImportFormatError
 
+#: More ops than this in one histogram is a damaged payload, not a measurement (each op
+#: becomes a record; harness.importers.MAX_RECORDS_PER_OP is the same bound).
+MAX_OPS = 10**8
+
 
 @dataclass(frozen=True)
 class DecodedHistogram:
@@ -56,6 +60,10 @@ def decode(payload: str, where: str) -> DecodedHistogram:
     for item in hist.get_recorded_iterator():
         values.append(item.value_iterated_to)
         counts.append(item.count_added_in_this_iter_step)
+    total = sum(counts)
+    if total > MAX_OPS or any(c < 0 for c in counts):
+        raise ImportFormatError(f"{where}: histogram counts {total:,} ops (more than "
+                                f"{MAX_OPS:,} or negative); is the file damaged?")
     return DecodedHistogram(np.asarray(values, np.int64), np.asarray(counts, np.int64),
                             int(hist.significant_figures))
 

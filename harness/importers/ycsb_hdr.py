@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.errors import ImportFormatError
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -40,7 +41,7 @@ from harness.importers.base import (
     read_lines,
     slug,
 )
-from harness.importers.hdr import decode
+from harness.importers.hdr import MAX_OPS, decode
 
 NAME = "ycsb-hdr"
 _NUM = r"(\d+(?:\.\d*)?)"
@@ -76,6 +77,9 @@ class YcsbHdr:
                 if not hist.total:
                     continue
                 digits.add(hist.significant_digits)
+                if sum(len(p) for p in lat_parts) + hist.total > MAX_OPS:
+                    raise ImportFormatError(f"{path}:{no}: more than {MAX_OPS:,} ops in "
+                                            "the log; is the file damaged?")
                 if m.group(1):
                     tags.add(m.group(1))
                 begin_s, length_s = float(m.group(2)), float(m.group(3))

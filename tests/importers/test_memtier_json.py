@@ -175,3 +175,17 @@ def test_time_series_that_does_not_add_up_spreads_evenly(tmp_path: Path) -> None
     table = _summarise_ops(p, tmp_path).loc["set"]
     assert table["ops"] == 10000
     assert table["latency_p99_ms"] == pytest.approx(1.791, rel=0.01)
+
+
+def test_histogram_with_absurd_counts_is_refused(tmp_path: Path) -> None:
+    from hdrh.histogram import HdrHistogram
+
+    hist = HdrHistogram(1, 10**6, 3)
+    hist.record_value(100, 10**9)  # a billion ops in a 2-second run: a damaged file
+    data = json.loads(REAL[0].read_text())
+    data["ALL STATS"]["Sets"]["Percentile Latencies"]["Histogram log format"][
+        "Compressed Histogram"] = hist.encode().decode()
+    p = write_variant(tmp_path, "huge.json", json.dumps(data))
+    with pytest.raises(ImportFormatError, match=r"huge\.json: Sets: histogram counts "
+                                                r"1,000,000,000 ops"):
+        import_file("memtier-json", p)

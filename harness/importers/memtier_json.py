@@ -123,6 +123,8 @@ def _stated(block: dict) -> dict[str, Any]:
     if isinstance(pct, dict):
         keep["percentiles_ms"] = {k: v for k, v in pct.items()
                                   if k.startswith("p") and not isinstance(v, dict)}
+    if isinstance(block.get("Time-Serie"), dict):  # memtier's per-second figures, verbatim
+        keep["time_series"] = block["Time-Serie"]
     return keep
 
 

@@ -139,7 +139,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     for res in results:
         exp = args.experiment or default_experiment(args.format, res.path)
         written = write_import(res, Path(args.out), exp)
-        kind = "aggregated " if any(r.aggregated for r in res.runs) else ""
+        kind = "aggregated " if any(r.aggregated for r in res.runs) else (
+            "histogram-bucketed " if any(r.extra.get("latency_source") == "histogram"
+                                         for r in res.runs) else "")
         print(f"{res.path}: {len(written)} {kind}run(s) written to {Path(args.out) / exp} "
               f"({args.format}); {len(res.skipped)} noise line(s) skipped")
         for no, text in res.skipped[:IMPORT_SHOWN_SKIPPED]:

@@ -180,6 +180,10 @@ class YcsbText:
                 stated[recs[0].op] = stated_ms(fig)
         if not records:
             raise nothing_found(path, NAME)
+        intended = sorted(n for n in blocks if n.upper().startswith("INTENDED-"))
+        if intended:
+            notes.append(f"{', '.join(intended)}: the same ops timed from their intended "
+                         "start (measurement.interval=both); kept as stated only")
         ops = "+".join(sorted({r.op for r in records}))
         result.runs.append(ParsedRun(
             records=records,

@@ -141,6 +141,13 @@ def test_real_histogram_run_is_marked_and_keeps_the_time_series(path: Path,
     assert man.extra["latency_source"] == "histogram" and man.extra["aggregated"] is False
 
 
+def test_cli_says_the_records_are_histogram_bucketed(tmp_path: Path, capsys) -> None:
+    from harness.cli import main
+
+    assert main(["import", "memtier-json", str(REAL[0]), "-o", str(tmp_path)]) == 0
+    assert "1 histogram-bucketed run(s) written to" in capsys.readouterr().out
+
+
 def test_summary_of_a_file_without_histogram_shows_stated_percentiles(
         tmp_path: Path) -> None:
     by_op = import_and_summarise("memtier-json", SAMPLE, tmp_path, ["op"]).set_index("op")

@@ -153,11 +153,14 @@ def test_text_output_stated_figures_and_statuses(tmp_path: Path) -> None:
 
 
 def test_failed_ops_and_bad_files(tmp_path: Path) -> None:
-    text = TEXT.read_text() + ("[UPDATE-FAILED], Operations, 5\n"
+    text = TEXT.read_text() + ("[Intended-UPDATE], Operations, 500\n"
+                               "[UPDATE-FAILED], Operations, 5\n"
                                "[UPDATE-FAILED], AverageLatency(us), 900.0\n"
                                "[UPDATE-FAILED], Return=ERROR, 5\n")
     (run,) = import_file("ycsb", write_variant(tmp_path, "f.txt", text)).runs
     assert {(r.op, r.status): r.count for r in run.records}[("update", "error")] == 5
+    assert sum(r.count for r in run.records if r.op == "update") == 505  # not 1005
+    assert any("Intended-UPDATE: the same ops" in n for n in run.notes)
     with pytest.raises(ImportFormatError, match=r"j\.txt: no ycsb records found"):
         import_file("ycsb", write_variant(tmp_path, "j.txt", "Loading workload...\n"))
     lines = (YCSB / "READ.hdr").read_text().splitlines()

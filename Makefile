@@ -4,12 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RAW ?= raw_results
-SEEDS ?= ../shared/seeds
-# format:seed file:experiment -- the seed reports whose results `make demo` imports
-SEED_IMPORTS := perfctest:000_7b5c234d2542c401.txt:seed000-filestore \
-	gae-bench:001_d557312a82865043.txt:seed001-datastore-memcache \
-	cluster-perf:002_4475bf54ea1cda02.txt:seed002-cluster \
-	kv-report:003_f2f640157be000bd.txt:seed003-kvstore
+LEGACY ?= examples/legacy
+# format:file:experiment -- the seed reports' figures (in the repository, in the layouts
+# the importers read) that `make demo` imports
+SEED_IMPORTS := perfctest:seed000-perfctest.result:seed000-filestore \
+	gae-bench:seed001-gae-bench.txt:seed001-datastore-memcache \
+	cluster-perf:seed002-cluster-perf.log:seed002-cluster \
+	kv-report:seed003-kv-report.txt:seed003-kvstore
 REPORT ?= report
 STAMP := $(VENV)/.installed
 
@@ -43,9 +44,8 @@ demo: setup demo-import ## run the built-in studies at demo scale on localhost, 
 demo-import: setup ## import the seed reports' own numbers (once; re-import is refused)
 	@for item in $(SEED_IMPORTS); do \
 	  IFS=: read -r fmt file exp <<< "$$item"; \
-	  if [ ! -f "$(SEEDS)/$$file" ]; then echo "skip $$file: no $(SEEDS)"; \
-	  elif [ -d "$(RAW)/imported/$$exp" ]; then echo "$$exp: imported already"; \
-	  else $(BIN)/harness import "$$fmt" "$(SEEDS)/$$file" -o $(RAW)/imported --experiment "$$exp" || exit 1; fi; \
+	  if [ -d "$(RAW)/imported/$$exp" ]; then echo "$$exp: imported already"; \
+	  else $(BIN)/harness import "$$fmt" "$(LEGACY)/$$file" -o $(RAW)/imported --experiment "$$exp" || exit 1; fi; \
 	done
 
 report: setup ## regenerate report/report.{html,pdf} from existing raw results

@@ -1,5 +1,5 @@
-"""`harness` command line: run | validate | summary | compare | report | import | hosts |
-verify | list."""
+"""`harness` command line: run | validate | summary | compare | report | import | export |
+hosts | verify | list."""
 
 from __future__ import annotations
 
@@ -146,7 +146,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_import,
     )
 
-    options = ImportOptions(count=args.count, size=args.size)
+    for flag in ("count", "size", "requests"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise HarnessError(f"--{flag} {getattr(args, flag)}: must be a positive number")
+    options = ImportOptions(count=args.count, size=args.size, requests=args.requests)
     # Parse and check every file before writing any: a bad one leaves nothing half-imported.
     results = [import_file(args.format, Path(f), options) for f in args.files]
     targets: dict[tuple[str, str], Path] = {}
@@ -159,7 +162,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     for res in results:
         exp = args.experiment or default_experiment(args.format, res.path)
         written = write_import(res, Path(args.out), exp)
-        kind = "aggregated " if any(r.aggregated for r in res.runs) else ""
+        kind = "aggregated " if any(r.aggregated for r in res.runs) else (
+            "histogram-bucketed " if any(r.extra.get("latency_source") == "histogram"
+                                         for r in res.runs) else "")
         print(f"{res.path}: {len(written)} {kind}run(s) written to {Path(args.out) / exp} "
               f"({args.format}); {len(res.skipped)} noise line(s) skipped")
         for no, text in res.skipped[:IMPORT_SHOWN_SKIPPED]:
@@ -168,6 +173,19 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"  ... and {len(res.skipped) - IMPORT_SHOWN_SKIPPED} more")
         for note in res.notes:
             print(f"  note: {note}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from harness.exporters import EXPORTERS, check_outside
+
+    check_outside(Path(args.raw_dir), Path(args.out))
+    by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
+    exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    written = EXPORTERS.get(args.format)(Path(args.raw_dir), Path(args.out), by=by,
+                                         experiments=exps, interval_s=args.interval,
+                                         per=args.per)
+    print(f"{args.format}: {len(written)} file(s) written to {Path(args.out)}")
     return EXIT_OK
 
 
@@ -309,15 +327,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="bring other tools' results into the raw-results format",
                        description="Parse FILEs written by another tool or script and write "
                        "them as runs (source: imported). Formats: perfctest, gae-bench, "
-                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv.")
+                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv, "
+                       "redis-benchmark, ycsb, ycsb-raw, ycsb-hdr.")
     p.add_argument("format", help="the files' format, e.g. gae-bench or redis-benchmark-csv")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--out", required=True, metavar="RAW_DIR", help="raw results directory")
     p.add_argument("--experiment", help="experiment name (default: FORMAT-<file stem>)")
-    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50) or "
-                   "requests per test (redis-benchmark-csv, default 100000)")
+    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50)")
+    p.add_argument("--requests", type=int, help="requests per test, which redis-benchmark's "
+                   "CSV and -q output do not state (its -n)")
     p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="raw results -> HdrHistogram logs or CSV tables",
+                       description="hdr: one HdrHistogram interval log (values in ns) per "
+                       "group, readable by HdrHistogram's own tools, plus index.csv. csv: "
+                       "per-run (and op) statistics, or every op with --per op.")
+    p.add_argument("format", choices=("hdr", "csv"))
+    p.add_argument("raw_dir", metavar="RAW")
+    p.add_argument("-o", "--out", required=True,
+                   help="hdr: a directory; csv: a file (or a directory for runs.csv/ops.csv)")
+    p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op "
+                   "(hdr default: experiment + grid parameters; csv default: run_id,op)")
+    p.add_argument("--experiment", help="comma-separated experiment names")
+    p.add_argument("--interval", type=float, default=1.0, help="hdr: seconds per interval")
+    p.add_argument("--per", choices=("run", "op"), default="run",
+                   help="csv: one row per run and op (default) or per measured op")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("hosts", help="host utilities")
     hsub = p.add_subparsers(dest="hosts_command", required=True)

@@ -59,3 +59,7 @@ class SchemaVersionError(ResultsError):
 
 class ImportFormatError(HarnessError):
     """An imported file holds nothing recognisable in the named format."""
+
+
+class ExportError(HarnessError):
+    """An export cannot be written as asked (e.g. its output would land in the raw results)."""

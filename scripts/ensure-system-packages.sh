@@ -17,11 +17,15 @@ declare -A NEED=(
   [lib:libpangoft2-1.0.so.0]=libpangoft2-1.0-0
   [font:DejaVuSans.ttf]=fonts-dejavu-core
   [lib:libharfbuzz-subset.so.0]=libharfbuzz-subset0
+  # HdrHistogram's own Java log reader: the tests check `harness export hdr` with it
+  [java]=default-jre-headless
+  [jar:hdrhistogram.jar]=libhdrhistogram-java
 )
 
 have() {
   case "$1" in
     lib:*) ldconfig -p 2>/dev/null | grep -q "${1#lib:}" ;;
+    jar:*) [ -f "/usr/share/java/${1#jar:}" ] ;;
     font:*) [ -n "$(find /usr/share/fonts -name "${1#font:}" -print -quit 2>/dev/null)" ] ;;
     initdb) command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 ;;
     sshd) command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] ;;

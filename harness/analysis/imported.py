@@ -226,7 +226,8 @@ class Imported:
     # --- memtier-json, redis-benchmark-csv -------------------------------------------
     def tool_outputs(self):
         parts = []
-        for fmt in ("memtier-json", "redis-benchmark-csv"):
+        for fmt in ("memtier-json", "redis-benchmark-csv", "redis-benchmark", "ycsb",
+                    "ycsb-raw", "ycsb-hdr"):
             for key, g in self.sources(fmt):
                 t = g[["op", "ops", "throughput_ops_s", "latency_mean_ms"]].copy()
                 t["op"] = t["op"].astype(str)
@@ -241,6 +242,10 @@ class Imported:
         return _html("\n".join(parts)) if parts else None
 
     def _stated_pct(self, run_id: str, op: str, pct: str) -> object:
+        # Importers that know the tool's percentiles put them here, under p50/p99 keys.
+        figures = self.stated[run_id].get("stated_latency_ms", {}).get(op, {})
+        if pct in figures:
+            return figures[pct]
         stated = self.stated[run_id].get("stated", {})
         if f"{pct}_latency_ms" in stated:  # redis-benchmark
             return stated[f"{pct}_latency_ms"]

@@ -25,6 +25,8 @@ of objects): first the grouping columns, then exactly
     mean and percentiles (linear interpolation) of the latencies of all the group's
     measured ops pooled, whatever their status (failed ops included: a timeout is a
     wait the client had), in milliseconds; ``error_rate`` beside them says how many.
+    Imported runs whose records are aggregated show their tool's stated percentiles
+    instead, or NaN where pooled with other runs (`harness.analysis.stated`).
 ``error_rate``
     share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
 
@@ -54,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis import stated
 from harness.analysis.load import Loaded, load
 from harness.errors import ResultsError
 
@@ -327,10 +330,19 @@ def summary_table(
         columns.append("client")
     loaded = load(Path(raw_dir), experiments=experiments, columns=columns)
     table = summarise(loaded, by)
+    # Imported runs with aggregated records (every op at the mean) show the tool's
+    # stated percentiles, or NaN when pooled: never the mean under a percentile's name.
+    pooled = table[["latency_p50_ms", "latency_p99_ms"]].to_numpy()
+    table = stated.overlay(table, loaded, by)
+    # Rows the overlay touched hold stated figures (or NaN): an interval computed from
+    # their records (every op at the mean) would describe nothing the tool measured.
+    restated = (table[["latency_p50_ms", "latency_p99_ms"]].to_numpy() != pooled).any(axis=1)
     group_by = list(by) if by is not None else default_by(loaded)
     table = table[[*group_by, *SUMMARY_COLUMNS]]
     if intervals:
         from harness.analysis.summary_ci import group_intervals, with_ci_columns
 
         table = with_ci_columns(table, group_intervals(loaded, by), group_by)
+        for field in ("latency_p50_ms", "latency_p99_ms"):
+            table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
     return table

@@ -19,12 +19,16 @@ from harness.importers.kv_report import KvReport
 from harness.importers.memtier_json import MemtierJson
 from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
+from harness.importers.redis_benchmark_text import RedisBenchmarkText
 from harness.importers.writer import check_new, default_experiment, write_import
+from harness.importers.ycsb_hdr import YcsbHdr
+from harness.importers.ycsb_raw import YcsbRaw
+from harness.importers.ycsb_text import YcsbText
 from harness.registry import Registry
 
 IMPORTERS: Registry[Importer] = Registry("import format")
 for _importer in (PerfcTest(), GaeBench(), ClusterPerf(), KvReport(), MemtierJson(),
-                  RedisBenchmarkCsv()):
+                  RedisBenchmarkCsv(), RedisBenchmarkText(), YcsbText(), YcsbRaw(), YcsbHdr()):
     IMPORTERS.add(_importer.name, _importer)
 
 
@@ -53,6 +57,8 @@ def _implausible(rec: Records) -> str | None:
             return f"{len(lat):,} latencies, more than {MAX_RECORDS_PER_OP:,}"
         if not (np.isfinite(lat).all() and (lat >= 0).all() and (lat < 2**62).all()):
             return "a latency that is negative, not finite or too large"
+        if rec.start_ns is not None and len(rec.start_ns) != len(lat):
+            return f"{len(rec.start_ns):,} start times for {len(lat):,} latencies"
     else:
         if rec.count > MAX_RECORDS_PER_OP:
             return f"{rec.count:,} ops, more than {MAX_RECORDS_PER_OP:,} records can hold"

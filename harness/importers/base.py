@@ -32,6 +32,8 @@ class Records:
     Either ``latencies_ns`` (measured, in the order they ran) or ``count`` ops taking
     ``total_ns`` together (aggregated). ``wall_ns``: the wall time the ops spanned when
     they ran concurrently (so throughput = count / wall); None means one after another.
+    ``start_ns``: measured ops' start times where the source gives a time axis (the
+    writer then uses them as they are).
     """
 
     op: str
@@ -41,6 +43,7 @@ class Records:
     wall_ns: float | None = None
     status: str = "ok"
     nbytes: int = 0
+    start_ns: np.ndarray | None = None
 
     @classmethod
     def measured(cls, op: str, latencies_ns: Sequence[float], **kw: Any) -> Records:
@@ -108,10 +111,12 @@ class ImportResult:
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """What some formats cannot know from the file (e.g. gae-bench's ops per set)."""
+    """What some formats cannot know from the file (e.g. gae-bench's ops per set,
+    redis-benchmark's requests per test in its CSV)."""
 
     count: int | None = None
     size: int | None = None
+    requests: int | None = None
 
 
 class Importer(Protocol):

@@ -8,25 +8,35 @@ Layout read (memtier_benchmark's JSON, format version 2; older files lack some k
      "ALL STATS": {"Runtime": {"Total duration": 2915, "Time unit": "MILLISECONDS"},
                    "Sets": {"Count": 28282, "Ops/sec": 9702.1, "Average Latency": 1.298,
                             "Min Latency": ..., "Max Latency": ...,
-                            "Percentile Latencies": {"p50.00": 1.407, ...}, ...},
+                            "Time-Serie": {"0": {"Count": 9811, "p50.00": 1.2, ...}, ...},
+                            "Percentile Latencies": {"p50.00": 1.407, ...,
+                                "Histogram log format": {"Compressed Histogram": "HIST..."}}},
                    "Gets": {...}, "Waits": {...}, "Totals": {...}}}
 
-Latencies are milliseconds. A file with several runs (``--run-count``) has no
-"ALL STATS"; its "AGGREGATED AVERAGE RESULTS" are read instead, with a note.
+Latencies are milliseconds in the JSON; the histogram counts microseconds. A file with
+several runs (``--run-count``) has no "ALL STATS"; its "AGGREGATED AVERAGE RESULTS" are
+read instead, with a note.
 
-memtier keeps aggregates, not per-op timings, so the run holds aggregated records: per
-op type with a nonzero count, ``Count`` records of the average latency each, spread
-evenly over the run's duration, so that per-op count, mean latency and Ops/sec
-(count / duration) come out as memtier printed them. Percentiles, min and max are not
-reproducible from such records: memtier's figures are kept in ``extra.stated`` and
-``latency_p50_ms``/``p99`` of these runs are the mean, not a percentile. ``Count``
-missing (older memtier): Ops/sec x duration, with a note. ``Totals`` is the sum of the
-others and is only kept as stated.
+With a histogram (memtier 2.x): per op type, one record per counted op at histogram
+precision (`harness.importers.hdr`: each op carries its bucket's highest equivalent
+value, so pooled p50/p99/p99.9 match memtier's within one bucket), laid out on the
+"Time-Serie" seconds (counts as memtier printed them; which op fell in which second is
+matched by rank to each second's stated quantiles). The run says so:
+``extra.latency_source = "histogram"`` and ``extra.histogram`` (unit, significant digits).
+Without a time series, or when its counts do not add up, ops are spread evenly over the
+run's duration, with a note.
 
-One run per file. Params: ``op`` (the op types present, e.g. ``get+set``), ``threads``,
-``connections`` (memtier's --clients, per thread), ``pipeline``, ``value_size_bytes``
-(data_size), ``get_ratio`` (from the set:get ratio), ``protocol``; server and port in
-``extra.target``.
+Without a histogram (older memtier): aggregated records, per op type ``Count`` records
+of the average latency each, spread evenly over the run's duration, so that per-op count,
+mean latency and Ops/sec come out as memtier printed them; ``Count`` missing: Ops/sec x
+duration, with a note. Such records have no distribution: memtier's stated percentiles
+are kept in ``extra.stated_latency_ms`` (per op, and ``_all`` for Totals), which
+`harness summary` shows for the run instead of percentiles of the records.
+
+``Totals`` is the sum of the others and is only kept as stated. One run per file.
+Params: ``op`` (the op types present, e.g. ``get+set``), ``threads``, ``connections``
+(memtier's --clients, per thread), ``pipeline``, ``value_size_bytes`` (data_size),
+``get_ratio`` (from the set:get ratio), ``protocol``; server and port in ``extra.target``.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from harness.errors import ImportFormatError
 from harness.importers.base import (
@@ -45,12 +57,14 @@ from harness.importers.base import (
     nothing_found,
     slug,
 )
+from harness.importers.hdr import Second, decode, spread_over_seconds
 
 NAME = "memtier-json"
 _OPS = {"Sets": "set", "Gets": "get", "Waits": "wait"}
 _NOT_OPS = {"Runtime", "Totals"}
 _SECTIONS = ("ALL STATS", "AGGREGATED AVERAGE RESULTS")
 _NS_PER_MS = 1e6
+_NS_PER_US = 1e3
 
 
 def _num(value: Any) -> float | None:
@@ -93,17 +107,99 @@ def _params(config: dict) -> dict[str, Any]:
     return out
 
 
+def _pct_key(key: str) -> str | None:
+    """memtier's ``p99.90`` / ``p99.900`` -> ``p99.9``; None for other keys."""
+    if not key.startswith("p"):
+        return None
+    try:
+        return f"p{float(key[1:]):g}"
+    except ValueError:
+        return None
+
+
 def _stated(block: dict) -> dict[str, Any]:
     keep = {k: v for k, v in block.items() if not isinstance(v, dict)}
     pct = block.get("Percentile Latencies")
     if isinstance(pct, dict):
-        keep["percentiles_ms"] = {k: v for k, v in pct.items() if k.startswith("p")}
+        keep["percentiles_ms"] = {k: v for k, v in pct.items()
+                                  if k.startswith("p") and not isinstance(v, dict)}
+    if isinstance(block.get("Time-Serie"), dict):  # memtier's per-second figures, verbatim
+        keep["time_series"] = block["Time-Serie"]
     return keep
+
+
+def _stated_latency_ms(block: dict) -> dict[str, float]:
+    """The block's stated percentiles, min and max in ms, under normalised keys."""
+    out: dict[str, float] = {}
+    for key, value in _dict(block.get("Percentile Latencies")).items():
+        name, number = _pct_key(key), _num(value)
+        if name and number is not None:
+            out[name] = number
+    for key, name in (("Min Latency", "min"), ("Max Latency", "max")):
+        if _num(block.get(key)) is not None:
+            out[name] = _num(block.get(key))
+    return out
+
+
+def _histogram(block: dict) -> str | None:
+    log = _dict(_dict(block.get("Percentile Latencies")).get("Histogram log format"))
+    payload = log.get("Compressed Histogram")
+    return payload if isinstance(payload, str) and payload.strip() else None
+
+
+def _seconds(block: dict) -> list[Second] | None:
+    """memtier's per-second series of one op type (None when absent or unreadable)."""
+    series = block.get("Time-Serie")
+    if not isinstance(series, dict) or not series:
+        return None
+    out = []
+    for key, sec in series.items():
+        sec = _dict(sec)
+        count = _num(sec.get("Count"))
+        try:
+            offset = float(key)
+        except ValueError:
+            return None
+        if count is None or count < 0 or count != int(count) or not math.isfinite(offset):
+            return None
+        quantiles = {_pct_key(k): _num(v) for k, v in sec.items()
+                     if _pct_key(k) and _num(v) is not None}
+        for k, name in (("Min Latency", "min"), ("Max Latency", "max"),
+                        ("Average Latency", "mean")):
+            if _num(sec.get(k)) is not None:
+                quantiles[name] = _num(sec.get(k))
+        out.append(Second(offset, int(count), quantiles))
+    return sorted(out, key=lambda s: s.offset_s)
+
+
+def _from_histogram(op: str, key: str, block: dict, payload: str, dur_ms: float | None,
+                    where: str, notes: list[str]) -> tuple[Records, int]:
+    hist = decode(payload, f"{where}: {key}")
+    lat_ns = hist.latencies(_NS_PER_US)
+    count = _num(block.get("Count"))
+    if count is not None and int(count) != hist.total:
+        notes.append(f"{key}: histogram counts {hist.total} ops, Count says {int(count)}; "
+                     "the histogram's ops are imported")
+    seconds = _seconds(block)
+    dur_s = dur_ms / 1000 if dur_ms else None
+    if seconds is not None and sum(s.count for s in seconds) == hist.total:
+        # memtier's Time-Serie is in ms; the histogram in µs: targets in µs*1000 = ns.
+        scaled = [Second(s.offset_s, s.count, {k: v * _NS_PER_MS for k, v in
+                                               s.quantiles.items()}) for s in seconds]
+        start, lat = spread_over_seconds(lat_ns, scaled, dur_s)
+        return Records.measured(op, lat, start_ns=start), hist.significant_digits
+    why = "no Time-Serie" if seconds is None else "Time-Serie counts differ from the histogram"
+    notes.append(f"{key}: {why}; ops spread evenly over the run")
+    wall_ns = dur_ms * _NS_PER_MS if dur_ms else None
+    rng = np.random.default_rng(0)  # no order is known: a fixed shuffle, not sorted
+    return (Records.measured(op, rng.permutation(lat_ns), wall_ns=wall_ns),
+            hist.significant_digits)
 
 
 class MemtierJson:
     name = NAME
-    description = "memtier_benchmark --json-out-file output (aggregates per op type)"
+    description = ("memtier_benchmark --json-out-file output (per-op latencies from its "
+                   "HdrHistogram, else aggregates)")
 
     def parse(self, path: Path, options: ImportOptions) -> ImportResult:
         try:
@@ -125,20 +221,36 @@ class MemtierJson:
         config = _dict(data.get("configuration"))
         info = _dict(data.get("run information"))
         dur_ms = _duration_ms(stats, info)
-        notes: list[str] = ["aggregated records: percentiles in the summary are the mean; "
-                            "memtier's own percentiles are in extra.stated"]
+        blocks = {k: b for k, b in stats.items()
+                  if k not in _NOT_OPS and isinstance(b, dict)}
+        with_ops = {k: b for k, b in blocks.items()
+                    if (_num(b.get("Count")) or _num(b.get("Ops/sec")) or 0) > 0}
+        use_hist = bool(with_ops) and all(_histogram(b) for b in with_ops.values())
+        notes: list[str] = []
+        if not use_hist:
+            notes.append("aggregated records (no latency histogram in the file): the "
+                         "summary shows memtier's stated percentiles for this run")
         if dur_ms is None:
             notes.append("run duration not stated; records laid back to back, so "
                          "throughput is not memtier's")
         records: list[Records] = []
         stated: dict[str, Any] = {}
-        for key, block in stats.items():
-            if key in _NOT_OPS or not isinstance(block, dict):
-                if key == "Totals" and isinstance(block, dict):
-                    stated[key] = _stated(block)
-                continue
+        stated_ms: dict[str, dict[str, float]] = {}
+        if isinstance(stats.get("Totals"), dict):
+            stated["Totals"] = _stated(stats["Totals"])
+            stated_ms["_all"] = _stated_latency_ms(stats["Totals"])
+        digits: set[int] = set()
+        for key, block in blocks.items():
             op = _OPS.get(key) or slug(key)
             stated[key] = _stated(block)
+            stated_ms[op] = _stated_latency_ms(block)
+            if use_hist and key in with_ops:
+                rec, sig = _from_histogram(op, key, block, _histogram(block), dur_ms,
+                                           str(path), notes)
+                digits.add(sig)
+                if rec.latencies_ns is not None and len(rec.latencies_ns):
+                    records.append(rec)
+                continue
             mean = _num(block.get("Average Latency", block.get("Latency")))
             count = _num(block.get("Count"))
             rate = _num(block.get("Ops/sec"))
@@ -155,11 +267,17 @@ class MemtierJson:
             raise nothing_found(path, NAME)
         ops = "+".join(sorted(r.op for r in records))
         target = {k: config[k] for k in ("server", "port", "uri") if config.get(k)}
+        source: dict[str, Any] = {"latency_source": "aggregate"}
+        if use_hist:
+            source = {"latency_source": "histogram",
+                      "histogram": {"unit": "us", "significant_digits": sorted(digits),
+                                    "value": "highest equivalent value of its bucket"}}
         result.runs.append(ParsedRun(
             records=records,
             grid_point={"op": ops, **_params(config)},
             notes=notes,
-            extra={"stated": stated, "target": target, "run_information": info,
+            extra={"stated": stated, "stated_latency_ms": stated_ms, **source,
+                   "target": target, "run_information": info,
                    **({"duration_ms": dur_ms} if dur_ms else {})},
             line=None,
         ))

@@ -8,13 +8,16 @@ Two layouts, both one test per line:
 * older redis: no header, ``"SET","39761.43"`` = test, rps only.
 
 The CSV does not state how many requests each test made (``-n``), nor clients, pipeline
-or value size. ``--count`` gives the requests; without it redis-benchmark's own default
-(100000) is used, and the run says so.
+or value size. ``--requests N`` (or ``--count``) gives the requests; without it the
+import is refused rather than guessed (redis-benchmark's default is 100000: say so with
+``--requests 100000`` if that is what ran).
 
-One run per test: ``count`` aggregated records of the average latency each, spread
-evenly over count / rps seconds, so the summary's throughput is the rps and its mean
-latency the average printed. Percentiles, min and max are kept in ``extra.stated``;
-the summary's percentiles of these runs are the mean. Old layout (no latency): the
+One run per test: ``requests`` aggregated records of the average latency each, spread
+evenly over requests / rps seconds, so the summary's throughput is the rps and its mean
+latency the average printed. The records have no distribution: the stated min, p50,
+p95, p99 and max are kept in ``extra.stated`` as printed and in
+``extra.stated_latency_ms``, which `harness summary` shows as the run's percentiles
+(never the mean under a percentile's name). Old layout (no latency): the
 records carry 1 / rps each, back to back: the throughput is right, but the latency
 columns are then the mean time between completions, not a request latency, and the run
 says so (``extra.latency_stated = false``). Params: ``op`` (the test name as a slug:
@@ -27,6 +30,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ImportFormatError
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -39,7 +43,7 @@ from harness.importers.base import (
 )
 
 NAME = "redis-benchmark-csv"
-DEFAULT_REQUESTS = 100_000  # redis-benchmark's default -n
+DEFAULT_REQUESTS = 100_000  # redis-benchmark's default -n, named in the error
 _NS_PER_MS = 1e6
 _LATENCY_COLUMNS = ("avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
                     "p99_latency_ms", "max_latency_ms")
@@ -58,7 +62,12 @@ class RedisBenchmarkCsv:
     description = "redis-benchmark --csv output (old test,rps or 6.2+ with latency columns)"
 
     def parse(self, path: Path, options: ImportOptions) -> ImportResult:
-        count = options.count or DEFAULT_REQUESTS
+        count = options.requests or options.count
+        if not count:
+            raise ImportFormatError(
+                f"{path}: redis-benchmark's CSV does not state how many requests each "
+                f"test made; give --requests N (its -n; redis-benchmark's default is "
+                f"{DEFAULT_REQUESTS})")
         noise = Noise()
         result = ImportResult(NAME, Path(path))
         header: list[str] | None = None
@@ -91,13 +100,15 @@ class RedisBenchmarkCsv:
             if avg is not None:
                 rec = Records.aggregate(slug(row[0]), count, avg * _NS_PER_MS * count,
                                         wall_ns=wall_ns)
-                notes.append("aggregated records: the summary's percentiles are the mean; "
-                             "redis-benchmark's are in extra.stated")
+                notes.append("aggregated records: the summary shows redis-benchmark's "
+                             "stated percentiles for this run")
             else:
                 rec = Records.aggregate(slug(row[0]), count, wall_ns)
                 notes.append("no latency in this CSV (old layout): records carry 1/rps, the "
                              "mean time between completions, not a request latency")
             op = slug(row[0])
+            figures = {k.removesuffix("_latency_ms"): v for k in _LATENCY_COLUMNS[1:]
+                       if (v := _float(values.get(k, ""))) is not None}
             seen[op] = seen.get(op, 0) + 1
             result.runs.append(ParsedRun(
                 records=[rec],
@@ -105,12 +116,14 @@ class RedisBenchmarkCsv:
                 params={"requests": count},
                 repetition=seen[op],
                 notes=notes,
-                extra={"stated": stated, "latency_stated": avg is not None},
+                extra={"stated": stated, "latency_stated": avg is not None,
+                       "latency_source": "aggregate",
+                       "stated_latency_ms": {slug(row[0]): figures, "_all": figures}},
                 line=no,
             ))
         result.skipped = noise.lines
         if not result.runs:
             raise nothing_found(path, NAME)
-        src = "--count" if options.count else "redis-benchmark's default -n"
-        result.notes.append(f"{count} requests per test ({src}); the CSV does not state it")
+        result.notes.append(f"{count} requests per test (--requests); the CSV does not "
+                            "state it")
         return result

@@ -39,6 +39,8 @@ def default_experiment(fmt: str, path: Path) -> str:
 def _layout(rec: Records, lat: np.ndarray, offset: int) -> np.ndarray:
     """Start times: back to back from `offset`, or spread so the ops span `wall_ns`."""
     n = lat.shape[0]
+    if rec.start_ns is not None:
+        return np.asarray(rec.start_ns, np.int64)
     if rec.wall_ns is None:
         return offset + np.concatenate([[0], np.cumsum(lat[:-1])]).astype(np.int64)
     if n == 1:
@@ -59,7 +61,7 @@ def build_ops(records: Sequence[Records]) -> OpsArrays:
         if n == 0:
             continue
         start = _layout(rec, lat, offset)
-        if rec.wall_ns is None:
+        if rec.wall_ns is None and rec.start_ns is None:
             offset = int(start[-1] + lat[-1])
         parts.append(OpsArrays(
             op_names=names,

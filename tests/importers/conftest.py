@@ -1,12 +1,13 @@
-"""Fixtures for the importer tests: the seed documents, exactly as they are, and helpers.
+"""Fixtures for the importer tests: the seed reports' figures, and helpers.
 
-The seeds live beside the repository (``<repo>/../shared/seeds``), in a checkout and in
-CI alike. Without them the seed tests skip, except under CI, where that is a failure.
+The figures of the seed reports travel with the repository, in the layouts the importers
+read (``examples/legacy/``, what `make demo` imports): every seed test runs on them. Where
+the seed documents themselves are beside the checkout (``<repo>/../shared/seeds``), the
+same tests also run on them, as extra cases; nothing needs them.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from harness.importers import ImportOptions, import_file, write_import
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO.parent / "shared" / "seeds"
 DATA = REPO / "tests" / "data" / "importers"
+LEGACY = REPO / "examples" / "legacy"
 
 SEED_FILES = {
     "000": "000_7b5c234d2542c401.txt",
@@ -28,20 +30,33 @@ SEED_FILES = {
 }
 
 
-@pytest.fixture(scope="session")
-def seed() -> Callable[[str], Path]:
-    """`seed("001")` -> path of that seed document (skips when the seeds are absent)."""
+#: The seed reports' figures in the repository, in the importers' layouts.
+LEGACY_FILES = {
+    "000": "seed000-perfctest.result",
+    "001": "seed001-gae-bench.txt",
+    "002": "seed002-cluster-perf.log",
+    "003": "seed003-kv-report.txt",
+}
+#: Where each seed test runs: always the in-repo files, and the documents if present.
+SOURCES = ["legacy", *(["seed"] if all((SEEDS / f).is_file() for f in SEED_FILES.values())
+                        else [])]
 
-    def path(number: str) -> Path:
-        p = SEEDS / SEED_FILES[number]
-        if not p.is_file():
-            msg = f"seed document {p} not found (expected the shared/ folder beside the repo)"
-            if os.environ.get("CI"):
-                pytest.fail(msg)
-            pytest.skip(msg)
-        return p
 
-    return path
+class SeedPath:
+    """`seed("001")` -> that report's file; `seed.source` says which kind it is."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __call__(self, number: str) -> Path:
+        if self.source == "seed":
+            return SEEDS / SEED_FILES[number]
+        return LEGACY / LEGACY_FILES[number]
+
+
+@pytest.fixture(scope="session", params=SOURCES)
+def seed(request: pytest.FixtureRequest) -> Callable[[str], Path]:
+    return SeedPath(request.param)
 
 
 def write_variant(tmp_path: Path, name: str, text: str) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.importers import default_experiment
 from tests.importers.conftest import DATA, write_variant
 
 
@@ -17,7 +18,11 @@ def test_import_then_summary_by_threads_op(seed, tmp_path: Path, capsys) -> None
                  "--experiment", "seed000"]) == 0
     out = capsys.readouterr().out
     assert "1 run(s) written to" in out and "seed000" in out
-    assert "136 noise line(s) skipped" in out and "  skipped line 3: Performance" in out
+    if seed.source == "seed":
+        assert "136 noise line(s) skipped" in out and "  skipped line 3: Performance" in out
+    else:
+        assert "1 noise line(s) skipped" in out
+        assert "  skipped line 1: nthreads operation time" in out
     assert main(["summary", str(raw), "--by", "threads,op", "--format", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["threads"], row["op"], row["ops"]) == (1, "insert", 21)
@@ -29,19 +34,27 @@ def test_gae_bench_options_and_aggregated_label(seed, tmp_path: Path, capsys) ->
                  "--size", "100"]) == 0
     out = capsys.readouterr().out
     assert "50 aggregated run(s) written to" in out
-    assert (raw / "gae-bench-001_d557312a82865043").is_dir()  # the default experiment
+    assert (raw / default_experiment("gae-bench", seed("001"))).is_dir()  # the default
+    assert default_experiment("gae-bench", seed("001")).startswith("gae-bench-")
 
 
 def test_several_files_one_experiment(tmp_path: Path, capsys) -> None:
     raw = tmp_path / "raw"
     files = [str(DATA / "redis-benchmark-7.0-n20000-c10-d100.csv"),
              str(DATA / "redis-benchmark-7.0-n10000-c50-P4.csv")]
-    assert main(["import", "redis-benchmark-csv", *files, "-o", str(raw),
-                 "--experiment", "rb"]) == 0
+    # The CSV does not say how many requests: refused without --requests, nothing written.
+    assert main(["import", "redis-benchmark-csv", *files, "-o", str(raw)]) == 2
+    assert "give --requests N" in capsys.readouterr().err and not raw.exists()
+    for path, n in zip(files, ("20000", "10000"), strict=True):
+        assert main(["import", "redis-benchmark-csv", path, "--requests", n, "-o", str(raw),
+                     "--experiment", "rb"]) == 0
     capsys.readouterr()
     assert main(["summary", str(raw), "--by", "op", "--format", "json"]) == 0
     rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["set"]["runs"] == 2  # one per file: repetitions of the same op
+    assert rows["set"]["ops"] == 30000
+    assert rows["set"]["latency_p99_ms"] is None  # two runs' stated p99s do not pool
+    assert main(["import", "redis-benchmark", "x", "--requests", "0", "-o", str(raw)]) == 2
 
 
 def test_nothing_recognisable_exits_2_and_writes_nothing(seed, tmp_path: Path, capsys) -> None:
@@ -63,9 +76,9 @@ def test_reimport_refused(seed, tmp_path: Path, capsys) -> None:
 
 
 def test_unknown_format(tmp_path: Path, capsys) -> None:
-    assert main(["import", "ycsb", str(tmp_path), "-o", str(tmp_path)]) == 2
+    assert main(["import", "wrk2", str(tmp_path), "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown import format 'ycsb'" in err and "gae-bench" in err
+    assert "unknown import format 'wrk2'" in err and "ycsb-hdr" in err
 
 
 def test_out_is_required(tmp_path: Path) -> None:

@@ -64,17 +64,28 @@ def test_seed_003_summary_matches_the_reports(seed, tmp_path: Path) -> None:
     assert pd.isna(first.loc["put", "cache_strategy"])
 
 
+#: The three scaling runs' comment lines: the seed's, and the in-repo file's own words.
+ANNOTATIONS = {
+    "seed": ("This is the data", "On run time scaled by added 3 more servers",
+             "Removed 2 Servers on the fly"),
+    "legacy": ("scaling: one server added, then removed",
+               "scaling: 3 servers added while the clients ran",
+               "scaling: 2 servers removed while the clients ran"),
+}
+
+
 def test_seed_003_scaling_runs_are_annotated(seed) -> None:
     result = import_file("kv-report", seed("003"))
+    first, added, removed = ANNOTATIONS[seed.source]
     notes = {r.grid_point.get("annotation") for r in result.runs}
-    assert "Removed 2 Servers on the fly" in notes
-    assert "On run time scaled by added 3 more servers" in notes
+    assert removed in notes
+    assert added in notes
     scaled = [r for r in result.runs if r.grid_point.get("annotation")]
     assert len(scaled) == 6
     second = next(r for r in scaled if r.grid_point["servers"] == 5)
     assert second.extra["stated"]["throughput"] == "841/1047"
     assert any("differs from the counts" in n for n in second.notes)
-    ok = next(r for r in scaled if r.grid_point["annotation"].startswith("This is"))
+    ok = next(r for r in scaled if r.grid_point["annotation"].startswith(first))
     assert ok.extra["stated"]["success_fraction"] == pytest.approx(841 / 1047)
     assert not any("differs" in n for n in ok.notes)
 
@@ -82,9 +93,13 @@ def test_seed_003_scaling_runs_are_annotated(seed) -> None:
 def test_seed_003_noise_skipped(seed) -> None:
     result = import_file("kv-report", seed("003"))
     skipped = [text for _, text in result.skipped]
-    assert skipped.count("Akshaya Muralidharan Aynesh Sundararaj Bakar Andguladze Group 6 MS2") == 3
-    assert skipped.count("Reached here....") == 2
-    assert "Cache Test" in skipped
+    assert skipped.count("Reached here....") == 2  # the test program's own output
+    if seed.source == "seed":
+        assert skipped.count(
+            "Akshaya Muralidharan Aynesh Sundararaj Bakar Andguladze Group 6 MS2") == 3
+        assert "Cache Test" in skipped
+    else:
+        assert len(skipped) == 2
 
 
 def test_wrapped_fields_author_line_inside_block(tmp_path: Path) -> None:

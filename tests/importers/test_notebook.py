@@ -1,4 +1,5 @@
-"""The imported-results notebook and its analysis module, on the seeds as imported."""
+"""The imported-results notebook and its analysis module, on the seeds' figures as imported
+(the in-repo files, and the seed documents where present)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_nothing_imported(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not NOTEBOOK.exists(), reason="notebook missing")
-def test_notebook_executes_and_renders(imported_raw: Path, tmp_path: Path) -> None:
+def test_notebook_executes_and_renders(imported_raw: Path, tmp_path: Path, seed) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     with venv_kernel() as kernel:
@@ -62,7 +63,7 @@ def test_notebook_executes_and_renders(imported_raw: Path, tmp_path: Path) -> No
         assert execute_notebook(NOTEBOOK, bare, {"raw_results": str(empty)}, kernel) is None
         without = render_notebook(bare, 5)
     assert section.title == "Imported results" and not section.not_run and not section.omit
-    assert "001_d557312a82865043.txt" in section.body
+    assert seed("001").name in section.body
     assert any("Datastore vs memcache" in t for _, t in section.subsections)
     # Nothing imported: the optional section is left out of the report altogether.
     assert without.omit and not without.failed

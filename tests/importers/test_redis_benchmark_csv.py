@@ -25,7 +25,7 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
 
 def test_new_layout_reproduces_rps_and_mean(tmp_path: Path) -> None:
     table = import_and_summarise("redis-benchmark-csv", NEW, tmp_path, ["op"],
-                                 ImportOptions(count=20000)).set_index("op")
+                                 ImportOptions(requests=20000)).set_index("op")
     for test, row in _rows(NEW).items():
         got = table.loc[test.lower()]
         assert got["ops"] == 20000
@@ -34,7 +34,7 @@ def test_new_layout_reproduces_rps_and_mean(tmp_path: Path) -> None:
 
 
 def test_stated_percentiles_and_test_names(tmp_path: Path) -> None:
-    result = import_file("redis-benchmark-csv", PIPELINED, ImportOptions(count=10000))
+    result = import_file("redis-benchmark-csv", PIPELINED, ImportOptions(requests=10000))
     ops = [r.grid_point["op"] for r in result.runs]
     assert ops == ["ping_inline", "ping_mbulk", "set", "get", "mset_10_keys"]
     mset = result.runs[-1]
@@ -43,17 +43,33 @@ def test_stated_percentiles_and_test_names(tmp_path: Path) -> None:
     assert mset.params == {"requests": 10000}
 
 
-def test_default_requests_is_said(tmp_path: Path) -> None:
-    result = import_file("redis-benchmark-csv", NEW)
-    assert result.runs[0].records[0].count == 100_000
-    assert any("default -n" in n for n in result.notes)
+def test_requests_are_not_guessed(tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match=r"n20000-c10-d100\.csv: .*give --requests N"):
+        import_file("redis-benchmark-csv", NEW)
+    result = import_file("redis-benchmark-csv", NEW, ImportOptions(requests=20000))
+    assert result.runs[0].records[0].count == 20000
+    assert any("20000 requests per test (--requests)" in n for n in result.notes)
+
+
+def test_summary_shows_stated_percentiles_not_the_mean(tmp_path: Path) -> None:
+    table = import_and_summarise("redis-benchmark-csv", NEW, tmp_path, ["op"],
+                                 ImportOptions(requests=20000)).set_index("op")
+    for test, row in _rows(NEW).items():
+        got = table.loc[test.lower()]
+        assert got["latency_p50_ms"] == float(row["p50_latency_ms"])
+        assert got["latency_p99_ms"] == float(row["p99_latency_ms"])
+        assert got["latency_mean_ms"] == pytest.approx(float(row["avg_latency_ms"]))
+    # The case: SET's p99 is what the tool said (0.767 there), not the mean.
+    assert table.loc["set", "latency_p99_ms"] != pytest.approx(table.loc["set",
+                                                                         "latency_mean_ms"])
 
 
 def test_old_layout_throughput_only(tmp_path: Path) -> None:
     table = import_and_summarise("redis-benchmark-csv", OLD, tmp_path, ["op"],
-                                 ImportOptions(count=1000)).set_index("op")
+                                 ImportOptions(requests=1000)).set_index("op")
     assert table.loc["set", "throughput_ops_s"] == pytest.approx(86206.90, rel=1e-6)
-    (run,) = [r for r in import_file("redis-benchmark-csv", OLD).runs
+    (run,) = [r for r in import_file("redis-benchmark-csv", OLD,
+                                     ImportOptions(requests=1000)).runs
               if r.grid_point["op"] == "set"]
     assert run.extra["latency_stated"] is False
     assert any("not a request latency" in n for n in run.notes)
@@ -63,12 +79,13 @@ def test_noise_and_truncation(tmp_path: Path) -> None:
     text = NEW.read_text().splitlines()
     body = "\n".join(["$ redis-benchmark --csv", *text[:3], '"INCR","46403.71","0.1', '"LP'])
     result = import_file("redis-benchmark-csv", write_variant(tmp_path, "cut.csv", body),
-                         ImportOptions(count=10))
+                         ImportOptions(requests=10))
     assert [r.grid_point["op"] for r in result.runs] == ["set", "get"]
     assert [no for no, _ in result.skipped] == [1, 5, 6]
     assert any("line 5: incomplete row" in n for n in result.notes)
     with pytest.raises(ImportFormatError, match=r"x\.csv: no redis-benchmark-csv records"):
-        import_file("redis-benchmark-csv", write_variant(tmp_path, "x.csv", "test,rps\n"))
+        import_file("redis-benchmark-csv", write_variant(tmp_path, "x.csv", "test,rps\n"),
+                    ImportOptions(requests=10))
 
 
 @pytest.mark.integration
@@ -87,7 +104,7 @@ def test_live_redis_benchmark(redis_server, tmp_path: Path) -> None:
     ).stdout
     path = write_variant(tmp_path, "live.csv", out)
     table = import_and_summarise("redis-benchmark-csv", path, tmp_path / "raw", ["op"],
-                                 ImportOptions(count=2000)).set_index("op")
+                                 ImportOptions(requests=2000)).set_index("op")
     rows = _rows(path)
     assert set(table.index) == {"set", "get"}
     for op in ("set", "get"):

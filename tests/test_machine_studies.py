@@ -10,13 +10,16 @@ trusts loopback only (or listens on it) fails as it would on real machines.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
+from harness.cli import EXIT_OK, main
 from harness.hosts import LocalHost
 from harness.paths import experiments_dir
 from harness.runner import Runner
@@ -129,3 +132,34 @@ def test_study_runs_across_three_machines(study: str, machines: TestBed,
         counts = m["counts"]
         assert ops.num_rows == counts["total"] and counts["measured"] > 0
         assert counts["error"] == counts["timeout"] == 0, counts
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "three_machines"
+
+
+def test_the_worked_example_is_the_built_in_study_on_other_hosts() -> None:
+    example = yaml.safe_load((EXAMPLE / "datastore_vs_memcache.yaml").read_text())
+    built_in = yaml.safe_load((experiments_dir() / "datastore_vs_memcache.yaml").read_text())
+    assert example.pop("inventory") == "inventory.yaml"
+    assert example.pop("hosts") == {"server": "db1", "client": "load1"}
+    built_in.pop("hosts")
+    assert example == built_in
+    inventory = yaml.safe_load((EXAMPLE / "inventory.yaml").read_text())
+    assert set(inventory) == {"db1", "load1"}
+
+
+def test_the_worked_example_checks_and_runs_on_three_machines(
+        machines: TestBed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "datastore_vs_memcache.yaml"
+    shutil.copy(EXAMPLE / "datastore_vs_memcache.yaml", spec)
+    # The inventory as a user would fill it in, with the bed's machines.
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(
+        {"db1": machines["srv"].spec_entry(), "load1": machines["cli"].spec_entry()}))
+    assert main(["hosts", "check", str(spec)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.count(": ok\n") == 4, out  # server, client, control -> server, client -> server
+    raw = tmp_path / "raw"
+    assert main(["run", str(spec), "--out", str(raw), "--no-progress", "--set",
+                 "repetitions=1", "--set", "run.ops=5", "--set", "run.warmup_ops=1"]) == EXIT_OK
+    found = manifests(raw)
+    assert len(found) == 5 and all(m["status"] == "complete" for m in found)

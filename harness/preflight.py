@@ -195,16 +195,28 @@ def _connect_here(address: str, port: int) -> str | None:
 
 
 def sources(spec: Spec) -> dict[str, list[str]]:
-    """Server host -> the spec hosts that connect to it: every client host, and the other
+    """Server host -> the spec hosts that connect to it: every client host, the other
     hosts of a service spread over several (standbys to their primary, cluster nodes to
-    each other)."""
+    each other), and a service's host to the hosts of the services it is given as peers
+    (an app to its memcached)."""
     out: dict[str, list[str]] = {h: list(dict.fromkeys(spec.clients.hosts))
                                  for h in server_hosts(spec)}
+
+    def add(to: str, source: str) -> None:
+        if source != to and source not in out[to]:
+            out[to].append(source)
+
+    earlier: list[str] = []
     for svc in spec.services.values():
-        spread = list(dict.fromkeys(
-            [svc.host, *SERVICES.get(svc.kind).extra_hosts(svc.settings)]))
+        launcher = SERVICES.get(svc.kind)
+        spread = [svc.host, *launcher.extra_hosts(svc.settings)]
         for a in spread:
-            out[a] += [b for b in spread if b != a and b not in out[a]]
+            for b in spread:
+                add(a, b)
+        if launcher.needs_peers:  # peers: the services listed before it
+            for h in earlier:
+                add(h, svc.host)
+        earlier.append(svc.host)
     return out
 
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from harness.clients import ClientGroup
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
-from harness.preflight import kit_problems, loopback_problems
+from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
 from harness.services import SERVICES
@@ -195,12 +195,13 @@ class Runner:
                             f"{self.spec.path}:services.{sname}: {', '.join(missing)} not "
                             f"found on host {svc.host!r}; install it there (Debian: see "
                             "README 'Servers') or use environment.yml")
-            # The kit on every client machine, and no server on a loopback address that
-            # clients on other machines would miss: clear before any server starts.
-            for name in dict.fromkeys(self.spec.clients.hosts):
-                if name in hosts:
-                    problems += [f"{self.spec.path}:hosts.{name}: {p}"
-                                 for p in kit_problems(hosts[name])]
+            # The kit on every client machine, a Python on the others (free ports, probes),
+            # no server on a loopback address that clients elsewhere would miss: clear
+            # before any server starts.
+            for name in hosts:
+                found = (kit_problems(hosts[name]) if name in self.spec.clients.hosts
+                         else python_problems(hosts[name]))
+                problems += [f"{self.spec.path}:hosts.{name}: {p}" for p in found]
             problems += [f"{self.spec.path}:{p}" for p in loopback_problems(self.spec)]
             if problems:
                 raise SpecError(problems)

@@ -68,6 +68,18 @@ def three_machines(bed: TestBed) -> dict[str, Any]:
     return {"hosts": bed.hosts_yaml({"server": "srv", "client": "cli"})}
 
 
+def real_standby(bed: TestBed) -> dict[str, Any]:
+    """cluster_modes' network-cluster with its standby on a machine of its own."""
+    return {
+        "hosts": bed.hosts_yaml({"server": "srv", "client": "cli", "standby": "oth"}),
+        "services.db.settings.standby_hosts": ["standby"],
+        "services.db.settings.primary_address": bed["srv"].address,
+        "repetitions": 1, "run.ops": 30, "params.objects": 30, "exclude": [],
+        "grid": {"services.db.mode": ["network-cluster"], "services.db.nodes": [2],
+                 "op": ["insert", "hash_search"]},
+    }
+
+
 def audit(bed: TestBed, found: list[str]) -> Callable[[RunPlan, dict[str, RunningService]],
                                                        None]:
     """An `on_run_start` hook: while the servers serve, check who may reach them.
@@ -105,11 +117,14 @@ def manifests(raw: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(raw.rglob("manifest.json"))]
 
 
-@pytest.mark.parametrize("study", sorted(SMALL))
+@pytest.mark.parametrize("study", [*sorted(SMALL), "cluster_modes+real_standby"])
 def test_study_runs_across_three_machines(study: str, machines: TestBed,
                                           tmp_path: Path) -> None:
-    spec = load_spec(experiments_dir() / f"{study}.yaml",
-                     {**SMALL[study], **three_machines(machines)})
+    if study.endswith("+real_standby"):
+        study, overrides = study.split("+")[0], real_standby(machines)
+    else:
+        overrides = {**SMALL[study], **three_machines(machines)}
+    spec = load_spec(experiments_dir() / f"{study}.yaml", overrides)
     raw = tmp_path / "raw"
     checked: list[str] = []
     outcomes = Runner(spec, raw, progress=False, on_run_start=audit(machines, checked)).run()
@@ -132,6 +147,12 @@ def test_study_runs_across_three_machines(study: str, machines: TestBed,
         counts = m["counts"]
         assert ops.num_rows == counts["total"] and counts["measured"] > 0
         assert counts["error"] == counts["timeout"] == 0, counts
+        if "standby" in spec.hosts:  # replication crossed the bridge to its own machine
+            config = m["services"]["db"]["config"]
+            assert config["network"] == "real"
+            assert config["standby_addresses"] == [machines["oth"].address]
+            assert [r["client_addr"] for r in config["replication"]] == [
+                machines["oth"].address]
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "three_machines"

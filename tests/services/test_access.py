@@ -3,10 +3,14 @@ test bed, PostgreSQL admitting the named machines and refusing any other."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from harness.errors import ServiceError
 from harness.hosts import LocalHost, connect_host
+from harness.services import SERVICES
 from harness.services.access import Access, access_for, local_source_address, source_address
 from harness.services.pg_cluster import PgCluster
 from harness.services.postgres import DATABASE, USER, Postgres, find_pg_binaries
@@ -83,5 +87,51 @@ def test_postgres_on_a_machine_admits_exactly_the_given_machines(
                                    "-U", USER, "-d", DATABASE, "-c", "SELECT 1"],
                                   check=False, timeout=30)
             assert res.ok, res.stderr
+        finally:
+            svc.stop()
+
+
+PING = {
+    # kind -> (request, what the reply starts with)
+    "memcached": (b"version\r\n", b"VERSION "),
+    "redis": (b"PING\r\n", b"+PONG"),
+}
+ASK = """
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5) as s:
+        s.sendall(sys.argv[3].encode().decode("unicode_escape").encode())
+        print(s.recv(64).decode(errors="replace"))
+except OSError as e:
+    print(type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(PING))
+def test_servers_without_address_control_listen_on_their_machines_address_only(
+        kind: str, machines: TestBed) -> None:
+    """memcached and Redis cannot refuse by address: they are bound to the server
+    machine's address alone, reachable there from a client machine and not on any other
+    address of that machine (its loopback)."""
+    srv, cli = machines["srv"], machines["cli"]
+    request, reply = PING[kind]
+    with connect_host(srv.host_spec()) as server:
+        missing = SERVICES.get(kind).missing_binaries(server)
+        if missing:
+            message = f"{', '.join(missing)} not installed (make setup installs it)"
+            if os.environ.get("CI"):
+                pytest.fail(message + "; CI installs it (.ci/run)")
+            pytest.skip(message)
+        svc = SERVICES.get(kind).start(server, "s", {})
+        try:
+            port = str(svc.endpoint.port)
+            raw = request.decode().encode("unicode_escape").decode()
+            got = cli.run([sys.executable, "-c", ASK, srv.address, port, raw]).stdout
+            assert got.startswith(reply.decode()), got
+            got = srv.run([sys.executable, "-c", ASK, "127.0.0.1", port, raw]).stdout
+            assert got.strip() == "ConnectionRefusedError"
+            listening = [line.split()[3] for line in srv.run(["ss", "-ltnH"]).stdout
+                         .splitlines() if line.split()[3].endswith(f":{port}")]
+            assert listening == [f"{srv.address}:{port}"]
         finally:
             svc.stop()

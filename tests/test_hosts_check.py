@@ -3,7 +3,7 @@ test bed: each bad machine is one clear line before anything starts."""
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +114,12 @@ def test_an_unknown_or_changed_host_key(known: str, machines: TestBed, tmp_path:
 
 def test_a_client_machine_without_the_kits_python(
         machines: TestBed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # The system Python: a Python 3, but without the kit (over SSH the working directory
-    # is the home directory, not this checkout).
-    system_python = "/usr/bin/python3"
-    if not os.path.exists(system_python):
-        pytest.skip("no /usr/bin/python3 to stand for a Python without the kit")
-    spec = write_spec(tmp_path, two(machines, python=system_python))
+    # A real Python 3 without the kit: this interpreter without site-packages (-S) and
+    # isolated from PYTHONPATH and the working directory (-I).
+    system_python = tmp_path / "python3"
+    system_python.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    system_python.chmod(0o755)
+    spec = write_spec(tmp_path, two(machines, python=str(system_python)))
     code, out = check(spec, capsys)
     assert code == EXIT_FAILED_RUNS
     [line] = [line for line in out if line.startswith("client ")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from harness.hosts import connect_host
 from harness.netem_cleanup import find_leftovers
 from tests.fixtures.machines import TestBed, machine_bed
@@ -55,3 +57,14 @@ def test_a_bed_is_removed_completely_and_is_in_use_while_alive() -> None:
     assert not any(bed.tag in n for n in after.namespaces + after.links)
     assert not any(bed.tag in str(d) for d in after.dirs)
     assert not any(netns in p for p in after.processes.values())
+
+
+def test_a_bed_is_removed_when_the_test_using_it_fails() -> None:
+    tags = []
+    with pytest.raises(RuntimeError, match="the test failed"), machine_bed(["a", "b"]) as bed:
+        tags.append(bed.tag)
+        bed["a"].run(["ip", "link", "set", "eth0", "down"])  # left broken on purpose
+        raise RuntimeError("the test failed")
+    after = find_leftovers(force=True)
+    assert not any(tags[0] in str(x) for x in
+                   [*after.namespaces, *after.links, *after.dirs, *after.processes.values()])

@@ -142,6 +142,9 @@ def test_study_runs_across_three_machines(study: str, machines: TestBed,
         # The servers ran on srv and the records came from cli, by their addresses.
         for svc in m["services"].values():
             assert svc["host"] == "server" and svc["address"] == machines["srv"].address
+            if svc["kind"] in ("postgres", "pg_cluster"):  # exactly us and the client
+                assert svc["config"]["admitted"] == [f"{machines.control_address}/32",
+                                                     f"{machines['cli'].address}/32"]
         assert m["loadgen"]["client_hosts"] == ["client"]
         ops = pq.read_table(Path(raw, m["experiment"], m["run_id"], "ops.parquet"))
         counts = m["counts"]

@@ -77,6 +77,10 @@ class Access:
         ip = ipaddress.ip_address(address)
         return f"{ip}/{ip.max_prefixlen}"
 
+    def cidrs(self) -> list[str]:
+        """What the manifest records: the admitted addresses, each a single-host CIDR."""
+        return [self.cidr(a) for a in self.sources]
+
     def hba_lines(self, database: str, user: str, *, replication: Iterable[str] = ()
                   ) -> str:
         """pg_hba.conf lines: `database` for `user` from each source, and replication

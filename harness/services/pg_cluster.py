@@ -393,6 +393,7 @@ class _Builder:
             "subnet": f"{net.address}/24" if net else None,
             "standby_addresses": [n.host.address for n in self.svc.nodes[1:]],
             "replication": replication,
+            "admitted": self.access.cidrs(),  # besides loopback; standbys: replication only
         }
 
 

@@ -183,6 +183,7 @@ class Postgres(Service):
             )
             rows = self._check(launch, psql(DATABASE, query)).splitlines()
             config = dict(row.split("\t", 1) for row in rows if "\t" in row)
+            config["admitted"] = (access or Access()).cidrs()  # besides loopback
             endpoint = Endpoint(
                 kind=self.kind, host=host.address, port=port,
                 extra={"user": USER, "database": DATABASE},

@@ -169,10 +169,14 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
             no_python |= {name} if any(p.startswith("python ") for p in problems) else set()
             bad += bool(problems)
             print(f"{name} ({hspec.target}): {'; '.join(problems) or 'ok'}")
+        by_address = preflight.admitting_services(spec)
         for r in preflight.reach(spec, hosts, frozenset(no_python)):
-            bad += not r.ok
+            problem = r.problem or preflight.translation_problem(
+                r, by_address.get(r.server, []))
+            bad += problem is not None
             print(f"reach {r.source} -> {r.server} ({r.address}, a free TCP port): "
-                  f"{'ok' if r.ok else 'FAILED: ' + str(r.problem)}")
+                  + (f"ok, from {r.from_address}" if problem is None
+                     else f"FAILED: {problem}"))
     finally:
         for h in hosts.values():
             h.close()

@@ -24,7 +24,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness import __version__
 from harness.errors import HarnessError, HostError
@@ -49,14 +49,17 @@ LISTENER = (
     "    print('from', a[0], flush=True)\n"
     "    c.close()\n"
 )
-#: Connects to argv[1]:argv[2] within argv[3] s; exit 0, or 1 and why.
+#: Connects to argv[1]:argv[2] within argv[3] s; prints the address it connected from
+#: (exit 0), or exits 1 saying why.
 CONNECT = (
     "import socket, sys\n"
     "try:\n"
-    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), "
-    "timeout=float(sys.argv[3])).close()\n"
+    "    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+    "timeout=float(sys.argv[3]))\n"
     "except OSError as e:\n"
     "    sys.exit(f'{type(e).__name__}: {e}')\n"
+    "print(c.getsockname()[0])\n"
+    "c.close()\n"
 )
 CONNECT_TIMEOUT_S = 5.0
 LISTEN_START_TIMEOUT_S = 15.0
@@ -64,17 +67,31 @@ LISTEN_START_TIMEOUT_S = 15.0
 
 @dataclass(frozen=True)
 class Reach:
-    """One connect attempt: from a machine (`control` for this one) to a server machine."""
+    """One connect attempt: from a machine (`control` for this one) to a server machine.
+    `from_address` is where the machine connected from, `seen_as` the peer address the
+    server machine saw; they differ only behind address translation (NAT)."""
 
     source: str
     server: str
     address: str
     port: int
     problem: str | None
+    from_address: str | None = None
+    seen_as: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+
+def translation_problem(r: Reach, services: list[str]) -> str | None:
+    """When `services` on the server machine admit by address (PostgreSQL) and the server
+    sees the machine at another address than it connects from, it would be refused."""
+    if not r.ok or r.seen_as is None or r.seen_as == r.from_address or not services:
+        return None
+    return (f"{r.server} sees {r.source} as {r.seen_as}, but {r.source} connects from "
+            f"{r.from_address} (address translation?): {', '.join(services)} would admit "
+            f"{r.from_address} only and refuse it; connect without NAT")
 
 
 def server_hosts(spec: Spec) -> dict[str, list[str]]:
@@ -86,6 +103,15 @@ def server_hosts(spec: Spec) -> dict[str, list[str]]:
             out.setdefault(h, [])
             if sname not in out[h]:
                 out[h].append(sname)
+    return out
+
+
+def admitting_services(spec: Spec) -> dict[str, list[str]]:
+    """Spec host name -> its services that admit clients by address (PostgreSQL)."""
+    out: dict[str, list[str]] = {}
+    for sname, svc in spec.services.items():
+        if SERVICES.get(svc.kind).needs_access:
+            out.setdefault(svc.host, []).append(f"services.{sname}")
     return out
 
 
@@ -162,9 +188,21 @@ def loopback_problems(spec: Spec) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Listener:
+    host: Host
+    port: int
+    log: str
+
+    def seen(self) -> list[str]:
+        """The peer addresses of the connections accepted so far, in order."""
+        text = self.host.run(["cat", self.log], check=False).stdout
+        return [line.split()[1] for line in text.splitlines() if line.startswith("from ")]
+
+
 @contextlib.contextmanager
-def listener(host: Host, timeout_s: float) -> Iterator[int]:
-    """A TCP listener on `host.address`, a free port, for `timeout_s`; yields the port."""
+def listener(host: Host, timeout_s: float) -> Iterator[Listener]:
+    """A TCP listener on `host.address`, a free port, for `timeout_s`."""
     tmp = host.mkdtemp(prefix="harness-check-")
     log = f"{tmp}/listen.log"
     proc = host.start([host.python, "-c", LISTENER, host.address, str(timeout_s)],
@@ -174,7 +212,7 @@ def listener(host: Host, timeout_s: float) -> Iterator[int]:
         while True:
             text = host.run(["cat", log], check=False).stdout
             if text.startswith("port "):
-                yield int(text.split()[1])
+                yield Listener(host, int(text.split()[1]), log)
                 return
             if not host.is_alive(proc) or time.monotonic() > deadline:
                 raise HostError(f"{host.name}: cannot listen on {host.address} for the "
@@ -186,12 +224,13 @@ def listener(host: Host, timeout_s: float) -> Iterator[int]:
         host.remove_tree(tmp)
 
 
-def _connect_here(address: str, port: int) -> str | None:
+def _connect_here(address: str, port: int) -> tuple[str | None, str | None]:
+    """(problem, the address this machine connected from)."""
     try:
-        socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_S) as c:
+            return None, str(c.getsockname()[0])
     except OSError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+        return f"{type(exc).__name__}: {exc}", None
 
 
 def sources(spec: Spec) -> dict[str, list[str]]:
@@ -231,9 +270,10 @@ def reach(spec: Spec, hosts: Mapping[str, Host], skip: frozenset[str] = frozense
         server = hosts[sname]
         clients = [c for c in srcs if c in hosts and c not in skip]
         budget = CONNECT_TIMEOUT_S * (len(clients) + 2) + 10
-        with listener(server, budget) as port:
-            out.append(Reach("control", sname, server.address, port,
-                             _connect_here(server.address, port)))
+        with listener(server, budget) as lis:
+            port = lis.port
+            tried = [Reach("control", sname, server.address, port,
+                           *_connect_here(server.address, port))]
             for cname in clients:
                 c = hosts[cname]
                 res = c.run([c.python, "-c", CONNECT, server.address, str(port),
@@ -241,7 +281,12 @@ def reach(spec: Spec, hosts: Mapping[str, Host], skip: frozenset[str] = frozense
                             timeout=CONNECT_TIMEOUT_S + 30)
                 problem = None if res.ok else (res.stderr or res.stdout).strip()[-300:] or (
                     f"exit {res.returncode}")
-                out.append(Reach(cname, sname, server.address, port, problem))
+                tried.append(Reach(cname, sname, server.address, port, problem,
+                                   res.stdout.strip() if res.ok else None))
+            # One accepted connection per successful connect, in the same order (each
+            # connect finished before the next began).
+            seen = iter(lis.seen())
+            out += [replace(r, seen_as=next(seen, None)) if r.ok else r for r in tried]
     return out
 
 

@@ -37,7 +37,7 @@ def test_hosts_check_reports_each_host(tmp_path: Path, sshd, capsys: pytest.Capt
     assert sorted(line.split(" (")[0] for line in out[2:]) == [
         "reach control -> here", "reach control -> there", "reach there -> here",
         "reach there -> there"]
-    assert all(line.endswith("a free TCP port): ok") for line in out[2:])
+    assert all(line.endswith("a free TCP port): ok, from 127.0.0.1") for line in out[2:])
 
 
 def test_hosts_check_says_what_is_missing_and_what_is_unreachable(

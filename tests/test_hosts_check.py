@@ -53,8 +53,10 @@ def test_a_good_three_machine_spec_passes_every_check(
     assert out == [
         f"client ({cli.target}): ok",
         f"server ({srv.target}): ok",
-        f"reach control -> server ({srv.address}, a free TCP port): ok",
-        f"reach client -> server ({srv.address}, a free TCP port): ok",
+        # From their own addresses, as the server machine saw them too (no NAT).
+        f"reach control -> server ({srv.address}, a free TCP port): ok, from "
+        f"{machines.control_address}",
+        f"reach client -> server ({srv.address}, a free TCP port): ok, from {cli.address}",
     ]
 
 
@@ -68,7 +70,8 @@ def test_a_client_machine_that_cannot_reach_the_server_machine(
     finally:
         cli.run(["ip", "route", "del", "unreachable", f"{srv.address}/32"])
     assert code == EXIT_FAILED_RUNS
-    assert f"reach control -> server ({srv.address}, a free TCP port): ok" in out
+    assert (f"reach control -> server ({srv.address}, a free TCP port): ok, from "
+            f"{machines.control_address}") in out
     [bad] = [line for line in out if line.startswith("reach client -> server")]
     assert "FAILED" in bad and "No route to host" in bad
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.preflight import loopback_problems, server_hosts, sources
+from harness.preflight import (
+    Reach,
+    loopback_problems,
+    server_hosts,
+    sources,
+    translation_problem,
+)
 from harness.spec import Spec, load_spec
 
 HOSTS = """\
@@ -65,3 +71,14 @@ run: {ops: 10}
     assert problem.startswith("services.cache: runs on host 'here' at a loopback address")
     assert "client host(s) a are other machines" in problem
     assert loopback_problems(spec(tmp_path, body % "here")) == []
+
+
+def test_a_machine_behind_address_translation_would_be_refused_by_postgres() -> None:
+    direct = Reach("client", "server", "10.9.0.1", 5000, None, "10.9.0.3", "10.9.0.3")
+    natted = Reach("client", "server", "10.9.0.1", 5000, None, "192.168.1.5", "10.9.0.254")
+    assert translation_problem(direct, ["services.db"]) is None
+    assert translation_problem(natted, []) is None  # memcached, Redis: any address
+    problem = translation_problem(natted, ["services.db"])
+    assert problem is not None
+    assert problem.startswith("server sees client as 10.9.0.254, but client connects from "
+                              "192.168.1.5 (address translation?)")

@@ -3,6 +3,7 @@ addresses and sshd, reached from the control machine and from each other."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from harness.hosts import connect_host
 from harness.netem_cleanup import find_leftovers
 from tests.fixtures.machines import TestBed, machine_bed
+from tests.fixtures.netns import assert_no_leftovers
 
 BANNER_PROBE = """
 import socket, sys
@@ -49,8 +51,11 @@ def test_the_control_machine_runs_commands_on_each_machine_over_ssh(
 def test_a_bed_is_removed_completely_and_is_in_use_while_alive() -> None:
     with machine_bed(["a"]) as bed:
         found = find_leftovers()
-        # Another session's leftover check sees the live bed as in use, not left over.
+        # Another session's leftover check sees the live bed as in use, not left over;
+        # owned by a keeper, so this process's own "I own nothing" checks still hold.
         assert bed.tag in found.in_use
+        assert found.in_use[bed.tag] != os.getpid()
+        assert_no_leftovers()
         assert not any(bed.tag in n for n in found.namespaces + found.links)
         netns = bed["a"].netns
     after = find_leftovers(force=True)

@@ -190,30 +190,38 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
-    from harness.hosts import connect_host
-    from harness.services import SERVICES
+    """Everything the spec's machines must offer (harness.preflight), one line each."""
+    from harness import preflight
     from harness.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, _overrides(args.set))
     bad = 0
-    for name, hspec in spec.hosts.items():
-        try:
-            with connect_host(hspec) as host:
-                missing = []
-                for svc in spec.services.values():
-                    if svc.host == name:
-                        missing += SERVICES.get(svc.kind).missing_binaries(host)
-                if name in spec.clients.hosts:
-                    probe = host.run([host.python, "-c", "import harness, uvloop"], check=False)
-                    if not probe.ok:
-                        missing.append(f"{host.python} with the harness installed "
-                                       "(pip install <checkout>)")
-                status = "ok" if not missing else "missing: " + ", ".join(sorted(set(missing)))
-                bad += bool(missing)
-                print(f"{name} ({hspec.target}): {status}")
-        except HarnessError as exc:
-            bad += 1
-            print(f"{name} ({hspec.target}): unreachable: {exc}")
+    for problem in preflight.loopback_problems(spec):
+        bad += 1
+        print(f"{args.spec}: {problem}")
+    hosts, failed = preflight.connect_all(spec, list(spec.hosts))
+    try:
+        no_python: set[str] = set()
+        for name, hspec in spec.hosts.items():
+            if name in failed:
+                bad += 1
+                print(f"{name} ({hspec.target}): unreachable: {failed[name]}")
+                continue
+            problems = preflight.host_problems(spec, name, hosts[name])
+            no_python |= {name} if any(p.startswith("python ") for p in problems) else set()
+            bad += bool(problems)
+            print(f"{name} ({hspec.target}): {'; '.join(problems) or 'ok'}")
+        by_address = preflight.admitting_services(spec)
+        for r in preflight.reach(spec, hosts, frozenset(no_python)):
+            problem = r.problem or preflight.translation_problem(
+                r, by_address.get(r.server, []))
+            bad += problem is not None
+            print(f"reach {r.source} -> {r.server} ({r.address}, a free TCP port): "
+                  + (f"ok, from {r.from_address}" if problem is None
+                     else f"FAILED: {problem}"))
+    finally:
+        for h in hosts.values():
+            h.close()
     return EXIT_OK if not bad else EXIT_FAILED_RUNS
 
 
@@ -357,8 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("hosts", help="host utilities")
     hsub = p.add_subparsers(dest="hosts_command", required=True)
-    hc = hsub.add_parser("check", help="connect to each host of a spec, say what is missing")
+    hc = hsub.add_parser("check", help="check a spec's machines before a run: SSH and "
+                         "host keys, binaries, the kit on clients, and that the control and "
+                         "client machines reach each server machine")
     hc.add_argument("spec")
+    hc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a spec field, as for `harness run`")
     hc.set_defaults(func=cmd_hosts_check)
 
     p = sub.add_parser("verify", help="check every run's ops checksum")

@@ -25,9 +25,11 @@ from tqdm import tqdm
 from harness.clients import ClientGroup
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
+from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
 from harness.services import SERVICES
+from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand
 from harness.timeline import Timeline
@@ -223,6 +225,14 @@ class Runner:
                             f"{self.spec.path}:services.{sname}: {', '.join(missing)} not "
                             f"found on host {svc.host!r}; install it there (Debian: see "
                             "README 'Servers') or use environment.yml")
+            # The kit on every client machine, a Python on the others (free ports, probes),
+            # no server on a loopback address that clients elsewhere would miss: clear
+            # before any server starts.
+            for name in hosts:
+                found = (kit_problems(hosts[name]) if name in self.spec.clients.hosts
+                         else python_problems(hosts[name]))
+                problems += [f"{self.spec.path}:hosts.{name}: {p}" for p in found]
+            problems += [f"{self.spec.path}:{p}" for p in loopback_problems(self.spec)]
             if problems:
                 raise SpecError(problems)
             yield hosts
@@ -325,6 +335,9 @@ class Runner:
                     kwargs["peers"] = {r.endpoint.kind: r.endpoint for r in running.values()}
                 if launcher.needs_hosts:
                     kwargs["hosts"] = hosts
+                if launcher.needs_access:  # admitted by exact address: us and the clients
+                    kwargs["access"] = access_for(
+                        hosts[svc.host], [hosts[h] for h in plan.clients.hosts])
                 running[name] = launcher.start(hosts[svc.host], name, svc.settings, **kwargs)
             yield running
         finally:

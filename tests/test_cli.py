@@ -32,7 +32,12 @@ def test_hosts_check_reports_each_host(tmp_path: Path, sshd, capsys: pytest.Capt
     spec.write_text(SPEC.format(there=there))
     assert main(["hosts", "check", str(spec)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["here (localhost): ok", f"there ({sshd.target}): ok"]
+    assert out[:2] == ["here (localhost): ok", f"there ({sshd.target}): ok"]
+    # Each server host, from this machine and from the client host `there`.
+    assert sorted(line.split(" (")[0] for line in out[2:]) == [
+        "reach control -> here", "reach control -> there", "reach there -> here",
+        "reach there -> there"]
+    assert all(line.endswith("a free TCP port): ok, from 127.0.0.1") for line in out[2:])
 
 
 def test_hosts_check_says_what_is_missing_and_what_is_unreachable(
@@ -43,7 +48,7 @@ def test_hosts_check_says_what_is_missing_and_what_is_unreachable(
     spec.write_text(SPEC.format(there=there))
     assert main(["hosts", "check", str(spec)]) == 1
     out = capsys.readouterr().out
-    assert "there" in out and "missing: /nonexistent/python with the harness installed" in out
+    assert f"there ({sshd.target}): python /nonexistent/python cannot run the kit" in out
     spec.write_text(SPEC.format(there=f"root@127.0.0.1:{free_port()}"))
     assert main(["hosts", "check", str(spec)]) == 1
     assert "unreachable" in capsys.readouterr().out

@@ -171,7 +171,7 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
 def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
     """ns per op that the load generator spends timing and recording an op: the two
     clock reads (before the send, at the reply) and the record block of the reply
-    handler (`done` in `loadgen._fast_chain`) as written there: the index, three stores
+    handler (`done` in `loadgen.fastpaths._fast_chain`) as written there: the index, three stores
     through the Recorder's memoryviews and the packing of the outcome. Minus an
     empty loop of the same length; timed in thread CPU time, so other processes on the
     CPU do not count; the least of `repeats` runs."""

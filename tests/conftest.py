@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.sshd",
     "tests.fixtures.servers",
     "tests.fixtures.rawdata",
+    "tests.fixtures.engines",
 ]

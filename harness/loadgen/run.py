@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from harness.loadgen import native
 from harness.loadgen.config import ClientConfig
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.recorder import Recorder
@@ -161,6 +162,8 @@ class ClientRun:
         self.end_ns: int | None = None
         self.warmup_end_ns = 0
         self.deadlines: list[_Deadline] = []
+        #: Which engine measured (the manifest's `loadgen.engine`): "native" or "python".
+        self.engine = "python"
         if client.records_attempts:
             client.record_attempt = self.record_attempt
 
@@ -189,6 +192,15 @@ class ClientRun:
             self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
         self.rec.warmup_end_ns = self.warmup_end_ns
+        native_ops = native.uses_native(self)
+        if native_ops is not None:
+            self.engine = "native"
+            try:
+                await native.NativeRun(self, native_ops).go()
+            finally:
+                for c in self.conns:
+                    await self._drop(c, c.generation)
+            return
         if self.schedule is None and cfg.inflight > 1 and self.client.pipeline() is not None:
             # Pipelined closed loop: one batched pipe per connection (see `_pipe`).
             slots = [self._slot(c, _pipe) for c in self.conns]

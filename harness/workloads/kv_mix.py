@@ -18,7 +18,7 @@ import numpy as np
 from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.settings import Setting
-from harness.workloads.base import Issue, Pipeline, Workload, WorkloadClient
+from harness.workloads.base import Issue, NativeOps, Pipeline, Workload, WorkloadClient
 
 OPS = ("get", "set")
 GET, SET = 0, 1
@@ -111,6 +111,8 @@ class MixClient(WorkloadClient):
     #: The server's name in messages, and its reply to a successful set.
     server: str
     stored: bytes
+    #: The native core's name of the protocol (see `NativeOps`).
+    native_protocol: str
 
     def __init__(self, params: Mapping[str, Any], keys: list[bytes],
                  rng: np.random.Generator) -> None:
@@ -192,6 +194,20 @@ class MixClient(WorkloadClient):
 
     def pipeline(self) -> Pipeline:
         return MixPipeline(self)
+
+    def native_ops(self) -> NativeOps:
+        def table(requests: list[bytes]) -> tuple[bytes, bytes]:
+            offsets = np.zeros(len(requests) + 1, np.uint32)
+            np.cumsum([len(r) for r in requests], out=offsets[1:])
+            return b"".join(requests), offsets.tobytes()
+
+        gets, get_offsets = table(self.get_seq)
+        sets, set_offsets = table(self.set_seq)
+        return NativeOps(protocol=self.native_protocol,
+                         pattern=np.asarray(self.op_pattern, np.uint8).tobytes(), get_op=GET,
+                         gets=gets, get_offsets=get_offsets, sets=sets,
+                         set_offsets=set_offsets, set_tail=self.value_tail,
+                         set_ok_outcome=outcome(OK, self.size))
 
 
 class MixPipeline(Pipeline):

@@ -146,6 +146,7 @@ def test_prepare_loads_every_key(memcached_server: RunningService) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("connections", "inflight"), [(1, 1), (4, 2)])
+@pytest.mark.usefixtures("loadgen_engine")
 def test_run_mixes_gets_and_sets_and_every_get_hits(
         memcached_server: RunningService, connections: int, inflight: int) -> None:
     ep = memcached_server.endpoint
@@ -162,6 +163,7 @@ def test_run_mixes_gets_and_sets_and_every_get_hits(
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_gets_without_prepare_are_misses(memcached_server: RunningService) -> None:
     _, ops = _run(_config(memcached_server.endpoint, ops=400,
                           params={**PARAMS, "get_ratio": 1.0}), prepare=False)
@@ -169,6 +171,7 @@ def test_gets_without_prepare_are_misses(memcached_server: RunningService) -> No
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_stopped_server_gives_timeouts_then_recovers(memcached_server: RunningService) -> None:
     """Timeouts in the timed loop: a frozen server makes ops time out at timeout_s; the
     loop reconnects and goes on once it answers again."""
@@ -204,6 +207,7 @@ def test_stopped_server_gives_timeouts_then_recovers(memcached_server: RunningSe
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_cancelling_the_run_is_not_turned_into_timeouts(
         memcached_server: RunningService) -> None:
     ep = memcached_server.endpoint

@@ -116,12 +116,21 @@ class NativeRun:
     """One `ClientRun` on the native core."""
 
     def __init__(self, run: ClientRun, ops: NativeOps) -> None:
-        cfg = run.cfg
+        """The costly preparation (the tables, the first open-loop chunk) happens here,
+        before the run's clock starts; `go` starts the core."""
         self.run = run
+        self.ops = ops
         self.open_loop = run.schedule is not None
-        depth = cfg.inflight
+        self.next_ticket = 0
+        self.offsets = self._chunk() if self.open_loop else None
+        self.tasks: set[asyncio.Task] = set()
+        self.finished = False
+        self.engine: Any = None
+
+    def _start_engine(self) -> None:
+        run, cfg, ops = self.run, self.run.cfg, self.ops
         self.engine = _native.Engine(
-            PROTOCOLS[ops.protocol], cfg.connections, depth, ops.pattern, ops.get_op,
+            PROTOCOLS[ops.protocol], cfg.connections, cfg.inflight, ops.pattern, ops.get_op,
             ops.gets, ops.get_offsets, ops.sets, ops.set_offsets, ops.set_tail,
             (outcome(_OK, 0), outcome(_MISS, 0), ops.set_ok_outcome, outcome(ERROR, 0),
              outcome(TIMEOUT, 0), OUTCOME_WARMUP, OUTCOME_BYTES_SHIFT),
@@ -131,23 +140,23 @@ class NativeRun:
              cfg.max_consecutive_errors),
             (run.failures, run._served_at_failure, run.consecutive_errors),
             self.open_loop)
-        self.next_ticket = 0
-        self.tasks: set[asyncio.Task] = set()
-        self.finished = False
 
     # -- the open-loop schedule --------------------------------------------------------
+
+    def _chunk(self) -> np.ndarray:
+        """The next chunk of intended starts, ns from the run's start."""
+        run = self.run
+        assert run.schedule is not None
+        first = self.next_ticket
+        count = TICKET_CHUNK if run.total is None else min(TICKET_CHUNK, run.total - first)
+        return run.schedule.offsets(first, count)
 
     def _feed(self) -> None:
         """Hand the core the next chunk of intended starts (absolute, perf_counter_ns)."""
         run = self.run
-        sched = run.schedule
-        assert sched is not None
-        first = self.next_ticket
-        count = TICKET_CHUNK if run.total is None else min(TICKET_CHUNK, run.total - first)
-        offsets = np.fromiter((sched.at(s) for s in range(first, first + count)), np.int64,
-                              count) if sched.arrival != "fixed" else (
-            (sched.phase_ns + np.arange(first, first + count, dtype=np.float64)
-             * sched.interval_ns).astype(np.int64))
+        offsets, self.offsets = (self.offsets if self.offsets is not None
+                                 else self._chunk()), None
+        first, count = self.next_ticket, len(offsets)
         intended = offsets + run.base_ns
         last = run.total is not None and first + count >= run.total
         if run.end_ns is not None:
@@ -207,6 +216,7 @@ class NativeRun:
     # -- the run -----------------------------------------------------------------------
 
     async def go(self) -> None:
+        self._start_engine()
         run, eng = self.run, self.engine
         loop = asyncio.get_running_loop()
         for i, holder in enumerate(run.conns):

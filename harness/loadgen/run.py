@@ -164,6 +164,10 @@ class ClientRun:
         self.deadlines: list[_Deadline] = []
         #: Which engine measured (the manifest's `loadgen.engine`): "native" or "python".
         self.engine = "python"
+        # The native core's tables are made here, well before the common start.
+        native_ops = native.uses_native(self)
+        self.native_run = (native.NativeRun(self, native_ops)
+                           if native_ops is not None else None)
         if client.records_attempts:
             client.record_attempt = self.record_attempt
 
@@ -187,16 +191,16 @@ class ClientRun:
 
     async def run(self) -> None:
         cfg = self.cfg
+        native_run = self.native_run
         self.base_ns = self.rec.base_ns = time.perf_counter_ns()
         if cfg.duration_s is not None:
             self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
         self.rec.warmup_end_ns = self.warmup_end_ns
-        native_ops = native.uses_native(self)
-        if native_ops is not None:
+        if native_run is not None:
             self.engine = "native"
             try:
-                await native.NativeRun(self, native_ops).go()
+                await native_run.go()
             finally:
                 for c in self.conns:
                     await self._drop(c, c.generation)

@@ -14,6 +14,8 @@ from setuptools.command.build_ext import build_ext
 class OptionalBuildExt(build_ext):
     """build_ext that falls back to the pure-Python path instead of failing."""
 
+    failed = False
+
     def run(self) -> None:
         try:
             super().run()
@@ -26,8 +28,10 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # noqa: BLE001 - e.g. CompileError, no compiler at all
             self._fallback(exc)
 
-    @staticmethod
-    def _fallback(exc: Exception) -> None:
+    def _fallback(self, exc: Exception) -> None:
+        if self.failed:
+            return  # e.g. copying the library that was not built: said once already
+        self.failed = True
         print(f"kvbench: native load-generator core not built ({type(exc).__name__}); "
               "the pure-Python path is used", file=sys.stderr)
 

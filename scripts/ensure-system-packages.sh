@@ -17,6 +17,7 @@ declare -A NEED=(
   [lib:libpangoft2-1.0.so.0]=libpangoft2-1.0-0
   [font:DejaVuSans.ttf]=fonts-dejavu-core
   [lib:libharfbuzz-subset.so.0]=libharfbuzz-subset0
+  [gcc]=gcc  # builds the native load-generator core (optional: Python path without it)
 )
 
 have() {

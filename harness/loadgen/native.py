@@ -79,6 +79,14 @@ def built() -> bool:
     return _native is not None
 
 
+def describe() -> str:
+    """One line for `make setup`: which path will measure."""
+    if _native is None:
+        return ("load generator: native core not built (no C compiler?); "
+                "the pure-Python path is used")
+    return f"load generator: native core built ({engine()} path in use; {ENV}=python forces Python)"
+
+
 def uses_native(run: ClientRun) -> NativeOps | None:
     """The client's native ops if this run goes through the core, else None."""
     if engine() != "native":

@@ -746,6 +746,58 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+/* What timing and recording one op costs the core: two clock reads and `record` (as the
+ * loop does them), minus an empty loop, in thread CPU time, the least of `repeats`. For
+ * benchmarks/ (the issue's "recorder overhead" figure). */
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static PyObject *record_cost_ns(PyObject *Py_UNUSED(m), PyObject *args) {
+    Py_ssize_t iters; int repeats;
+    if (!PyArg_ParseTuple(args, "ni", &iters, &repeats)) return NULL;
+    if (iters < 1 || repeats < 1) { PyErr_SetString(PyExc_ValueError, "must be >= 1"); return NULL; }
+    Engine e;
+    memset(&e, 0, sizeof e);
+    int64_t *cols = PyMem_RawCalloc((size_t)iters * 4, 8);
+    if (!cols) return PyErr_NoMemory();
+    e.c_start = cols; e.c_end = cols + iters; e.c_out = cols + 2 * iters;
+    e.c_int = cols + 3 * iters;
+    e.warm_ops = 0; e.warm_flag = 0x80;
+    double best[2] = {1e30, 1e30};
+    volatile int64_t sink = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int r = 0; r < repeats; r++) {
+        for (int kind = 0; kind < 2; kind++) {
+            e.n = 0;
+            int64_t t = thread_cpu_ns();
+            if (kind == 0) {
+                for (Py_ssize_t i = 0; i < iters; i++) {
+                    int64_t t0 = now_ns();
+                    int64_t t1 = now_ns();
+                    record(&e, i, t0, t1, (100 << 16) | (i & 1), 0);
+                }
+            } else {
+                for (Py_ssize_t i = 0; i < iters; i++) sink += i;
+            }
+            double per = (double)(thread_cpu_ns() - t) / (double)iters;
+            if (per < best[kind]) best[kind] = per;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    (void)sink;
+    PyMem_RawFree(cols);
+    return PyFloat_FromDouble(best[0] - best[1]);
+}
+
+static PyMethodDef module_methods[] = {
+    {"record_cost_ns", record_cost_ns, METH_VARARGS,
+     "record_cost_ns(iterations, repeats) -> ns per op of two clock reads and a record"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(start, end, outcome, intended, n) -> events: run ops until something needs Python"},
@@ -775,7 +827,7 @@ static PyTypeObject EngineType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_native", "The load generator's native core.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_native", "The load generator's native core.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {

@@ -106,6 +106,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-duration", type=float, default=None,
                    help="seconds of each latency-check trial (default: --duration)")
     p.add_argument("--no-latency-check", action="store_true", help="skip the latency check")
+    p.add_argument("--open-inflight", type=int, default=16,
+                   help="requests each connection may have in flight in the open-loop "
+                        "check (default 16: an op due while its connection is busy is "
+                        "pipelined, so the send lag is the pacer's, not a wait for a "
+                        "free connection; 1 shows that wait too)")
     p.add_argument("--redis-benchmark", default=REDIS_BENCHMARK,
                    help=f"redis-benchmark binary ({REDIS_BENCHMARK})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
@@ -189,9 +194,10 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
 
 
 def harness_open_loop(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                      rate_ops_s: float, duration_s: float, engine: str) -> OpenLoop:
-    ops, elapsed_s, _ = _harness_run(endpoint, params, connections, 1, duration_s, rate_ops_s,
-                                     engine)
+                      inflight: int, rate_ops_s: float, duration_s: float,
+                      engine: str) -> OpenLoop:
+    ops, elapsed_s, _ = _harness_run(endpoint, params, connections, inflight, duration_s,
+                                     rate_ops_s, engine)
     done = (ops.status == OK) | (ops.status == MISS)
     lat = ops.latency_ns[done]
     service = (ops.latency_ns - (ops.start_ns - ops.intended_ns))[done]
@@ -303,10 +309,12 @@ def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str
         capacity = statistics.median(t.ops_per_s for t in cap_trials)
         rate = 0.5 * capacity
         lines.append(f"\nlatency check, {tool}: closed-loop capacity at C={c} P=1: "
-                     f"{capacity:,.0f} ops/s; open loop at 50% = {rate:,.0f} ops/s")
+                     f"{capacity:,.0f} ops/s; open loop at 50% = {rate:,.0f} ops/s, "
+                     f"{args.open_inflight} in flight per connection at most")
         runs = []
         for rep in range(args.repeats):
-            ol = harness_open_loop(endpoint, params, c, rate, args.latency_duration, engine)
+            ol = harness_open_loop(endpoint, params, c, args.open_inflight, rate,
+                                   args.latency_duration, engine)
             runs.append(ol)
             log(f"  repeat {rep + 1}  {tool} open loop {rate:,.0f} ops/s: achieved "
                 f"{ol.achieved_ops_s:,.0f}, latency p50 {ol.latency_p50_us:.1f} us, "

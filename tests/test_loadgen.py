@@ -195,9 +195,12 @@ def test_batched_pipe_records_every_op_it_sent_when_the_server_dies(
     assert len(ops) == run.seq, "one record per op taken"
     statuses = ops.status.tolist()
     assert set(statuses) == {OK, ERROR} and statuses.count(OK) > 1000
-    # After the first error nothing succeeds: the errors are the tail of the records.
+    # After the first error nothing new succeeds: the errors are the tail of the records,
+    # but for replies the other connection had already received (at most its 4 in
+    # flight) when the first connection's loss was handled.
     first_error = statuses.index(ERROR)
-    assert set(statuses[first_error:]) == {ERROR}
+    assert statuses[first_error:].count(OK) <= 4, statuses[first_error:first_error + 20]
+    assert statuses[-40:] == [ERROR] * 40
     assert "Connection" in (run.last_error or "")
 
 

@@ -792,7 +792,30 @@ static PyObject *record_cost_ns(PyObject *Py_UNUSED(m), PyObject *args) {
     return PyFloat_FromDouble(best[0] - best[1]);
 }
 
+/* parse_replies(proto, data) -> ([(kind, size), ...], consumed): the core's parser on
+ * captured bytes, for tests against the Python drivers. */
+static PyObject *parse_replies(PyObject *Py_UNUSED(m), PyObject *args) {
+    int proto; const char *buf; Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "iy#", &proto, &buf, &len)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    size_t pos = 0;
+    while (pos < (size_t)len) {
+        int kind; int64_t size = 0; const char *line; size_t line_len;
+        size_t used = parse_reply(proto, buf + pos, (size_t)len - pos, &kind, &size, &line,
+                                  &line_len);
+        if (!used) break;
+        PyObject *item = Py_BuildValue("(iL)", kind, (long long)size);
+        if (!item || PyList_Append(out, item) < 0) { Py_XDECREF(item); Py_DECREF(out); return NULL; }
+        Py_DECREF(item);
+        pos += used;
+    }
+    return Py_BuildValue("(Nn)", out, (Py_ssize_t)pos);
+}
+
 static PyMethodDef module_methods[] = {
+    {"parse_replies", parse_replies, METH_VARARGS,
+     "parse_replies(proto, data) -> ([(kind, size)], consumed): the core's reply parser"},
     {"record_cost_ns", record_cost_ns, METH_VARARGS,
      "record_cost_ns(iterations, repeats) -> ns per op of two clock reads and a record"},
     {NULL, NULL, 0, NULL},
@@ -845,5 +868,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "F_LOST", F_LOST);
     PyModule_AddIntConstant(m, "MEMCACHE", PROTO_MEMCACHE);
     PyModule_AddIntConstant(m, "RESP", PROTO_RESP);
+    PyModule_AddIntConstant(m, "R_VALUE", R_VALUE);
+    PyModule_AddIntConstant(m, "R_MISS", R_MISS);
+    PyModule_AddIntConstant(m, "R_STORED", R_STORED);
+    PyModule_AddIntConstant(m, "R_OTHER", R_OTHER);
     return m;
 }

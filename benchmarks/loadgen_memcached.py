@@ -52,6 +52,8 @@ class Trial:
     ops_per_s: float
     #: Client CPU time (user + system) per op: less disturbed by other load than ops/s.
     cpu_us_per_op: float
+    #: Its user-space part: what the tool itself costs beyond the system calls.
+    user_us_per_op: float = 0.0
     p50_us: float | None = None
     p99_us: float | None = None
     errors: int = 0
@@ -119,11 +121,13 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
         await workload.prepare(cfg.endpoint_objects(), params)
         run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
         await run.connect_all()
-        cpu0 = cpu_seconds(resource.RUSAGE_SELF)
+        cpu0, user0 = cpu_seconds(resource.RUSAGE_SELF), user_seconds(resource.RUSAGE_SELF)
         await run.run()
         cpu_s = cpu_seconds(resource.RUSAGE_SELF) - cpu0
+        user[0] = user_seconds(resource.RUSAGE_SELF) - user0
         return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
 
+    user = [0.0]
     run, elapsed_s, cpu_s = uvloop.run(go())
     if run.engine != engine:
         raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
@@ -132,7 +136,7 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
     lat_us = ops.latency_ns[done] / 1e3
     return Trial(
         f"harness/{engine}", connections, int(done.sum()) / elapsed_s,
-        cpu_s * 1e6 / max(len(ops), 1),
+        cpu_s * 1e6 / max(len(ops), 1), user[0] * 1e6 / max(len(ops), 1),
         float(np.percentile(lat_us, 50)) if lat_us.size else None,
         float(np.percentile(lat_us, 99)) if lat_us.size else None,
         errors=int((~done).sum()), misses=int((ops.status == MISS).sum()),
@@ -140,6 +144,10 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
 
 
 # -- the memcaslap side ------------------------------------------------------------------
+
+def user_seconds(who: int) -> float:
+    return resource.getrusage(who).ru_utime
+
 
 def cpu_seconds(who: int) -> float:
     usage = resource.getrusage(who)
@@ -168,9 +176,10 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
     if pin:
         argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
     # run() kills memcaslap if we are interrupted while it runs.
-    cpu0 = cpu_seconds(resource.RUSAGE_CHILDREN)
+    cpu0, user0 = cpu_seconds(resource.RUSAGE_CHILDREN), user_seconds(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
     cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0  # taskset execs memcaslap: one process
+    user_s = user_seconds(resource.RUSAGE_CHILDREN) - user0
     match = SUMMARY_RE.search(proc.stdout)
     if proc.returncode != 0 or match is None:
         raise RuntimeError(f"memcaslap failed (exit {proc.returncode}):\n"
@@ -178,6 +187,7 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
     misses = re.search(r"get_misses: (\d+)", proc.stdout)
     ops, run_s = int(match.group(2)), float(match.group(1))
     return Trial("memcaslap", connections, ops / run_s, cpu_s * 1e6 / max(ops, 1),
+                 user_s * 1e6 / max(ops, 1),
                  misses=int(misses.group(1)) if misses else 0)
 
 
@@ -261,7 +271,7 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
     tools = [f"harness/{e}" for e in engines]
     print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / memcaslap median")
     print(f"{'conns':>5}  {'tool':<15} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
-          f"{'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
+          f"{'user us':>7}  {'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
     for c in connections:
         m = pick("memcaslap", c)
         m_ops = med(m, "ops_per_s")
@@ -271,6 +281,7 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
             ratio = t_ops / m_ops if tool != "memcaslap" and t_ops and m_ops else None
             print(f"{c:>5}  {tool:<15} {cell(t_ops, ',.0f'):>9}  "
                   f"{cell(ratio, '.2f'):>5}  {cell(med(ts, 'cpu_us_per_op'), '.1f'):>9}  "
+                  f"{cell(med(ts, 'user_us_per_op'), '.2f'):>7}  "
                   f"{cell(med(ts, 'p50_us'), '.1f'):>7}  {cell(med(ts, 'p99_us'), '.1f'):>7}  "
                   f"{sum(t.misses for t in ts):>6}  {sum(t.errors for t in ts):>6}")
         # Trials of one repeat ran back to back: their ratio is less exposed to drift.

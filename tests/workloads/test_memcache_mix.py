@@ -226,3 +226,16 @@ def test_cancelling_the_run_is_not_turned_into_timeouts(
     run = asyncio.run(go())
     assert run.rec.n > 0
     assert TIMEOUT not in run.rec.to_arrays(WL.ops, 0, 0).status.tolist()
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
+def test_large_values_cross_partial_writes_and_reads(memcached_server: RunningService) -> None:
+    """300 kB values, 4 in flight on each of 2 connections: a batch of sets is more than
+    a socket buffer takes at once and a reply spans many reads; every op is recorded
+    with its size."""
+    params = {**PARAMS, "key_space": 30, "value_size_bytes": 300_000, "get_ratio": 0.5}
+    _, ops = _run(_config(memcached_server.endpoint, params=params, ops=400, connections=2,
+                          inflight=4))
+    assert len(ops) == 400 and set(ops.status.tolist()) == {OK}
+    assert set(ops.nbytes.tolist()) == {300_000}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, WorkloadError
 from harness.results import ERROR, OUTCOME_BYTES_SHIFT, OUTCOME_WARMUP, TIMEOUT, outcome
 from harness.results import MISS as _MISS
 from harness.results import OK as _OK
@@ -110,8 +110,6 @@ def _failure(kind: int, message: str) -> BaseException:
         return TimeoutError(message)
     if kind == _native.F_LOST:
         return ConnectionResetError(message)
-    from harness.errors import WorkloadError
-
     return WorkloadError(message)
 
 

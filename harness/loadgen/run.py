@@ -123,8 +123,11 @@ class _TaskDeadline:
 class ClientRun:
     """Runs one process's share of a run and keeps its records.
 
-    Ops run one of three ways, fastest first; all three record alike (tested):
+    Ops run one of four ways, fastest first; all record alike (tested):
 
+    - a workload with `native_ops` (the get/set mixes), when the native core is built and
+      not switched off (KVBENCH_ENGINE=python): the core runs every connection in C
+      (`harness.loadgen.native`), this class keeps the slow path;
     - pipelined closed loop (`inflight` > 1) of a workload with `pipeline`: one batched
       pipe per connection (`_pipe`): inflight ops in one write, each read's replies
       recorded in one loop and replaced in one write;

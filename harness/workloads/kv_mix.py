@@ -124,6 +124,10 @@ class MixClient(WorkloadClient):
         heads = [self.set_head(k, self.size) for k in keys]
         self.get_seq: list[bytes] = [gets[i] for i in picks]
         self.set_seq: list[bytes] = [heads[i] for i in picks]
+        # For `native_ops`: the per-key requests and the picks, so its tables are made
+        # with numpy, not by walking the sequences (the worker's time to ready).
+        self._per_key = (gets, heads)
+        self._picks = np.asarray(picks, np.int64)
         self.value_tail = self.set_tail(b"x" * self.size)
 
     @abc.abstractmethod
@@ -196,13 +200,20 @@ class MixClient(WorkloadClient):
         return MixPipeline(self)
 
     def native_ops(self) -> NativeOps:
-        def table(requests: list[bytes]) -> tuple[bytes, bytes]:
-            offsets = np.zeros(len(requests) + 1, np.uint32)
-            np.cumsum([len(r) for r in requests], out=offsets[1:])
-            return b"".join(requests), offsets.tobytes()
+        picks = self._picks
 
-        gets, get_offsets = table(self.get_seq)
-        sets, set_offsets = table(self.set_seq)
+        def table(per_key: list[bytes]) -> tuple[bytes, bytes]:
+            """Entry j is per_key[picks[j]]: the requests of `get_seq` / `set_seq`."""
+            lengths = np.fromiter(map(len, per_key), np.uint32, len(per_key))
+            offsets = np.zeros(len(picks) + 1, np.uint32)
+            np.cumsum(lengths[picks], out=offsets[1:])
+            if lengths.min() == lengths.max():  # fixed-size keys: a gather of rows
+                rows = np.frombuffer(b"".join(per_key), np.uint8).reshape(len(per_key), -1)
+                return rows[picks].tobytes(), offsets.tobytes()
+            return b"".join([per_key[i] for i in picks.tolist()]), offsets.tobytes()
+
+        gets, get_offsets = table(self._per_key[0])
+        sets, set_offsets = table(self._per_key[1])
         return NativeOps(protocol=self.native_protocol,
                          pattern=np.asarray(self.op_pattern, np.uint8).tobytes(), get_op=GET,
                          gets=gets, get_offsets=get_offsets, sets=sets,

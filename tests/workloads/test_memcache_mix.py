@@ -69,6 +69,21 @@ def test_validate_rejects_what_memcached_or_the_key_format_cannot_take() -> None
         _client(get_ratio=-0.1)
 
 
+@pytest.mark.parametrize("key_space", [1, 700])
+def test_native_tables_hold_the_same_requests_as_the_python_paths(key_space: int) -> None:
+    """The native core's ops (`native_ops`) are the Python paths' ops: the same op per
+    seq and, entry by entry, the same request bytes."""
+    client = _client(key_space=key_space, get_ratio=0.5)
+    ops = client.native_ops()
+    assert ops.protocol == "memcache" and ops.get_op == GET and ops.set_tail == b"x" * 100 + b"\r\n"
+    assert list(ops.pattern) == client.op_pattern
+    for table, offsets, seq in ((ops.gets, ops.get_offsets, client.get_seq),
+                                (ops.sets, ops.set_offsets, client.set_seq)):
+        off = np.frombuffer(offsets, np.uint32)
+        assert len(off) == len(seq) + 1 and off[-1] == len(table)
+        assert [table[off[k]:off[k + 1]] for k in range(len(seq))] == seq
+
+
 def test_driver_parses_replies_split_anywhere() -> None:
     """The hot-path parser of the driver: replies cut into 7-byte pieces."""
 

@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml scripts/ensure-system-packages.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	@$(BIN)/python -c 'from harness.loadgen import native; print(native.describe())'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (kvbench)" >/dev/null
 	touch $(STAMP)
 

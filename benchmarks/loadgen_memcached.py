@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from harness.hosts import LocalHost
-from harness.loadgen import ClientConfig, ClientRun, Recorder
+from harness.loadgen import ClientConfig, ClientRun, Recorder, native
 from harness.results import MISS, OK, outcome
 from harness.services import SERVICES
 from harness.services.base import Endpoint
@@ -52,6 +52,8 @@ class Trial:
     ops_per_s: float
     #: Client CPU time (user + system) per op: less disturbed by other load than ops/s.
     cpu_us_per_op: float
+    #: Its user-space part: what the tool itself costs beyond the system calls.
+    user_us_per_op: float = 0.0
     p50_us: float | None = None
     p99_us: float | None = None
     errors: int = 0
@@ -72,8 +74,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
     p.add_argument("--memcaslap", default=MEMCASLAP, help=f"memcaslap binary ({MEMCASLAP})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    p.add_argument("--engines", default="native,python",
+                   help="harness engines to run side by side (default native,python; "
+                        "see harness.loadgen.native)")
     args = p.parse_args(argv)
     args.connections = [int(c) for c in args.connections.split(",") if c.strip()]
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not args.engines or set(args.engines) - set(native.ENGINES):
+        p.error(f"--engines takes {', '.join(native.ENGINES)}")
+    if "native" in args.engines and not native.built():
+        p.error("the native core is not built (pip install -e . with a C compiler), "
+                "or pass --engines python")
     if not args.connections or min(args.connections) < 1:
         p.error("--connections needs positive integers")
     if args.repeats < 1 or args.duration <= 0:
@@ -91,11 +102,14 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                  duration_s: float) -> Trial:
-    """One client process's timed loop, in this process on uvloop, every op recorded."""
+                  duration_s: float, engine: str = "native") -> Trial:
+    """One client process's timed loop, in this process on uvloop, every op recorded, on
+    `engine` ("native" or "python", as KVBENCH_ENGINE selects it)."""
     import uvloop
 
     from harness.workloads import WORKLOADS
+
+    os.environ[native.ENV] = engine
 
     workload = WORKLOADS.get(WORKLOAD)
     cfg = ClientConfig(workload=WORKLOAD, params=params,
@@ -107,17 +121,22 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
         await workload.prepare(cfg.endpoint_objects(), params)
         run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
         await run.connect_all()
-        cpu0 = cpu_seconds(resource.RUSAGE_SELF)
+        cpu0, user0 = cpu_seconds(resource.RUSAGE_SELF), user_seconds(resource.RUSAGE_SELF)
         await run.run()
         cpu_s = cpu_seconds(resource.RUSAGE_SELF) - cpu0
+        user[0] = user_seconds(resource.RUSAGE_SELF) - user0
         return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
 
+    user = [0.0]
     run, elapsed_s, cpu_s = uvloop.run(go())
+    if run.engine != engine:
+        raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
     ops = run.rec.to_arrays(workload.ops, 0, 0)
     done = (ops.status == OK) | (ops.status == MISS)
     lat_us = ops.latency_ns[done] / 1e3
     return Trial(
-        "harness", connections, int(done.sum()) / elapsed_s, cpu_s * 1e6 / max(len(ops), 1),
+        f"harness/{engine}", connections, int(done.sum()) / elapsed_s,
+        cpu_s * 1e6 / max(len(ops), 1), user[0] * 1e6 / max(len(ops), 1),
         float(np.percentile(lat_us, 50)) if lat_us.size else None,
         float(np.percentile(lat_us, 99)) if lat_us.size else None,
         errors=int((~done).sum()), misses=int((ops.status == MISS).sum()),
@@ -125,6 +144,10 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
 
 
 # -- the memcaslap side ------------------------------------------------------------------
+
+def user_seconds(who: int) -> float:
+    return resource.getrusage(who).ru_utime
+
 
 def cpu_seconds(who: int) -> float:
     usage = resource.getrusage(who)
@@ -153,9 +176,10 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
     if pin:
         argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
     # run() kills memcaslap if we are interrupted while it runs.
-    cpu0 = cpu_seconds(resource.RUSAGE_CHILDREN)
+    cpu0, user0 = cpu_seconds(resource.RUSAGE_CHILDREN), user_seconds(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
     cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0  # taskset execs memcaslap: one process
+    user_s = user_seconds(resource.RUSAGE_CHILDREN) - user0
     match = SUMMARY_RE.search(proc.stdout)
     if proc.returncode != 0 or match is None:
         raise RuntimeError(f"memcaslap failed (exit {proc.returncode}):\n"
@@ -163,6 +187,7 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
     misses = re.search(r"get_misses: (\d+)", proc.stdout)
     ops, run_s = int(match.group(2)), float(match.group(1))
     return Trial("memcaslap", connections, ops / run_s, cpu_s * 1e6 / max(ops, 1),
+                 user_s * 1e6 / max(ops, 1),
                  misses=int(misses.group(1)) if misses else 0)
 
 
@@ -171,7 +196,7 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
 def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
     """ns per op that the load generator spends timing and recording an op: the two
     clock reads (before the send, at the reply) and the record block of the reply
-    handler (`done` in `loadgen._fast_chain`) as written there: the index, three stores
+    handler (`done` in `loadgen.fastpaths._fast_chain`) as written there: the index, three stores
     through the Recorder's memoryviews and the packing of the outcome. Minus an
     empty loop of the same length; timed in thread CPU time, so other processes on the
     CPU do not count; the least of `repeats` runs."""
@@ -212,6 +237,14 @@ def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
     return best[0] - best[1]
 
 
+def native_record_cost_ns(iterations: int = 1_000_000, repeats: int = 15) -> float:
+    """The same for the native core: two clock reads and its `record` (the C function
+    the loop calls), minus an empty loop, the least of `repeats` runs."""
+    from harness.loadgen import _native
+
+    return _native.record_cost_ns(iterations, repeats)
+
+
 # -- orchestration -----------------------------------------------------------------------
 
 def pin_cpus(pid: int, cpu: int) -> None:
@@ -223,7 +256,8 @@ def can_pin() -> bool:
     return {SERVER_CPU, CLIENT_CPU} <= cpus and shutil.which("taskset") is not None
 
 
-def print_table(trials: list[Trial], connections: list[int], repeats: int) -> None:
+def print_table(trials: list[Trial], connections: list[int], repeats: int,
+                engines: list[str]) -> None:
     def pick(tool: str, c: int) -> list[Trial]:
         return [t for t in trials if t.tool == tool and t.connections == c]
 
@@ -234,22 +268,31 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int) -> No
     def cell(v: float | None, fmt: str) -> str:
         return "" if v is None else format(v, fmt)
 
+    tools = [f"harness/{e}" for e in engines]
     print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / memcaslap median")
-    print(f"{'conns':>5}  {'tool':<10} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
-          f"{'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
+    print(f"{'conns':>5}  {'tool':<15} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
+          f"{'user us':>7}  {'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
     for c in connections:
-        h, m = pick("harness", c), pick("memcaslap", c)
-        h_ops, m_ops = med(h, "ops_per_s"), med(m, "ops_per_s")
-        for tool, ts in (("harness", h), ("memcaslap", m)):
-            ratio = h_ops / m_ops if tool == "harness" and h_ops and m_ops else None
-            print(f"{c:>5}  {tool:<10} {cell(med(ts, 'ops_per_s'), ',.0f'):>9}  "
+        m = pick("memcaslap", c)
+        m_ops = med(m, "ops_per_s")
+        for tool in (*tools, "memcaslap"):
+            ts = pick(tool, c)
+            t_ops = med(ts, "ops_per_s")
+            ratio = t_ops / m_ops if tool != "memcaslap" and t_ops and m_ops else None
+            print(f"{c:>5}  {tool:<15} {cell(t_ops, ',.0f'):>9}  "
                   f"{cell(ratio, '.2f'):>5}  {cell(med(ts, 'cpu_us_per_op'), '.1f'):>9}  "
+                  f"{cell(med(ts, 'user_us_per_op'), '.2f'):>7}  "
                   f"{cell(med(ts, 'p50_us'), '.1f'):>7}  {cell(med(ts, 'p99_us'), '.1f'):>7}  "
                   f"{sum(t.misses for t in ts):>6}  {sum(t.errors for t in ts):>6}")
         # Trials of one repeat ran back to back: their ratio is less exposed to drift.
-        paired = [a.ops_per_s / b.ops_per_s for a, b in zip(h, m, strict=False)]
-        if paired:
-            print(f"{'':>5}  per-repeat ratios: {', '.join(f'{r:.2f}' for r in paired)}")
+        for tool in tools:
+            paired = [a.ops_per_s / b.ops_per_s for a, b in zip(pick(tool, c), m, strict=False)]
+            cpu = [a.cpu_us_per_op / b.cpu_us_per_op
+                   for a, b in zip(pick(tool, c), m, strict=False)]
+            if paired:
+                print(f"{'':>5}  {tool} per-repeat ratios: ops/s "
+                      f"{', '.join(f'{r:.2f}' for r in paired)}; CPU per op "
+                      f"{', '.join(f'{r:.2f}' for r in cpu)}")
 
 
 def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[Trial]:
@@ -278,14 +321,16 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[
             for rep in range(args.repeats):
                 for c in args.connections:
                     # Alternate the order so neither tool always runs second.
-                    order = ("harness", "memcaslap") if rep % 2 == 0 else ("memcaslap", "harness")
+                    tools = [*(f"harness/{e}" for e in args.engines), "memcaslap"]
+                    order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
-                        if tool == "harness":
-                            t = harness_trial(svc.endpoint, params, c, args.duration)
+                        if tool != "memcaslap":
+                            t = harness_trial(svc.endpoint, params, c, args.duration,
+                                              tool.split("/")[1])
                         else:
                             t = memcaslap_trial(args, svc.endpoint.port, cfg_path, c, pin)
                         trials.append(t)
-                        log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<9} "
+                        log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<15} "
                             f"{t.ops_per_s:>10,.0f} ops/s")
     finally:
         if svc is not None:
@@ -310,9 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: server stopped")
         return 130
-    print_table(trials, args.connections, args.repeats)
+    print_table(trials, args.connections, args.repeats, args.engines)
     overhead = recorder_overhead_ns()
-    print(f"\nrecorder overhead per op (2 clock reads + the record block): {overhead:.0f} ns")
+    print("\nrecorder overhead per op (2 clock reads + the record block), thread CPU time:")
+    print(f"  python: {overhead:.0f} ns")
+    if native.built():
+        print(f"  native: {native_record_cost_ns():.0f} ns")
     return 0
 
 

@@ -38,12 +38,13 @@ from loadgen_memcached import (
     SERVER_CPU,
     can_pin,
     cpu_seconds,
+    native_record_cost_ns,
     pin_cpus,
     recorder_overhead_ns,
 )
 
 from harness.hosts import LocalHost
-from harness.loadgen import ClientConfig, ClientRun
+from harness.loadgen import ClientConfig, ClientRun, native
 from harness.results import MISS, OK
 from harness.services import SERVICES
 from harness.services.base import Endpoint
@@ -80,6 +81,8 @@ class OpenLoop:
     service_p50_us: float
     service_p99_us: float
     late_share: float  # ops sent more than 1 ms after their intended start
+    lag_p50_us: float = 0.0  # send lag: actual send - intended start
+    lag_p99_us: float = 0.0
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -103,10 +106,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-duration", type=float, default=None,
                    help="seconds of each latency-check trial (default: --duration)")
     p.add_argument("--no-latency-check", action="store_true", help="skip the latency check")
+    p.add_argument("--open-inflight", type=int, default=16,
+                   help="requests each connection may have in flight in the open-loop "
+                        "check (default 16: an op due while its connection is busy is "
+                        "pipelined, so the send lag is the pacer's, not a wait for a "
+                        "free connection; 1 shows that wait too)")
     p.add_argument("--redis-benchmark", default=REDIS_BENCHMARK,
                    help=f"redis-benchmark binary ({REDIS_BENCHMARK})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    p.add_argument("--engines", default="native,python",
+                   help="harness engines to run side by side (default native,python)")
     args = p.parse_args(argv)
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not args.engines or set(args.engines) - set(native.ENGINES):
+        p.error(f"--engines takes {', '.join(native.ENGINES)}")
+    if "native" in args.engines and not native.built():
+        p.error("the native core is not built (pip install -e . with a C compiler), "
+                "or pass --engines python")
     try:
         args.configs = [tuple(int(x) for x in c.lower().split("x"))
                         for c in args.configs.split(",") if c.strip()]
@@ -130,13 +146,15 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                 pipeline: int, duration_s: float,
-                 rate_ops_s: float | None = None) -> tuple[Any, float, float]:
+                 pipeline: int, duration_s: float, rate_ops_s: float | None = None,
+                 engine: str = "native") -> tuple[Any, float, float]:
     """One client process's timed loop in this process on uvloop, every op recorded:
     (the records, wall seconds of the loop, CPU seconds of this process meanwhile)."""
     import uvloop
 
     from harness.workloads import WORKLOADS
+
+    os.environ[native.ENV] = engine
 
     workload = WORKLOADS.get(WORKLOAD)
     cfg = ClientConfig(workload=WORKLOAD, params=params,
@@ -155,6 +173,8 @@ def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
         return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
 
     run, elapsed_s, cpu_s = uvloop.run(go())
+    if run.engine != engine:
+        raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
     return run.rec.to_arrays(workload.ops, 0, 0), elapsed_s, cpu_s
 
 
@@ -163,18 +183,21 @@ def _pct(values_ns: np.ndarray, q: float) -> float | None:
 
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                  pipeline: int, duration_s: float) -> Trial:
-    ops, elapsed_s, cpu_s = _harness_run(endpoint, params, connections, pipeline, duration_s)
+                  pipeline: int, duration_s: float, engine: str = "native") -> Trial:
+    ops, elapsed_s, cpu_s = _harness_run(endpoint, params, connections, pipeline, duration_s,
+                                         engine=engine)
     done = (ops.status == OK) | (ops.status == MISS)
     lat = ops.latency_ns[done]
-    return Trial("harness", connections, pipeline, int(done.sum()) / elapsed_s,
+    return Trial(f"harness/{engine}", connections, pipeline, int(done.sum()) / elapsed_s,
                  cpu_s * 1e6 / max(len(ops), 1), _pct(lat, 50), _pct(lat, 99),
                  errors=int((~done).sum()), misses=int((ops.status == MISS).sum()))
 
 
 def harness_open_loop(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                      rate_ops_s: float, duration_s: float) -> OpenLoop:
-    ops, elapsed_s, _ = _harness_run(endpoint, params, connections, 1, duration_s, rate_ops_s)
+                      inflight: int, rate_ops_s: float, duration_s: float,
+                      engine: str) -> OpenLoop:
+    ops, elapsed_s, _ = _harness_run(endpoint, params, connections, inflight, duration_s,
+                                     rate_ops_s, engine)
     done = (ops.status == OK) | (ops.status == MISS)
     lat = ops.latency_ns[done]
     service = (ops.latency_ns - (ops.start_ns - ops.intended_ns))[done]
@@ -182,7 +205,8 @@ def harness_open_loop(endpoint: Endpoint, params: dict[str, Any], connections: i
     return OpenLoop(rate_ops_s, int(done.sum()) / elapsed_s,
                     _pct(lat, 50) or 0.0, _pct(lat, 99) or 0.0,
                     _pct(service, 50) or 0.0, _pct(service, 99) or 0.0,
-                    float((lag > 1_000_000).mean()) if lag.size else 0.0)
+                    float((lag > 1_000_000).mean()) if lag.size else 0.0,
+                    _pct(lag, 50) or 0.0, _pct(lag, 99) or 0.0)
 
 
 # -- the redis-benchmark side ------------------------------------------------------------
@@ -240,27 +264,34 @@ def _cell(v: float | None, fmt: str) -> str:
     return "" if v is None else format(v, fmt)
 
 
-def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: int) -> None:
+def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: int,
+                engines: list[str]) -> None:
     def pick(tool: str, c: int, p: int) -> list[Trial]:
         return [t for t in trials if (t.tool, t.connections, t.pipeline) == (tool, c, p)]
 
+    tools = [f"harness/{e}" for e in engines]
     print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / "
           "redis-benchmark median")
     print(f"{'conns':>5} {'P':>3}  {'tool':<15} {'ops/s':>10}  {'ratio':>5}  "
           f"{'CPU us/op':>9}  {'p50 us':>8}  {'p99 us':>8}  {'misses':>6}  {'errors':>6}")
     for c, p in configs:
-        h, r = pick("harness", c, p), pick("redis-benchmark", c, p)
-        h_ops, r_ops = _med(h, "ops_per_s"), _med(r, "ops_per_s")
-        for tool, ts in (("harness", h), ("redis-benchmark", r)):
-            ratio = h_ops / r_ops if tool == "harness" and h_ops and r_ops else None
-            print(f"{c:>5} {p:>3}  {tool:<15} {_cell(_med(ts, 'ops_per_s'), ',.0f'):>10}  "
+        r = pick("redis-benchmark", c, p)
+        r_ops = _med(r, "ops_per_s")
+        for tool in (*tools, "redis-benchmark"):
+            ts = pick(tool, c, p)
+            t_ops = _med(ts, "ops_per_s")
+            ratio = t_ops / r_ops if tool != "redis-benchmark" and t_ops and r_ops else None
+            print(f"{c:>5} {p:>3}  {tool:<15} {_cell(t_ops, ',.0f'):>10}  "
                   f"{_cell(ratio, '.2f'):>5}  {_cell(_med(ts, 'cpu_us_per_op'), '.2f'):>9}  "
                   f"{_cell(_med(ts, 'p50_us'), '.1f'):>8}  {_cell(_med(ts, 'p99_us'), '.1f'):>8}"
                   f"  {sum(t.misses for t in ts):>6}  {sum(t.errors for t in ts):>6}")
         # Trials of one repeat ran back to back: their ratio is less exposed to drift.
-        paired = [a.ops_per_s / b.ops_per_s for a, b in zip(h, r, strict=False)]
-        if paired:
-            print(f"{'':>11}per-repeat ratios: {', '.join(f'{x:.2f}' for x in paired)}")
+        for tool in tools:
+            paired = [a.ops_per_s / b.ops_per_s for a, b in zip(pick(tool, c, p), r,
+                                                                  strict=False)]
+            if paired:
+                print(f"{'':>11}{tool} per-repeat ratios: "
+                      f"{', '.join(f'{x:.2f}' for x in paired)}")
 
 
 def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str, Any],
@@ -268,25 +299,39 @@ def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str
     """Open loop at half the harness's closed-loop capacity at C=32, and the comparison
     with redis-benchmark: at the same rate if it has --rps, else at equal concurrency."""
     c = 32
-    cap_trials = [t for t in trials if (t.tool, t.connections, t.pipeline) == ("harness", c, 1)]
-    if not cap_trials:  # C=32 P=1 was not in --configs: measure it now
-        cap_trials = [harness_trial(endpoint, params, c, 1, args.latency_duration)]
-    capacity = statistics.median(t.ops_per_s for t in cap_trials)
-    rate = 0.5 * capacity
-    lines = [f"\nlatency check: harness closed-loop capacity at C={c} P=1: {capacity:,.0f} "
-             f"ops/s; open loop at 50% = {rate:,.0f} ops/s"]
-    runs = []
-    for rep in range(args.repeats):
-        ol = harness_open_loop(endpoint, params, c, rate, args.latency_duration)
-        runs.append(ol)
-        log(f"  repeat {rep + 1}  open loop {rate:,.0f} ops/s: achieved "
-            f"{ol.achieved_ops_s:,.0f}, latency p50 {ol.latency_p50_us:.1f} us")
-    lines.append(f"  harness open loop (median of {len(runs)}): achieved "
-                 f"{_med(runs, 'achieved_ops_s'):,.0f} ops/s; latency from intended start "
-                 f"p50 {_med(runs, 'latency_p50_us'):.1f} us, p99 "
-                 f"{_med(runs, 'latency_p99_us'):.1f} us; service time p50 "
-                 f"{_med(runs, 'service_p50_us'):.1f} us, p99 {_med(runs, 'service_p99_us'):.1f}"
-                 f" us; sent >1 ms late: {100 * (_med(runs, 'late_share') or 0):.2f}%")
+    lines: list[str] = []
+    runs: list[OpenLoop] = []
+    for engine in args.engines:
+        tool = f"harness/{engine}"
+        cap_trials = [t for t in trials if (t.tool, t.connections, t.pipeline) == (tool, c, 1)]
+        if not cap_trials:  # C=32 P=1 was not in --configs: measure it now
+            cap_trials = [harness_trial(endpoint, params, c, 1, args.latency_duration, engine)]
+        capacity = statistics.median(t.ops_per_s for t in cap_trials)
+        rate = 0.5 * capacity
+        lines.append(f"\nlatency check, {tool}: closed-loop capacity at C={c} P=1: "
+                     f"{capacity:,.0f} ops/s; open loop at 50% = {rate:,.0f} ops/s, "
+                     f"{args.open_inflight} in flight per connection at most")
+        runs = []
+        for rep in range(args.repeats):
+            ol = harness_open_loop(endpoint, params, c, args.open_inflight, rate,
+                                   args.latency_duration, engine)
+            runs.append(ol)
+            log(f"  repeat {rep + 1}  {tool} open loop {rate:,.0f} ops/s: achieved "
+                f"{ol.achieved_ops_s:,.0f}, latency p50 {ol.latency_p50_us:.1f} us, "
+                f"send lag p99 {ol.lag_p99_us:.1f} us")
+        lines.append(f"  {tool} open loop (median of {len(runs)}): achieved "
+                     f"{_med(runs, 'achieved_ops_s'):,.0f} ops/s; latency from intended start "
+                     f"p50 {_med(runs, 'latency_p50_us'):.1f} us, p99 "
+                     f"{_med(runs, 'latency_p99_us'):.1f} us; service time p50 "
+                     f"{_med(runs, 'service_p50_us'):.1f} us, p99 "
+                     f"{_med(runs, 'service_p99_us'):.1f} us")
+        lines.append(f"    send lag (send - intended) p50 {_med(runs, 'lag_p50_us'):.1f} us, "
+                     f"p99 {_med(runs, 'lag_p99_us'):.1f} us (per repeat: "
+                     f"{', '.join(f'{r.lag_p99_us:.1f}' for r in runs)}); sent >1 ms late: "
+                     f"{100 * (_med(runs, 'late_share') or 0):.2f}%")
+        if engine == args.engines[0]:
+            first_runs, first_rate = runs, rate
+    runs, rate = first_runs, first_rate
     if has_rps(args.redis_benchmark):
         total = max(1, round(rate))  # --rps limits the total rate of all connections
         rb = [redis_benchmark(args, endpoint.port, c, 1, int(rate * args.latency_duration),
@@ -301,14 +346,16 @@ def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str
     # one request at a time, where neither tool's queueing is in the figures.
     lines.append("  this redis-benchmark has no --rps: comparing service times at equal "
                  "concurrency (C=1, P=1, closed loop) instead")
-    h1 = [t for t in trials if (t.tool, t.connections, t.pipeline) == ("harness", 1, 1)]
+    h1 = [t for t in trials
+          if (t.tool, t.connections, t.pipeline) == (f"harness/{args.engines[0]}", 1, 1)]
     r1 = [t for t in trials if (t.tool, t.connections, t.pipeline) == ("redis-benchmark", 1, 1)]
     if not h1 or not r1:
         n = bench_requests(args, endpoint.port, 1, 1, pin)
         for _ in range(args.repeats):
-            h1.append(harness_trial(endpoint, params, 1, 1, args.latency_duration))
+            h1.append(harness_trial(endpoint, params, 1, 1, args.latency_duration,
+                                    args.engines[0]))
             r1.append(redis_benchmark(args, endpoint.port, 1, 1, n, pin))
-    for tool, ts in (("harness", h1), ("redis-benchmark", r1)):
+    for tool, ts in ((f"harness/{args.engines[0]}", h1), ("redis-benchmark", r1)):
         lines.append(f"  {tool:<15} C=1 closed loop (median of {len(ts)}): "
                      f"{_med(ts, 'ops_per_s'):,.0f} ops/s; p50 {_med(ts, 'p50_us'):.1f} us, "
                      f"p99 {_med(ts, 'p99_us'):.1f} us")
@@ -353,11 +400,12 @@ def run_benchmark(args: argparse.Namespace,
             for rep in range(args.repeats):
                 for c, p in args.configs:
                     # Alternate the order so neither tool always runs second.
-                    order = (("harness", "redis-benchmark") if rep % 2 == 0
-                             else ("redis-benchmark", "harness"))
+                    tools = [*(f"harness/{e}" for e in args.engines), "redis-benchmark"]
+                    order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
-                        if tool == "harness":
-                            t = harness_trial(svc.endpoint, params, c, p, args.duration)
+                        if tool != "redis-benchmark":
+                            t = harness_trial(svc.endpoint, params, c, p, args.duration,
+                                              tool.split("/")[1])
                         else:
                             t = redis_benchmark(args, svc.endpoint.port, c, p,
                                                 requests[c, p], pin)
@@ -388,11 +436,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: server stopped")
         return 130
-    print_table(trials, args.configs, args.repeats)
+    print_table(trials, args.configs, args.repeats, args.engines)
     for line in latency:
         print(line)
-    overhead = recorder_overhead_ns()
-    print(f"\nrecorder overhead per op (2 clock reads + the record block): {overhead:.0f} ns")
+    print("\nrecorder overhead per op (2 clock reads + the record block), thread CPU time:")
+    print(f"  python: {recorder_overhead_ns():.0f} ns")
+    if native.built():
+        print(f"  native: {native_record_cost_ns():.0f} ns")
     return 0
 
 

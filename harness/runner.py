@@ -25,6 +25,7 @@ from tqdm import tqdm
 from harness.clients import ClientGroup
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
+from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
@@ -426,7 +427,8 @@ class Runner:
                      "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
                      "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
                      "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
-                     "workers": workers, "clock_offsets": group.clock_offsets},
+                     "workers": workers, "clock_offsets": group.clock_offsets,
+                     "engine": engine_of_workers(workers)},
             kit=kit, spec_file=str(self.spec.path),
             extra={**({"baseline": baseline} if baseline else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},

@@ -46,3 +46,14 @@ class Schedule:
             self._last = float(chunk[-1])
             offsets.frombytes(chunk.astype(np.int64).tobytes())
         return offsets[seq]
+
+    def offsets(self, first: int, count: int) -> np.ndarray:
+        """`at(s)` for s in first..first+count-1 as one int64 array (the native core
+        takes the schedule in chunks; same values as `at`)."""
+        if count <= 0:
+            return np.empty(0, np.int64)
+        if self.arrival == "fixed":
+            seqs = np.arange(first, first + count, dtype=np.float64)
+            return (self.phase_ns + seqs * self.interval_ns).astype(np.int64)
+        self.at(first + count - 1)  # draws the gaps up to the last one
+        return np.frombuffer(self._offsets, np.int64)[first:first + count].copy()

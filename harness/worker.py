@@ -79,6 +79,7 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
         "error": error,
         "last_error": run.last_error,
         "records": len(arrays),
+        "engine": run.engine,
         "start_lag_ns": lag_ns,
         "pid": os.getpid(),
     }

@@ -20,6 +20,7 @@ declare -A NEED=(
   # HdrHistogram's own Java log reader: the tests check `harness export hdr` with it
   [java]=default-jre-headless
   [jar:hdrhistogram.jar]=libhdrhistogram-java
+  [gcc]=gcc  # builds the native load-generator core (optional: Python path without it)
 )
 
 have() {

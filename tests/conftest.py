@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.machines",
     "tests.fixtures.servers",
     "tests.fixtures.rawdata",
+    "tests.fixtures.engines",
 ]

@@ -86,7 +86,8 @@ def gone(pid: int) -> bool:
 # -- a server killed mid-run: the run's status policy and the grid's on_failure ----------
 
 @pytest.mark.parametrize("on_failure", ["stop", "continue"])
-def test_server_killed_in_run_1_of_3(tmp_path: Path, on_failure: str) -> None:
+def test_server_killed_in_run_1_of_3(tmp_path: Path, on_failure: str,
+                                     loadgen_engine: str) -> None:
     """run.fail_if_error_rate_above 0 makes run 1 `failed` (records kept); `stop` then
     skips runs 2-3 and says so. With 0.5 run 1 stays `partial`; `continue` goes on, and
     runs 2-3 fail fast against the dead server, each written with a clear error."""
@@ -110,6 +111,7 @@ def test_server_killed_in_run_1_of_3(tmp_path: Path, on_failure: str) -> None:
     mans = by_index(raw)
     first = mans[0]
     assert first.counts["ok"] > 100 and first.counts["error"] == 8  # records kept
+    assert first.loadgen["engine"] == loadgen_engine
     verify_run(next(iter_run_dirs(raw)))
     assert "server(s) not running at the end of the run: cache" in first.error
     if on_failure == "stop":
@@ -135,7 +137,8 @@ def test_server_killed_in_run_1_of_3(tmp_path: Path, on_failure: str) -> None:
 
 # -- a server that stalls (SIGSTOP) in closed loop -----------------------------------------
 
-def test_stalled_server_gives_timeout_records_and_the_run_ends(tmp_path: Path) -> None:
+def test_stalled_server_gives_timeout_records_and_the_run_ends(tmp_path: Path,
+                                                              loadgen_engine: str) -> None:
     """SIGSTOP memcached 0.5 s into a 2.5 s run, with a 0.5 s per-op timeout: each
     connection's ops time out one after another (latency = the timeout) until the run's
     time is up; the run ends on time, and the runner stops the still-stopped server."""
@@ -169,6 +172,7 @@ def test_stalled_server_gives_timeout_records_and_the_run_ends(tmp_path: Path) -
     assert (timeouts["start_ns"] >= ops[ops["status"] == "ok"]["start_ns"].min()).all()
     # Timeouts are records, not a fault of the run: the default policy keeps it complete.
     assert man.status == "complete" and outcome.status == "complete" and man.error is None
+    assert man.loadgen["engine"] == loadgen_engine
     assert gone(pids[0])  # stop() of a SIGSTOPped server works (TERM + CONT)
 
 

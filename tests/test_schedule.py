@@ -34,3 +34,14 @@ def test_bad_arguments() -> None:
         Schedule(0, "fixed")
     with pytest.raises(ValueError):
         Schedule(10, "bursty")
+
+
+@pytest.mark.parametrize("arrival", ["fixed", "poisson"])
+def test_offsets_in_chunks_equal_at(arrival: str) -> None:
+    """The native core takes the schedule as arrays: the same values as `at`."""
+    chunked = Schedule(1234.5, arrival, seed=3, phase=0.3)
+    single = Schedule(1234.5, arrival, seed=3, phase=0.3)
+    got = np.concatenate([chunked.offsets(0, 100), chunked.offsets(100, 70_000)])
+    assert got.dtype == np.int64
+    assert got.tolist() == [single.at(s) for s in range(70_100)]
+    assert chunked.offsets(5, 0).size == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.services.base import Endpoint
@@ -59,6 +60,32 @@ class WorkloadClient(abc.ABC):
         """Optional batched fast path for pipelined closed-loop runs (see `Pipeline`);
         it must behave like `issuer` and `execute`."""
         return None
+
+    def native_ops(self) -> NativeOps | None:
+        """Optional: the ops as tables for the native core, whose connections are the
+        ones `connect` returns (asyncio transports; the core reads and writes their
+        sockets). It must behave like `execute`. None: the Python paths run."""
+        return None
+
+
+@dataclass(frozen=True)
+class NativeOps:
+    """A client's ops as tables for the native core (`harness.loadgen.native`): op `seq`
+    is `pattern[seq % len(pattern)]`; its request is entry `seq % keys` of `gets` (the
+    op `get_op`, whose reply is a value or a miss) or of `sets` followed by `set_tail`
+    (every other op, whose reply must be the protocol's stored/OK). Entry k of a table
+    is `table[offsets[k]:offsets[k + 1]]` (offsets: native-endian uint32)."""
+
+    protocol: str  # "memcache" | "resp"
+    pattern: bytes
+    get_op: int
+    gets: bytes
+    get_offsets: bytes
+    sets: bytes
+    set_offsets: bytes
+    set_tail: bytes
+    #: The outcome of a successful set (`results.outcome(OK, size)`), without the op.
+    set_ok_outcome: int
 
 
 class Pipeline(abc.ABC):

@@ -18,7 +18,7 @@ import numpy as np
 from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.settings import Setting
-from harness.workloads.base import Issue, Pipeline, Workload, WorkloadClient
+from harness.workloads.base import Issue, NativeOps, Pipeline, Workload, WorkloadClient
 
 OPS = ("get", "set")
 GET, SET = 0, 1
@@ -111,6 +111,8 @@ class MixClient(WorkloadClient):
     #: The server's name in messages, and its reply to a successful set.
     server: str
     stored: bytes
+    #: The native core's name of the protocol (see `NativeOps`).
+    native_protocol: str
 
     def __init__(self, params: Mapping[str, Any], keys: list[bytes],
                  rng: np.random.Generator) -> None:
@@ -122,6 +124,10 @@ class MixClient(WorkloadClient):
         heads = [self.set_head(k, self.size) for k in keys]
         self.get_seq: list[bytes] = [gets[i] for i in picks]
         self.set_seq: list[bytes] = [heads[i] for i in picks]
+        # For `native_ops`: the per-key requests and the picks, so its tables are made
+        # with numpy, not by walking the sequences (the worker's time to ready).
+        self._per_key = (gets, heads)
+        self._picks = np.asarray(picks, np.int64)
         self.value_tail = self.set_tail(b"x" * self.size)
 
     @abc.abstractmethod
@@ -192,6 +198,27 @@ class MixClient(WorkloadClient):
 
     def pipeline(self) -> Pipeline:
         return MixPipeline(self)
+
+    def native_ops(self) -> NativeOps:
+        picks = self._picks
+
+        def table(per_key: list[bytes]) -> tuple[bytes, bytes]:
+            """Entry j is per_key[picks[j]]: the requests of `get_seq` / `set_seq`."""
+            lengths = np.fromiter(map(len, per_key), np.uint32, len(per_key))
+            offsets = np.zeros(len(picks) + 1, np.uint32)
+            np.cumsum(lengths[picks], out=offsets[1:])
+            if lengths.min() == lengths.max():  # fixed-size keys: a gather of rows
+                rows = np.frombuffer(b"".join(per_key), np.uint8).reshape(len(per_key), -1)
+                return rows[picks].tobytes(), offsets.tobytes()
+            return b"".join([per_key[i] for i in picks.tolist()]), offsets.tobytes()
+
+        gets, get_offsets = table(self._per_key[0])
+        sets, set_offsets = table(self._per_key[1])
+        return NativeOps(protocol=self.native_protocol,
+                         pattern=np.asarray(self.op_pattern, np.uint8).tobytes(), get_op=GET,
+                         gets=gets, get_offsets=get_offsets, sets=sets,
+                         set_offsets=set_offsets, set_tail=self.value_tail,
+                         set_ok_outcome=outcome(OK, self.size))
 
 
 class MixPipeline(Pipeline):

@@ -73,6 +73,7 @@ class MemcacheMix(KeyValueMix):
 class MixClient(kv_mix.MixClient):
     server = "memcached"
     stored = b"STORED"
+    native_protocol = "memcache"
 
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.endpoint = endpoint

@@ -81,6 +81,7 @@ class RedisMix(KeyValueMix):
 class RedisMixClient(kv_mix.MixClient):
     server = "redis"
     stored = b"OK"
+    native_protocol = "resp"
 
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.endpoint = endpoint

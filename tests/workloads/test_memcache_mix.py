@@ -69,6 +69,21 @@ def test_validate_rejects_what_memcached_or_the_key_format_cannot_take() -> None
         _client(get_ratio=-0.1)
 
 
+@pytest.mark.parametrize("key_space", [1, 700])
+def test_native_tables_hold_the_same_requests_as_the_python_paths(key_space: int) -> None:
+    """The native core's ops (`native_ops`) are the Python paths' ops: the same op per
+    seq and, entry by entry, the same request bytes."""
+    client = _client(key_space=key_space, get_ratio=0.5)
+    ops = client.native_ops()
+    assert ops.protocol == "memcache" and ops.get_op == GET and ops.set_tail == b"x" * 100 + b"\r\n"
+    assert list(ops.pattern) == client.op_pattern
+    for table, offsets, seq in ((ops.gets, ops.get_offsets, client.get_seq),
+                                (ops.sets, ops.set_offsets, client.set_seq)):
+        off = np.frombuffer(offsets, np.uint32)
+        assert len(off) == len(seq) + 1 and off[-1] == len(table)
+        assert [table[off[k]:off[k + 1]] for k in range(len(seq))] == seq
+
+
 def test_driver_parses_replies_split_anywhere() -> None:
     """The hot-path parser of the driver: replies cut into 7-byte pieces."""
 
@@ -146,6 +161,7 @@ def test_prepare_loads_every_key(memcached_server: RunningService) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("connections", "inflight"), [(1, 1), (4, 2)])
+@pytest.mark.usefixtures("loadgen_engine")
 def test_run_mixes_gets_and_sets_and_every_get_hits(
         memcached_server: RunningService, connections: int, inflight: int) -> None:
     ep = memcached_server.endpoint
@@ -162,6 +178,7 @@ def test_run_mixes_gets_and_sets_and_every_get_hits(
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_gets_without_prepare_are_misses(memcached_server: RunningService) -> None:
     _, ops = _run(_config(memcached_server.endpoint, ops=400,
                           params={**PARAMS, "get_ratio": 1.0}), prepare=False)
@@ -169,6 +186,7 @@ def test_gets_without_prepare_are_misses(memcached_server: RunningService) -> No
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_stopped_server_gives_timeouts_then_recovers(memcached_server: RunningService) -> None:
     """Timeouts in the timed loop: a frozen server makes ops time out at timeout_s; the
     loop reconnects and goes on once it answers again."""
@@ -204,6 +222,7 @@ def test_stopped_server_gives_timeouts_then_recovers(memcached_server: RunningSe
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_cancelling_the_run_is_not_turned_into_timeouts(
         memcached_server: RunningService) -> None:
     ep = memcached_server.endpoint
@@ -222,3 +241,16 @@ def test_cancelling_the_run_is_not_turned_into_timeouts(
     run = asyncio.run(go())
     assert run.rec.n > 0
     assert TIMEOUT not in run.rec.to_arrays(WL.ops, 0, 0).status.tolist()
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
+def test_large_values_cross_partial_writes_and_reads(memcached_server: RunningService) -> None:
+    """300 kB values, 4 in flight on each of 2 connections: a batch of sets is more than
+    a socket buffer takes at once and a reply spans many reads; every op is recorded
+    with its size."""
+    params = {**PARAMS, "key_space": 30, "value_size_bytes": 300_000, "get_ratio": 0.5}
+    _, ops = _run(_config(memcached_server.endpoint, params=params, ops=400, connections=2,
+                          inflight=4))
+    assert len(ops) == 400 and set(ops.status.tolist()) == {OK}
+    assert set(ops.nbytes.tolist()) == {300_000}

@@ -12,7 +12,7 @@ import pytest
 from harness.drivers import redis as resp
 from harness.errors import WorkloadError
 from harness.loadgen import ClientConfig, ClientRun, Recorder
-from harness.results import MISS, OK, OpsArrays
+from harness.results import ERROR, MISS, OK, OpsArrays
 from harness.services.base import Endpoint, RunningService
 from harness.services.redis import redis_command
 from harness.workloads import WORKLOADS
@@ -173,6 +173,7 @@ def test_prepare_loads_every_key(redis_server: RunningService) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("connections", "inflight"), [(1, 1), (4, 2)])
+@pytest.mark.usefixtures("loadgen_engine")
 def test_run_mixes_gets_and_sets_and_every_get_hits(
         redis_server: RunningService, connections: int, inflight: int) -> None:
     ep = redis_server.endpoint
@@ -198,6 +199,9 @@ class _DepthClient(RedisMixClient):
         super().__init__(*args)
         self.depths: list[int] = []
         self.writes = 0
+
+    def native_ops(self) -> None:
+        return None  # it counts the Python driver's sends: keep the Python paths
 
     async def connect(self) -> Any:
         conn = await super().connect()
@@ -264,6 +268,7 @@ def test_inflight_16_on_one_connection_pipelines(redis_server: RunningService) -
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_recorder_grows_under_pipelined_slots(redis_server: RunningService) -> None:
     """From 16 records up, while 16 slots hold the recorder's views: each growth releases
     them, every slot picks up the new ones, and no record is lost or torn."""
@@ -278,7 +283,38 @@ def test_recorder_grows_under_pipelined_slots(redis_server: RunningService) -> N
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("loadgen_engine")
 def test_gets_without_prepare_are_misses(redis_server: RunningService) -> None:
     _, ops = _run(_config(redis_server.endpoint, ops=400,
                           params={**PARAMS, "get_ratio": 1.0}), prepare=False)
     assert set(ops.status.tolist()) == {MISS} and set(ops.nbytes.tolist()) == {0}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("inflight", [1, 4])
+def test_an_error_reply_fails_the_op_and_the_run_goes_on(
+        redis_server: RunningService, loadgen_engine: str, inflight: int) -> None:
+    """One key holds a list, so a GET of it gets -WRONGTYPE: that op is an error record
+    (with the ops in flight beside it on its connection), the connection is replaced,
+    and the run ends with one record per op, on both engines."""
+    ep = redis_server.endpoint
+    params = {**PARAMS, "key_space": 20, "get_ratio": 1.0}
+
+    async def poison() -> None:
+        await WL.prepare({"redis": ep}, params)
+        conn = await resp.connect(ep.host, ep.port)
+        try:
+            await conn.request(b"DEL", key_of(7, 16))
+            assert await conn.request(b"LPUSH", key_of(7, 16), b"x") == 1
+        finally:
+            conn.close()
+
+    asyncio.run(poison())
+    run, ops = _run(_config(ep, params=params, ops=2000, connections=2, inflight=inflight,
+                            max_consecutive_errors=10_000), prepare=False)
+    assert run.engine == loadgen_engine
+    statuses = Counter(ops.status.tolist())
+    assert len(ops) == 2000 and set(statuses) == {OK, ERROR}
+    # ~1 GET in 20 hits the list key; with inflight 4 its neighbours fail with it.
+    assert 40 <= statuses[ERROR] <= 2000 * 4 // 10
+    assert "WRONGTYPE" in (run.last_error or "") and not run.aborted

@@ -1,0 +1,42 @@
+"""The runner-worker contract: what one client process does (`ClientConfig`, sent to
+`harness.worker` as JSON), and the shape of one op handed to a timed loop (`Ticket`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.services.base import Endpoint
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """What one client process does; serialised to JSON for `harness.worker`."""
+
+    workload: str
+    params: Mapping[str, Any]
+    endpoints: Mapping[str, Mapping[str, Any]]
+    client_id: int
+    connections: int = 1
+    inflight: int = 1
+    ops: int | None = None
+    duration_s: float | None = None
+    warmup_ops: int = 0
+    warmup_s: float = 0.0
+    timeout_s: float | None = 10.0
+    max_consecutive_errors: int = 200
+    #: Open loop: this process's target rate; None = closed loop.
+    rate_ops_s: float | None = None
+    arrival: str = "fixed"
+    #: Fraction of one interval this process's fixed schedule is shifted by.
+    phase: float = 0.0
+    seed: int = 0
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def endpoint_objects(self) -> dict[str, Endpoint]:
+        return {k: Endpoint.from_dict(v) for k, v in self.endpoints.items()}
+
+
+#: An open-loop op released by the pacer: (seq, intended start); closed loop: (seq, 0).
+Ticket = tuple[int, int]

@@ -1,0 +1,267 @@
+"""The binding of the native core (`_native.c`): which engine measures, and the run.
+
+`ENGINE` is "native" when the extension is built and the environment does not ask for
+the Python paths (`KVBENCH_ENGINE=python`); the manifest records it (`loadgen.engine`).
+A workload takes the native path when its client offers `native_ops` (the get/set
+mixes); any other workload runs on the Python paths either way.
+
+The core runs one process's connections in a thread without the GIL (`Engine.run`) and
+writes every record straight into the Recorder's columns; it comes back here only for
+the slow path, handled as `ClientRun` does for the Python paths: a failed connection
+(back off, drop it, reconnect; a failed reconnect is an error record of the next op),
+full columns (grow them), the open-loop schedule's next chunk, the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.errors import HarnessError, WorkloadError
+from harness.results import ERROR, OUTCOME_BYTES_SHIFT, OUTCOME_WARMUP, TIMEOUT, outcome
+from harness.results import MISS as _MISS
+from harness.results import OK as _OK
+from harness.workloads.base import NativeOps
+
+if TYPE_CHECKING:
+    from harness.loadgen.run import ClientRun
+
+try:
+    from harness.loadgen import _native
+except ImportError:  # not built (no compiler at install time): the Python paths measure
+    _native = None  # type: ignore[assignment]
+
+#: Environment variable that forces an engine: "python" (or "native", which then must
+#: be built).
+ENV = "KVBENCH_ENGINE"
+ENGINES = ("native", "python")
+PROTOCOLS = {"memcache": 0, "resp": 1}
+#: Ops per open-loop schedule chunk handed to the core (~8 MB of intended starts).
+TICKET_CHUNK = 1 << 20
+_NEVER = 1 << 62
+
+
+class EngineError(HarnessError):
+    """KVBENCH_ENGINE names an engine that is unknown or not built."""
+
+
+def engine() -> str:
+    """The engine this process measures with: "native" or "python"."""
+    wanted = os.environ.get(ENV, "").strip().lower()
+    if wanted and wanted not in ENGINES:
+        raise EngineError(f"{ENV}={wanted!r}: expected one of {', '.join(ENGINES)}")
+    if wanted == "python":
+        return "python"
+    if _native is None:
+        if wanted == "native":
+            raise EngineError(f"{ENV}=native but the native core is not built; reinstall "
+                              "with a C compiler (pip install -e .) or unset it")
+        return "python"
+    return "native"
+
+
+def engine_of_workers(workers: list[dict[str, Any]]) -> str | None:
+    """The manifest's `loadgen.engine`: what measured a run's client processes
+    ("native", "python", "mixed"), from their status files; None if none says."""
+    seen = {w["engine"] for w in workers if w.get("engine")}
+    if not seen:
+        return None
+    return seen.pop() if len(seen) == 1 else "mixed"
+
+
+def built() -> bool:
+    """Was the native core compiled at install time?"""
+    return _native is not None
+
+
+def describe() -> str:
+    """One line for `make setup`: which path will measure."""
+    if _native is None:
+        return ("load generator: native core not built (no C compiler?); "
+                "the pure-Python path is used")
+    return f"load generator: native core built ({engine()} path in use; {ENV}=python forces Python)"
+
+
+def uses_native(run: ClientRun) -> NativeOps | None:
+    """The client's native ops if this run goes through the core, else None."""
+    if engine() != "native":
+        return None
+    ops = run.client.native_ops()
+    if ops is None or ops.protocol not in PROTOCOLS:
+        return None
+    return ops
+
+
+def _socket_fd(conn: Any) -> int:
+    """The socket of a driver connection, its asyncio reading paused: the core reads it."""
+    transport = conn.transport
+    transport.pause_reading()
+    return transport.get_extra_info("socket").fileno()
+
+
+def _failure(kind: int, message: str) -> BaseException:
+    """The exception the Python paths would have for this failure (for `last_error`)."""
+    if kind == _native.F_TIMEOUT:
+        return TimeoutError(message)
+    if kind == _native.F_LOST:
+        return ConnectionResetError(message)
+    return WorkloadError(message)
+
+
+def _backoff_s(consecutive: int) -> float:
+    """`ClientRun._on_error`'s back-off, so a dead server is not a busy loop of errors."""
+    return min(0.001 * 2 ** min(consecutive, 10), 0.5)
+
+
+class NativeRun:
+    """One `ClientRun` on the native core."""
+
+    def __init__(self, run: ClientRun, ops: NativeOps) -> None:
+        """The costly preparation (the tables, the first open-loop chunk) happens here,
+        before the run's clock starts; `go` starts the core."""
+        self.run = run
+        self.ops = ops
+        self.open_loop = run.schedule is not None
+        self.next_ticket = 0
+        self.offsets = self._chunk() if self.open_loop else None
+        self.tasks: set[asyncio.Task] = set()
+        self.finished = False
+        self.engine: Any = None
+
+    def _start_engine(self) -> None:
+        run, cfg, ops = self.run, self.run.cfg, self.ops
+        self.engine = _native.Engine(
+            PROTOCOLS[ops.protocol], cfg.connections, cfg.inflight, ops.pattern, ops.get_op,
+            ops.gets, ops.get_offsets, ops.sets, ops.set_offsets, ops.set_tail,
+            (outcome(_OK, 0), outcome(_MISS, 0), ops.set_ok_outcome, outcome(ERROR, 0),
+             outcome(TIMEOUT, 0), OUTCOME_WARMUP, OUTCOME_BYTES_SHIFT),
+            (run.seq, run.total if run.total is not None else _NEVER,
+             run.end_ns if run.end_ns is not None else _NEVER, cfg.warmup_ops,
+             int(cfg.timeout_s * 1e9) if cfg.timeout_s is not None else 0,
+             cfg.max_consecutive_errors),
+            (run.failures, run._served_at_failure, run.consecutive_errors),
+            self.open_loop)
+
+    # -- the open-loop schedule --------------------------------------------------------
+
+    def _chunk(self) -> np.ndarray:
+        """The next chunk of intended starts, ns from the run's start."""
+        run = self.run
+        assert run.schedule is not None
+        first = self.next_ticket
+        count = TICKET_CHUNK if run.total is None else min(TICKET_CHUNK, run.total - first)
+        return run.schedule.offsets(first, count)
+
+    def _feed(self) -> None:
+        """Hand the core the next chunk of intended starts (absolute, perf_counter_ns)."""
+        run = self.run
+        offsets, self.offsets = (self.offsets if self.offsets is not None
+                                 else self._chunk()), None
+        first, count = self.next_ticket, len(offsets)
+        intended = offsets + run.base_ns
+        last = run.total is not None and first + count >= run.total
+        if run.end_ns is not None:
+            cut = int(np.searchsorted(intended, run.end_ns))
+            if cut < count:
+                intended, last = intended[:cut], True
+        self.next_ticket = first + len(intended)
+        self.engine.feed(np.ascontiguousarray(intended), first, last)
+
+    # -- failures ----------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Copy the core's counters to the run (the Python paths' bookkeeping)."""
+        run, st = self.run, self.engine.state()
+        run.rec.n = st["n"]
+        run.failures, run._served_at_failure = st["failures"], st["served_at"]
+        run.consecutive_errors = st["consec"]
+        if not self.open_loop:
+            run.seq = st["seq"]
+        if st["aborted"]:
+            run.aborted = run.stopping = True
+
+    async def _replace(self, i: int, exc: BaseException) -> None:
+        """Connection `i` failed: back off, drop it, reconnect (each failed reconnect is
+        an error record), and give the new one to the core."""
+        run = self.run
+        holder = run.conns[i]
+        run.last_error = f"{type(exc).__name__}: {exc}"
+        clock = time.perf_counter_ns
+        while not self.finished and not run.stopping:
+            await asyncio.sleep(_backoff_s(self.engine.state()["consec"]))
+            await run._drop(holder, holder.generation)
+            if self.finished or run.stopping:
+                return
+            t0 = clock()
+            try:
+                conn = await run.client.connect()
+            except Exception as err:  # noqa: BLE001 - recorded as the next op's failure
+                self.engine.connect_failed(i, t0, clock())
+                run.last_error = f"{type(err).__name__}: {err}"
+                continue
+            holder.conn = conn
+            self.engine.attach(i, _socket_fd(conn))
+            return
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _watch_stop(self) -> None:
+        """SIGTERM sets `run.stopping` on the loop; tell the core (which has no GIL)."""
+        while not self.run.stopping:
+            await asyncio.sleep(0.01)
+        self.engine.stop()
+
+    # -- the run -----------------------------------------------------------------------
+
+    async def go(self) -> None:
+        self._start_engine()
+        run, eng = self.run, self.engine
+        loop = asyncio.get_running_loop()
+        for i, holder in enumerate(run.conns):
+            if holder.conn is not None:
+                eng.attach(i, _socket_fd(holder.conn))
+            else:
+                self._spawn(self._replace(i, ConnectionResetError(
+                    run.last_error or "not connected")))
+        if self.open_loop:
+            self._feed()
+        self._spawn(self._watch_stop())
+        rec = run.rec
+        running: asyncio.Future | None = None
+        try:
+            while True:
+                running = loop.run_in_executor(
+                    None, eng.run, rec.start, rec.end, rec.outcome, rec.intended, rec.n)
+                events = await asyncio.shield(running)
+                self._sync()
+                if events & _native.EV_FAILED:
+                    for i, kind, message in eng.take_failed():
+                        self._spawn(self._replace(i, _failure(kind, message)))
+                if events & _native.EV_FULL:
+                    rec.grow()
+                if events & _native.EV_TICKETS:
+                    self._feed()
+                if events & _native.EV_DONE:
+                    return
+        finally:
+            self.finished = True
+            eng.stop()
+            if running is not None and not running.done():
+                # Cancelled while the core runs: it still writes into the columns.
+                await asyncio.wait([running])
+                with contextlib.suppress(Exception):
+                    running.result()
+                self._sync()
+            for task in list(self.tasks):
+                task.cancel()
+            for task in list(self.tasks):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

@@ -1,0 +1,363 @@
+"""The timed loop of one client process: connections x requests in flight.
+
+Closed loop (the seeds' way): each in-flight slot issues its next op when the previous
+one returns. Open loop (`rate_ops_s` set): each op has an intended start from a
+`Schedule`; a free slot waits for it, and the op's latency is measured from the
+intended start (`latency_ns` = end - intended, the time a user arriving on schedule
+waits), while `start_ns` is the actual send, so service time = end - start_ns. When the
+slots cannot keep up, ops start late and their latency says so: a server stall is never
+hidden by the clients pausing with it (coordinated omission).
+
+Start and latency come from one monotonic ns clock; records go into
+preallocated `array.array` columns, written through memoryviews, turned into numpy at the
+end (see `Recorder` for what one record costs). Every attempt is a record: a failed op or
+a failed reconnect is an `error` record, a timed-out op `timeout`.
+
+Workloads that offer `issuer` run from the driver's reply callbacks (see `ClientRun`):
+the C tools' way of working, and what lets one Python process come near them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.loadgen import native
+from harness.loadgen.config import ClientConfig
+from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
+from harness.loadgen.recorder import Recorder
+from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT
+from harness.schedule import Schedule
+from harness.workloads.base import WorkloadClient
+
+
+async def _sleep_until(when_ns: int, clock: Any) -> None:
+    """Wait until `when_ns` on `clock`, closer than the loop's ~1 ms timer grain: sleep
+    coarsely, then yield to the loop (other slots keep working) until it is time."""
+    left = when_ns - clock()
+    if left > 2_000_000:
+        await asyncio.sleep((left - 1_500_000) / 1e9)
+    while clock() < when_ns:
+        await asyncio.sleep(0)
+
+
+class _Conn:
+    """One connection shared by its in-flight slots; reconnects after a failure."""
+
+    __slots__ = ("conn", "generation", "lock")
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.generation = 0
+        self.lock = asyncio.Lock()
+
+
+class _Deadline:
+    """The timeout of one slot's calls, without a loop timer per call.
+
+    `asyncio.timeout` schedules and cancels a timer on every op (~5 us, as much as the
+    rest of the op's Python work). Here a call only stores its deadline; one timer per
+    slot fires at the earliest deadline it was armed for, calls `expire` if the call in
+    flight is past its own deadline and otherwise re-arms for that deadline. A call
+    therefore times out at its deadline, as with `asyncio.timeout`.
+    """
+
+    __slots__ = ("deadline_ns", "expire", "handle", "loop", "timeout_ns")
+
+    def __init__(self, timeout_s: float, expire: Callable[[], None]) -> None:
+        self.timeout_ns = int(timeout_s * 1e9)
+        self.deadline_ns = 0  # 0: no call in flight
+        self.expire = expire
+        self.handle: asyncio.TimerHandle | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def start(self, now_ns: int) -> None:
+        """A call starts at `now_ns` (perf_counter_ns)."""
+        self.deadline_ns = now_ns + self.timeout_ns
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        if not self.deadline_ns:
+            return  # between calls: the next call re-arms
+        left_ns = self.deadline_ns - time.perf_counter_ns()
+        if left_ns > 0:
+            self.handle = self.loop.call_later(left_ns / 1e9, self._fire)
+        else:
+            self.deadline_ns = 0
+            self.expire()
+
+    def close(self) -> None:
+        self.deadline_ns = 0
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+class _TaskDeadline:
+    """Expiry for an awaited call: cancel the slot's task, and tell that cancel apart."""
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.expired = False
+
+    def expire(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.expired = True
+            self.task.cancel()
+
+    def take_expiry(self) -> bool:
+        """After a CancelledError: True if only our expiry caused it (then it becomes a
+        timeout, as with `asyncio.timeout`); False if the task was cancelled otherwise."""
+        if not self.expired:
+            return False
+        self.expired = False
+        return self.task is not None and self.task.uncancel() == 0
+
+
+
+class ClientRun:
+    """Runs one process's share of a run and keeps its records.
+
+    Ops run one of four ways, fastest first; all record alike (tested):
+
+    - a workload with `native_ops` (the get/set mixes), when the native core is built and
+      not switched off (KVBENCH_ENGINE=python): the core runs every connection in C
+      (`harness.loadgen.native`), this class keeps the slow path;
+    - pipelined closed loop (`inflight` > 1) of a workload with `pipeline`: one batched
+      pipe per connection (`_pipe`): inflight ops in one write, each read's replies
+      recorded in one loop and replaced in one write;
+    - a workload with `issuer` (the get/set mixes) otherwise: each in-flight slot is a
+      chain of callbacks (`_fast_chain`): the reply handler records the op and sends
+      the next from inside the driver's `data_received`: no future, task switch or
+      coroutine frame per op;
+    - any other workload: each slot awaits `execute` per op (`_call`).
+
+    A fast path's task only waits for it to break (an error, a timeout, the end) and
+    handles that: back-off, replacing the connection, reconnecting the awaited way.
+    """
+
+    def __init__(self, cfg: ClientConfig, client: WorkloadClient) -> None:
+        self.cfg = cfg
+        self.client = client
+        warm = cfg.warmup_ops
+        self.total = warm + cfg.ops if cfg.ops is not None else None
+        self.rec = Recorder(self.total if self.total is not None else 1 << 16)
+        self.schedule = (Schedule(cfg.rate_ops_s, cfg.arrival, seed=cfg.seed, phase=cfg.phase)
+                         if cfg.rate_ops_s else None)
+        self.rec.open_loop = self.schedule is not None
+        self.seq = 0
+        #: Open loop: (seq, intended) of ops that are due, from `_pace`; None = stop.
+        self.tickets: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+        self.stopping = False
+        #: Failed ops with no op served in between (see `_count_failure`).
+        self.consecutive_errors = 0
+        self.failures = 0
+        self._served_at_failure = 0
+        self.last_error: str | None = None
+        self.aborted = False
+        self.conns = [_Conn() for _ in range(cfg.connections)]
+        self.base_ns = 0
+        self.end_ns: int | None = None
+        self.warmup_end_ns = 0
+        self.deadlines: list[_Deadline] = []
+        #: Which engine measured (the manifest's `loadgen.engine`): "native" or "python".
+        self.engine = "python"
+        # The native core's tables are made here, well before the common start.
+        native_ops = native.uses_native(self)
+        self.native_run = (native.NativeRun(self, native_ops)
+                           if native_ops is not None else None)
+        if client.records_attempts:
+            client.record_attempt = self.record_attempt
+
+    def record_attempt(self, op: int, seq: int, start_ns: int, end_ns: int,
+                       status: int) -> None:
+        """One more record for op `seq`: an attempt that did not serve it (e.g. a
+        redirected request), timed by the workload on this clock (perf_counter_ns). Only
+        clients with `records_attempts` call it, so other workloads' loop is unchanged.
+        Intended = start: in open loop an attempt's latency is its own duration, and its
+        warm-up flag follows its start, as in closed loop."""
+        tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+        self.rec.record(start_ns, end_ns, tag, status, 0, start_ns)
+
+    async def connect_all(self) -> None:
+        """Open connections before the common start; failures are retried in the loop."""
+        for c in self.conns:
+            try:
+                c.conn = await self.client.connect()
+            except Exception as exc:  # noqa: BLE001 - any driver error means "not connected"
+                self.last_error = f"connect: {type(exc).__name__}: {exc}"
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        native_run = self.native_run
+        self.base_ns = self.rec.base_ns = time.perf_counter_ns()
+        if cfg.duration_s is not None:
+            self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
+            self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
+        self.rec.warmup_end_ns = self.warmup_end_ns
+        if native_run is not None:
+            self.engine = "native"
+            try:
+                await native_run.go()
+            finally:
+                for c in self.conns:
+                    await self._drop(c, c.generation)
+            return
+        if self.schedule is None and cfg.inflight > 1 and self.client.pipeline() is not None:
+            # Pipelined closed loop: one batched pipe per connection (see `_pipe`).
+            slots = [self._slot(c, _pipe) for c in self.conns]
+        else:
+            slots = [self._slot(c, _fast_chain) for c in self.conns
+                     for _ in range(cfg.inflight)]
+        pacer = None
+        if self.schedule is not None:
+            self.tickets = asyncio.Queue()
+            pacer = asyncio.ensure_future(self._pace(len(slots)))
+        try:
+            await asyncio.gather(*slots)
+        finally:
+            if pacer is not None:
+                pacer.cancel()
+            for d in self.deadlines:
+                d.close()
+        for c in self.conns:
+            await self._drop(c, c.generation)
+
+    async def _pace(self, n_slots: int) -> None:
+        """Open loop: release each op to the slots at its intended start.
+
+        One pacer per process does the precise waiting (see `_sleep_until`), so the slots
+        never spin; an op released while every slot is busy waits in the queue, starts
+        late, and its latency (from the intended start) shows the wait.
+        """
+        clock, sched, put = time.perf_counter_ns, self.schedule, self.tickets.put_nowait
+        assert sched is not None
+        seq = 0
+        try:
+            while not self.stopping and (self.total is None or seq < self.total):
+                intended = self.base_ns + sched.at(seq)
+                if self.end_ns is not None and intended >= self.end_ns:
+                    break
+                await _sleep_until(intended, clock)
+                put((seq, intended))
+                seq += 1
+        finally:
+            for _ in range(n_slots):
+                put(None)
+
+    async def _take(self) -> tuple[int, int] | None:
+        """The next op to issue, as (seq, intended; 0 in closed loop), or None: no more."""
+        if self.stopping:
+            return None
+        if self.schedule is not None:
+            return await self.tickets.get()  # released by the pacer when the op is due
+        seq = self.seq
+        if self.total is not None and seq >= self.total:
+            return None
+        self.seq = seq + 1
+        return seq, 0
+
+    async def _drop(self, holder: _Conn, seen: int) -> bool:
+        """Close the connection if nobody replaced it since `seen`; True if we did."""
+        async with holder.lock:
+            if holder.generation != seen:
+                return False  # another slot dropped or reconnected it already
+            old, holder.conn = holder.conn, None
+            holder.generation += 1
+        if old is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection may fail
+                await asyncio.wait_for(self.client.close(old), 1)
+        return True
+
+    async def _reconnect(self, holder: _Conn, seen: int) -> None:
+        if await self._drop(holder, seen):
+            holder.conn = await self.client.connect()
+
+    def _deadline(self, expire: Callable[[], None]) -> _Deadline | None:
+        if self.cfg.timeout_s is None:
+            return None
+        watch = _Deadline(self.cfg.timeout_s, expire)
+        self.deadlines.append(watch)
+        return watch
+
+    async def _slot(self, holder: _Conn, fast_path: FastPath) -> None:
+        task_deadline = _TaskDeadline()
+        watch = self._deadline(task_deadline.expire)
+        fast = fast_path(self, holder)
+        while not self.stopping:
+            # The steady state: ops in callbacks until the chain needs a connection.
+            ticket = await fast() if fast is not None else await self._take()
+            if ticket is None:
+                return
+            # One op awaited: the workload has no fast path, or (re)connecting first.
+            if not await self._call(holder, watch, task_deadline, *ticket):
+                return
+
+    async def _call(self, holder: _Conn, watch: _Deadline | None, expiry: _TaskDeadline,
+                    seq: int, intended: int) -> bool:
+        """One op, awaited: reconnect if needed, execute, record (every failure too).
+        False if the run's time was up before it started."""
+        clock = time.perf_counter_ns
+        op = self.client.next_op(seq)
+        t0 = clock()
+        if self.end_ns is not None and t0 >= self.end_ns:
+            return False  # the run's time is up
+        gen = holder.generation
+        try:
+            call_ns = t0
+            if holder.conn is None:
+                await self._reconnect(holder, gen)
+                gen = holder.generation
+                call_ns = clock()  # the timeout covers the call, not the reconnect
+            if watch is None:
+                status, nbytes = await self.client.execute(holder.conn, op, seq)
+            else:
+                watch.start(call_ns)
+                try:
+                    status, nbytes = await self.client.execute(holder.conn, op, seq)
+                finally:
+                    watch.deadline_ns = 0
+            t1 = clock()
+        except (Exception, asyncio.CancelledError) as exc:
+            # Every failure is recorded, none raised; a cancel is ours only if it expired.
+            t1 = clock()
+            if isinstance(exc, asyncio.CancelledError):
+                if not expiry.take_expiry():
+                    raise
+                exc = TimeoutError(f"no reply within {self.cfg.timeout_s} s")
+            tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+            self.rec.record(t0, t1, tag, TIMEOUT if isinstance(exc, TimeoutError) else ERROR,
+                            0, intended)
+            self._count_failure()
+            await self._on_error(holder, gen, exc)
+            return True
+        tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
+        self.rec.record(t0, t1, tag, status, nbytes, intended)
+        return True
+
+    def _count_failure(self) -> None:
+        """Count a failed op just recorded. Ops served = records - failures, so a success
+        needs no bookkeeping of its own: the count restarts when ops were served since
+        the previous failure."""
+        self.failures += 1
+        served = self.rec.n - self.failures
+        if served != self._served_at_failure:
+            self._served_at_failure = served
+            self.consecutive_errors = 0
+        self.consecutive_errors += 1
+
+    async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if self.consecutive_errors >= self.cfg.max_consecutive_errors:
+            self.stopping = True
+            self.aborted = True
+            return
+        # Back off a little so a dead server does not turn into a busy loop of errors.
+        await asyncio.sleep(min(0.001 * 2 ** min(self.consecutive_errors, 10), 0.5))
+        # After an error or timeout the connection's state is unknown: start afresh.
+        await self._drop(holder, gen)

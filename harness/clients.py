@@ -7,6 +7,7 @@ file, and begin at the common start time the runner writes into their `go` files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 from harness.errors import HarnessError, HostError
 from harness.hosts import CommandResult, Host, LocalHost, Process
 from harness.loadgen import ClientConfig
-from harness.results import OpsArrays
+from harness.results import OpsArrays, sha256_file
 from harness.services.base import Endpoint
 from harness.spec import RunPlan
 
@@ -46,6 +47,11 @@ class Collected:
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
+    #: Records that could not be copied: still on their machines.
+    pending: list[PendingRecords] = field(default_factory=list)
+    #: host name -> files on it whose contents are copied and verified (or were never
+    #: written): removed by `ClientGroup.discard` once the run is written.
+    discardable: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _once_more(host: Host, fn: Callable[..., T], *args: Any) -> T:
@@ -68,8 +74,11 @@ class ClientGroup:
     """The client processes of one run."""
 
     def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
-                 endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...]) -> None:
+                 endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...],
+                 spec_path: str = "SPEC") -> None:
         self.plan = plan
+        #: Named in errors that tell how to fetch records left on a machine.
+        self.spec_path = spec_path
         self.hosts = list(hosts)
         self.workdirs = workdirs
         self.endpoints = endpoints
@@ -222,30 +231,144 @@ class ClientGroup:
             self.notes.append(f"could not stop the client processes on {name}: {why}")
 
     def collect(self) -> Collected:
+        """Copy every process's records here, each checked against the sha256 computed
+        on its machine; a machine's files are removed only once their copies are
+        verified. Records that could not be copied stay where they are, listed in
+        `Collected.pending` (`harness collect` fetches them later)."""
         parts: list[OpsArrays] = []
-        statuses: list[dict[str, Any]] = []
-        errors: list[str] = []
+        got = Collected(OpsArrays.empty(self.op_names))
+        by_id = {w.client_id: w for w in self.workers}
         with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
             for workers in self._by_host().values():
-                host = workers[0].host
-                found = json.loads(_once_more(host, self._ctl, host, "status",
-                                              *(w.files["status"] for w in workers)).stdout)
-                for w in workers:
-                    status: dict[str, Any] = {"client": w.client_id, "host": host.name}
-                    status.update(found.get(w.files["status"]) or {
-                        "state": "failed", "error": "no status file (the process died)"})
-                    local = Path(tmp) / f"c{w.client_id}.npz"
-                    try:
-                        _once_more(host, host.get, w.files["out"], local)
-                        parts.append(OpsArrays.load_npz(local))
-                    except HostError:
-                        pass  # no records file: the status says why
-                    if status.get("state") in ("failed", "aborted"):
-                        tail = self._log_tail(w) if status["state"] == "failed" else ""
-                        errors.append(f"client {w.client_id} on {host.name}: "
-                                      f"{status.get('error')}" + (f"\n{tail}" if tail else ""))
-                    statuses.append(status)
-                host.run(["rm", "-f", *(w.files[k] for w in workers
-                                         for k in ("ready", "go", "status", "out"))],
-                         check=False)
-        return Collected(OpsArrays.concat(parts, self.op_names), statuses, errors)
+                fetched = fetch_records(workers[0].host,
+                                        [(w.client_id, w.files) for w in workers], Path(tmp),
+                                        log_tail=lambda cid: self._log_tail(by_id[cid]),
+                                        spec_path=self.spec_path)
+                parts += fetched.parts
+                got.workers += fetched.statuses
+                got.errors += fetched.errors
+                got.pending += fetched.pending
+                got.discardable[workers[0].host.name] = fetched.discardable
+        got.ops = OpsArrays.concat(parts, self.op_names)
+        return got
+
+    def discard(self, got: Collected) -> None:
+        """Remove the client files whose records are safe here (call once the run is
+        written); a machine that cannot be reached now keeps them (harmless)."""
+        hosts = {w.host.name: w.host for w in self.workers}
+        for name, files in got.discardable.items():
+            remove_files(hosts[name], files)
+
+
+@dataclass(frozen=True)
+class PendingRecords:
+    """A client process's records left on its machine, not yet copied and verified here."""
+
+    host: str
+    client: int
+    #: Where they are on that machine: the records (`out`), the status, and the rest.
+    files: dict[str, str]
+    #: The line in the run's error that says so (removed once they are collected).
+    error: str
+
+
+@dataclass
+class Fetched:
+    parts: list[OpsArrays] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    pending: list[PendingRecords] = field(default_factory=list)
+    discardable: list[str] = field(default_factory=list)
+
+
+def _ctl_json(host: Host, *args: str) -> dict[str, Any]:
+    res = _once_more(host, host.run, [host.python, "-m", "harness.workerctl", *args])
+    return dict(json.loads(res.stdout))
+
+
+def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], tmp: Path,
+                  log_tail: Callable[[int], str] | None = None,
+                  spec_path: str = "SPEC") -> Fetched:
+    """Copy the records of `clients` (client id, its files) from `host` into `tmp` and
+    load them. Each copy is checked against the sha256 that `workerctl digest` computes
+    on the host (and the one the worker wrote into its status, if any); only then are
+    that client's files removed on the host. Whatever cannot be copied is `pending`,
+    with an error naming the machine and the path."""
+    out = Fetched()
+    where = f"{host.name} ({getattr(host, 'target', host.name)})"
+
+    def pending(cid: int, files: Mapping[str, str], why: str) -> None:
+        line = (f"client {cid} on {host.name}: records not copied ({why}); they are still "
+                f"on {where} at {files['out']}; `harness collect {spec_path}` (or "
+                f"`harness run {spec_path} --resume`) fetches them")
+        out.errors.append(line)
+        out.pending.append(PendingRecords(host.name, cid, dict(files), line))
+
+    try:
+        found = _ctl_json(host, "status", *(f["status"] for _, f in clients))
+        digests = _ctl_json(host, "digest", *(f["out"] for _, f in clients))
+    except (HostError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for cid, files in clients:
+            out.statuses.append({"client": cid, "host": host.name, "state": "uncollected"})
+            pending(cid, files, why)
+        return out
+    done: list[str] = []
+    for cid, files in clients:
+        status: dict[str, Any] = {"client": cid, "host": host.name}
+        status.update(found.get(files["status"]) or {
+            "state": "failed", "error": "no status file (the process died)"})
+        out.statuses.append(status)
+        remote = digests.get(files["out"])
+        if remote is None:  # no records file: the status says why
+            done.append(cid)
+        else:
+            expected = {remote["sha256"], *([status["out"]["sha256"]]
+                                             if isinstance(status.get("out"), dict) else [])}
+            local = tmp / f"{host.name}-c{cid}.npz"
+            why = _copy_verified(host, files["out"], local, expected)
+            if why is not None:
+                status["collected"] = False
+                pending(cid, files, why)
+                continue
+            try:
+                out.parts.append(OpsArrays.load_npz(local))
+            except (OSError, ValueError, KeyError) as exc:
+                # An intact copy of a bad file: keep the original for inspection.
+                out.errors.append(f"client {cid} on {host.name}: records file "
+                                  f"{files['out']} is unreadable ({exc}); left there")
+                continue
+            done.append(cid)
+        if status.get("state") in ("failed", "aborted"):
+            tail = log_tail(cid) if log_tail and status["state"] == "failed" else ""
+            out.errors.append(f"client {cid} on {host.name}: {status.get('error')}"
+                              + (f"\n{tail}" if tail else ""))
+    files_of = dict(clients)
+    out.discardable = [files_of[cid][k] for cid in done
+                       for k in ("ready", "go", "status", "out")]
+    return out
+
+
+def remove_files(host: Host, files: Sequence[str]) -> None:
+    if files:
+        with contextlib.suppress(HostError):
+            host.run(["rm", "-f", "--", *files], check=False)
+
+
+def _copy_verified(host: Host, remote: str, local: Path, expected: set[str]) -> str | None:
+    """Copy `remote` to `local` (a second try after a failed copy or a mismatch); None
+    when the copy's sha256 is the one computed on the host, else why not."""
+    why = ""
+    for _ in range(2):
+        try:
+            _once_more(host, host.get, remote, local)
+        except HostError as exc:
+            why = str(exc).splitlines()[0]
+            continue
+        actual = sha256_file(local)
+        if len(expected) == 1 and actual in expected:
+            return None
+        why = (f"checksum mismatch: copy {actual[:16]}..., on the machine "
+               f"{' / '.join(sorted(e[:16] + '...' for e in expected))}")
+    local.unlink(missing_ok=True)
+    return why

@@ -172,6 +172,8 @@ class SSHHost(Host):
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_transport: paramiko.Transport | None = None
         self._sftp_lock = threading.Lock()
+        #: The server has no SFTP subsystem: files are copied with `cat` over exec.
+        self._no_sftp = False
         self._conn_lock = threading.RLock()
         #: Connections opened in place of dead ones, and a line about each.
         self.reconnects = 0
@@ -317,22 +319,98 @@ class SSHHost(Host):
         transport = self._live_transport()  # outside the SFTP lock: it may reconnect
         with self._sftp_lock:
             try:
-                self._open_sftp(transport).put(str(local), remote)
+                sftp = None if self._no_sftp else self._open_sftp(transport)
+            except NoSFTPError:
+                sftp = None
+            try:
+                if sftp is not None:
+                    sftp.put(str(local), remote)
+                    return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
+        # No SFTP: stream the bytes into `cat` (binary-safe: nothing decodes them).
+        try:
+            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+            with chan, open(local, "rb") as src:
+                chan.exec_command(shlex.join(["sh", "-c", 'cat > "$1"', "sh", remote]))
+                while chunk := src.read(_CHUNK):
+                    chan.sendall(chunk)
+                chan.shutdown_write()
+                err: list[bytes] = []
+                _drain(chan.recv_stderr, err)
+                ok = chan.status_event.wait(OPEN_CHANNEL_TIMEOUT_S) and chan.exit_status == 0
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
+        if not ok:
+            raise HostError(f"{self.name}: cannot copy {local} to {remote} over an exec "
+                            f"channel: {_decode(err).strip() or 'the connection was lost'}")
 
     def get(self, remote: str, local: Path | str) -> None:
+        """Copy over SFTP, or over an exec channel (`cat`) where the server has no SFTP
+        subsystem (hardened machines often have none)."""
         transport = self._live_transport()
+        if self._no_sftp:
+            self._get_by_exec(transport, remote, local)
+            return
         with self._sftp_lock:
             try:
-                # Open the remote file first so a missing one leaves no empty local file.
-                with self._open_sftp(transport).open(remote, "rb") as src:
-                    src.prefetch()
-                    with open(local, "wb") as dst:
-                        while chunk := src.read(_CHUNK):
-                            dst.write(chunk)
+                sftp = self._open_sftp(transport)
+            except NoSFTPError:
+                sftp = None
+            try:
+                if sftp is not None:
+                    # Open the remote file first so a missing one leaves no empty local file.
+                    with sftp.open(remote, "rb") as src:
+                        src.prefetch()
+                        with open(local, "wb") as dst:
+                            while chunk := src.read(_CHUNK):
+                                dst.write(chunk)
+                    return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
+        self._get_by_exec(transport, remote, local)
+
+    def _get_by_exec(self, transport: paramiko.Transport, remote: str,
+                     local: Path | str) -> None:
+        """Stream `remote` as raw bytes over an exec channel running `cat`; the local
+        file is written only once the remote one is open, and removed if the stream
+        ends without exit status 0 (a cut link, a read error)."""
+        # `cat` opens the file before it writes a byte: an empty stream plus an error
+        # means nothing to copy, so no local file is created for a missing remote one.
+        try:
+            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+            chan.exec_command(shlex.join(["cat", "--", remote]))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostError(f"{self.name}: cannot copy {remote} to {local} over an exec "
+                            f"channel: {exc}") from exc
+        err: list[bytes] = []
+        reader = threading.Thread(target=_drain, args=(chan.recv_stderr, err), daemon=True)
+        reader.start()
+        dst = None
+        try:
+            with chan:
+                chan.shutdown_write()
+                while chunk := chan.recv(_CHUNK):
+                    if dst is None:
+                        dst = open(local, "wb")  # noqa: SIM115 - closed below
+                    dst.write(chunk)
+                reader.join(OPEN_CHANNEL_TIMEOUT_S)
+                status = chan.exit_status if chan.status_event.wait(
+                    OPEN_CHANNEL_TIMEOUT_S) else None
+            if dst is None and status == 0:
+                open(local, "wb").close()  # an empty file, copied
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            status, err = None, [str(exc).encode()]
+        finally:
+            if dst is not None:
+                dst.close()
+        if status != 0:
+            if dst is not None:
+                Path(local).unlink(missing_ok=True)
+            why = _decode(err).strip() or ("the connection was lost" if status in (None, -1)
+                                           else f"cat exited {status}")
+            raise HostError(f"{self.name}: cannot copy {remote} to {local} over an exec "
+                            f"channel: {why}")
 
     def close(self) -> None:
         with self._sftp_lock:
@@ -346,14 +424,23 @@ class SSHHost(Host):
 
     # -- helpers ------------------------------------------------------------------
     def _open_sftp(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
-        """The SFTP session on `transport` (a new one after a reconnect)."""
+        """The SFTP session on `transport` (a new one after a reconnect); NoSFTPError
+        if the server has no SFTP subsystem (remembered: later copies use `cat`)."""
         if self._sftp is None or self._sftp_transport is not transport:
             try:
-                sftp = paramiko.SFTPClient.from_transport(transport)
+                chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
-            if sftp is None:
-                raise HostError(f"{self.name}: cannot open SFTP on {self.target}")
+            try:
+                chan.invoke_subsystem("sftp")
+                sftp = paramiko.SFTPClient(chan)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                chan.close()
+                if transport.is_active():  # the link is up: the server refused SFTP
+                    self._no_sftp = True
+                    raise NoSFTPError(f"{self.name}: no SFTP subsystem on {self.target}: "
+                                      f"{exc or type(exc).__name__}") from exc
+                raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
             self._sftp, self._sftp_transport = sftp, transport
         return self._sftp
 
@@ -424,6 +511,15 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: SSH connection to {self.target} was lost while a "
                             "command ran (not re-run)")
         return _decode(out), _decode(err), status
+
+
+class NoSFTPError(HostError):
+    """The SSH server has no SFTP subsystem (files then go over an exec channel)."""
+
+
+def _drain(recv: Callable[[int], bytes], sink: list[bytes]) -> None:
+    while chunk := recv(_CHUNK):
+        sink.append(chunk)
 
 
 def _dies_within(transport: paramiko.Transport, seconds: float) -> bool:

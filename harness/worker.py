@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.loadgen import ClientConfig, ClientRun
+from harness.workerctl import sha256_of
 
 GO_WAIT_S = 300.0
 
@@ -75,6 +76,8 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
     arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
     arrays.save_npz(Path(run.cfg.files["out"]))
     return {
+        # Checked against the harness's copy before the file here is removed.
+        "out": sha256_of(run.cfg.files["out"]),
         "state": state,
         "error": error,
         "last_error": run.last_error,

@@ -8,17 +8,20 @@ connections) as collection begins, so the copy fails for real, then brought back
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.cli import main as cli_main
-from harness.clients import ClientGroup, Collected
+from harness.clients import ClientGroup, Collected, fetch_records
 from harness.hosts import LocalHost
-from harness.results import iter_run_dirs, read_ops, verify_run
+from harness.results import OpsArrays, iter_run_dirs, read_ops, verify_run
 from harness.runner import Runner
 from harness.spec import load_spec
+from harness.workerctl import sha256_of
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd_variants import SSHDaemon
 
@@ -52,12 +55,6 @@ def write_spec(tmp_path: Path, daemon: SSHDaemon) -> Path:
     return path
 
 
-# Today's behaviour, reproduced: the run ends `failed (no ops)` with an empty error and
-# the client's record files are removed. The fix removes these markers.
-LOSES_RECORDS = pytest.mark.xfail(strict=True, reason="records lost without SFTP (issue 13)")
-
-
-@LOSES_RECORDS
 def test_machine_without_sftp_gives_a_complete_run_with_every_record(
         tmp_path: Path, sshd_no_sftp: SSHDaemon) -> None:
     spec = load_spec(write_spec(tmp_path, sshd_no_sftp))
@@ -69,13 +66,14 @@ def test_machine_without_sftp_gives_a_complete_run_with_every_record(
     assert man.ops_file["rows"] == 2000 == len(read_ops(run_dir))
 
 
-@LOSES_RECORDS
+@pytest.mark.parametrize("command", ["collect", "run --resume"])
 def test_broken_transfer_keeps_records_on_the_client_and_collect_recovers_them(
         tmp_path: Path, sshd_no_sftp: SSHDaemon, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture) -> None:
+        capsys: pytest.CaptureFixture, command: str) -> None:
     """The client machine's sshd dies as collection begins: the run is not complete, its
     error names the machine and where the records are, the record files are still there;
-    with the machine back, `harness collect` fetches, verifies and completes the run."""
+    with the machine back, `harness collect` (or `harness run --resume`) fetches and
+    verifies them and completes the run, under the same run id."""
     path = write_spec(tmp_path, sshd_no_sftp)
     original = ClientGroup.collect
     kept: list[list[str]] = []
@@ -98,10 +96,15 @@ def test_broken_transfer_keeps_records_on_the_client_and_collect_recovers_them(
     assert "box" in man.error and "harness collect" in man.error
 
     sshd_no_sftp.start()
-    assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
-    assert "1 run(s) completed" in capsys.readouterr().out
-    [run_dir] = iter_run_dirs(tmp_path / "raw")
+    verb, *flags = command.split()
+    capsys.readouterr()
+    assert cli_main([verb, str(path), "--out", str(tmp_path / "raw"), *flags]) == 0
+    out = capsys.readouterr()
+    assert "2 record file(s) collected; now complete" in out.out + out.err
+    [again] = iter_run_dirs(tmp_path / "raw")
+    assert again == run_dir  # the same run, now whole: --resume did not run it again
     man = verify_run(run_dir)
+    assert man.extra["collected_later"][0]["clients"] == [0, 1]
     assert (man.status, man.error) == ("complete", None)
     assert [w["state"] for w in man.loadgen["workers"]] == ["complete", "complete"]
     assert man.ops_file["rows"] == 2000 == len(read_ops(run_dir))
@@ -111,3 +114,39 @@ def test_broken_transfer_keeps_records_on_the_client_and_collect_recovers_them(
     assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
     assert "nothing to collect" in capsys.readouterr().out
     assert [d.name for d in iter_run_dirs(tmp_path / "raw")] == [run_dir.name]
+
+
+def _client_files(d: Path, cid: int, records: int, status: dict | None) -> dict[str, str]:
+    files = {k: str(d / f"c{cid}.{k}") for k in ("ready", "go", "status", "log")}
+    files["out"] = str(d / f"c{cid}.npz")
+    ops = OpsArrays.empty(("get", "set"))
+    ops = OpsArrays(ops.op_names, *(np.zeros(records, a.dtype) for a in (
+        ops.client, ops.op, ops.start_ns, ops.latency_ns, ops.intended_ns, ops.status,
+        ops.nbytes, ops.warmup)))
+    ops.save_npz(Path(files["out"]))
+    if status is not None:
+        Path(files["status"]).write_text(json.dumps(status))
+    return files
+
+
+def test_a_copy_that_does_not_match_its_checksum_is_pending_and_the_file_stays(
+        tmp_path: Path) -> None:
+    """Client 0's status carries the sha256 of what it wrote, client 1's a different one
+    (the file changed after it was written): 0 is loaded and its files may go, 1 is
+    pending with its path named, and nothing is removed on the machine by fetching."""
+    d = tmp_path / "machine"
+    d.mkdir()
+    f0 = _client_files(d, 0, 5, None)
+    Path(f0["status"]).write_text(json.dumps({"state": "complete", "out": sha256_of(f0["out"])}))
+    f1 = _client_files(d, 1, 7, {"state": "complete", "out": {"sha256": "0" * 64}})
+    (tmp_path / "copies").mkdir()
+    got = fetch_records(LocalHost("m1"), [(0, f0), (1, f1)], tmp_path / "copies",
+                        spec_path="x.yaml")
+    assert [len(p) for p in got.parts] == [5]
+    [p] = got.pending
+    assert (p.host, p.client, p.files["out"]) == ("m1", 1, f1["out"])
+    assert "checksum mismatch" in p.error and f1["out"] in p.error
+    assert "`harness collect x.yaml`" in p.error and got.errors == [p.error]
+    assert sorted(got.discardable) == sorted(f0[k] for k in ("ready", "go", "status", "out"))
+    assert Path(f0["out"]).exists() and Path(f1["out"]).exists()
+    assert list((tmp_path / "copies").iterdir()) == [tmp_path / "copies" / "m1-c0.npz"]

@@ -28,6 +28,7 @@ from harness.hosts import Host, connect_host
 from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
 from harness.services import SERVICES
+from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand
 from harness.timeline import Timeline
@@ -327,6 +328,9 @@ class Runner:
                     kwargs["peers"] = {r.endpoint.kind: r.endpoint for r in running.values()}
                 if launcher.needs_hosts:
                     kwargs["hosts"] = hosts
+                if launcher.needs_access:  # admitted by exact address: us and the clients
+                    kwargs["access"] = access_for(
+                        hosts[svc.host], [hosts[h] for h in plan.clients.hosts])
                 running[name] = launcher.start(hosts[svc.host], name, svc.settings, **kwargs)
             yield running
         finally:

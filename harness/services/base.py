@@ -92,6 +92,10 @@ class Service(abc.ABC):
     #: When True, the runner passes `start(..., hosts=...)`: every connected spec host by
     #: name, for services spread over the hosts named in their `hosts` setting.
     needs_hosts: bool = False
+    #: When True, the runner passes `start(..., access=...)`: the exact addresses the
+    #: control machine and the spec's client machines connect from (`services.access`),
+    #: for servers that admit by address (PostgreSQL's pg_hba.conf).
+    needs_access: bool = False
     #: Timeline actions its RunningService can `scale` (spec field `timeline`).
     actions: tuple[str, ...] = ()
 

@@ -14,8 +14,9 @@ The primary always runs on the service's host and clients reach it at its addres
 for localhost). Replication traffic crosses the emulated link, so a synchronous commit
 pays its round trip. Commit waits for `sync_standbys` (default: all) standbys as
 `synchronous_standby_names = '<quorum> k (s1, ...)'` with `synchronous_commit` on /
-remote_write / remote_apply. Replication is trusted (pg_hba) only from loopback and from
-the exact addresses of the standbys, never from a network range. Before `start` returns,
+remote_write / remote_apply. The primary trusts (pg_hba) loopback, the control machine
+and the spec's client machines (`access`) and, for replication, the standbys, each by
+its exact address, never a network range; standbys serve no clients. Before `start` returns,
 pg_stat_replication must show every standby streaming with the expected sync_state, and
 a committed probe row must be visible on every standby.
 """
@@ -44,9 +45,10 @@ from harness.netem import (
     start_relay,
 )
 from harness.services._util import host_is_root, resolve_checked
+from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
 from harness.services.pg_node import PgNode, cluster_binaries
-from harness.services.postgres import DATABASE, USER, _check_extra
+from harness.services.postgres import DATABASE, USER, _check_extra, allow_hba
 
 MODES = ("single", "local-cluster", "network-cluster")
 MAX_NODES = 9
@@ -94,6 +96,7 @@ class PgCluster(Service):
     kind = "pg_cluster"
     binaries = ("initdb", "postgres", "psql", "pg_basebackup")
     needs_hosts = True
+    needs_access = True
     settings: Mapping[str, Setting] = {
         "mode": Setting((str,), "single", "single | local-cluster | network-cluster",
                         choices=MODES),
@@ -181,7 +184,8 @@ class PgCluster(Service):
         return list(self.resolve(settings)["standby_hosts"])
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any],
-              hosts: Mapping[str, Host] | None = None) -> RunningService:
+              hosts: Mapping[str, Host] | None = None, access: Access | None = None
+              ) -> RunningService:
         s = resolve_checked(self, settings)
         problems = self.validate(s)
         if problems:
@@ -201,7 +205,8 @@ class PgCluster(Service):
             state = make_state_dir(host, tag)
             svc.state_dirs.append((host, state))
             svc.workdir = state
-            _Builder(self, svc, host, s, k, tag, state, hosts or {}).build()
+            _Builder(self, svc, host, s, k, tag, state, hosts or {},
+                     access or Access()).build()
         except BaseException:
             svc.stop()
             raise
@@ -213,9 +218,9 @@ class _Builder:
 
     def __init__(self, service: PgCluster, svc: ClusterService, host: Host,
                  s: Mapping[str, Any], k: int, tag: str, state: str,
-                 hosts: Mapping[str, Host]) -> None:
+                 hosts: Mapping[str, Host], access: Access) -> None:
         self.service, self.svc, self.host, self.s, self.k = service, svc, host, s, k
-        self.tag, self.state, self.hosts = tag, state, hosts
+        self.tag, self.state, self.hosts, self.access = tag, state, hosts, access
         self.link = PgCluster.link(s) if s["mode"] == "network-cluster" else Link()
         self.emulation, self.rate_by = "none", ""
 
@@ -235,6 +240,8 @@ class _Builder:
         listen = [host.address]
         if s["mode"] == "local-cluster" or (emulated and not s["netns"]):
             places = [(host, self.state)] * k
+            if k and s["mode"] == "local-cluster":  # they connect to the host's address
+                trust = [_ipv4(host.address)]
         elif emulated:
             require_root(host)
             svc.network = Network(host, self.tag)
@@ -267,10 +274,7 @@ class _Builder:
         primary = PgNode.create(host, "primary", self.state, bins)
         svc.nodes.append(primary)
         primary.initdb()
-        if trust:
-            lines = "".join(f"host replication {USER} {a}/32 trust\n" for a in trust)
-            host.run(["sh", "-c", 'cat >> "$1"', "sh", f"{primary.data}/pg_hba.conf"],
-                     input=f"# standbys of this cluster, exact addresses only\n{lines}")
+        allow_hba(host, primary.data, self.access, tuple(trust))
         primary.start({**self.node_conf(",".join(listen)),
                        "synchronous_commit": s["synchronous_commit"],
                        "wal_level": "replica", "max_wal_senders": max(10, 2 * k + 2)})

@@ -1,8 +1,11 @@
 """PostgreSQL: a throwaway cluster (initdb) in a workdir, one postmaster per instance.
 
-Probes run `psql` on the server's host over the Unix socket in the workdir: initdb's
-trust authentication covers loopback and the socket only, so a TCP connection from the
-harness machine would be refused whenever the server host is a remote one.
+Probes run `psql` on the server's host over the Unix socket in the workdir. Who else may
+connect: initdb's trust covers the socket and loopback (the server's own machine); the
+control machine and the spec's client machines are added to pg_hba.conf by their exact
+addresses (`access`, see `harness.services.access`), for user `harness` and database
+`bench` only. Any other machine is refused ("no pg_hba.conf entry"). No password
+exists, so none can leak into results or logs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from harness.services._util import (
     host_is_root,
     resolve_checked,
 )
+from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
 
 USER = "harness"
@@ -84,9 +88,19 @@ def _check_extra(extra: Mapping[str, Any]) -> None:
             raise ServiceError(f"postgres: extra setting {key}={value!r} must be a scalar")
 
 
+def allow_hba(host: Host, data: str, access: Access, replication: tuple[str, ...] = ()
+              ) -> None:
+    """Append the exact-address entries of `access` (and replication from the standbys at
+    `replication`) to the data directory's pg_hba.conf, before the server starts."""
+    lines = access.hba_lines(DATABASE, USER, replication=replication)
+    if lines:
+        host.run(["sh", "-c", 'cat >> "$1"', "sh", f"{data}/pg_hba.conf"], input=lines)
+
+
 class Postgres(Service):
     kind = "postgres"
     binaries = PG_BINARIES
+    needs_access = True
     settings: Mapping[str, Setting] = {
         "synchronous_commit": Setting(
             (str,), "on", "Wait for WAL flush before COMMIT returns.",
@@ -107,7 +121,10 @@ class Postgres(Service):
             missing.append("setpriv")
         return missing
 
-    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+    def start(self, host: Host, name: str, settings: Mapping[str, Any],
+              access: Access | None = None) -> RunningService:
+        """`access`: the machines besides the server's own that may connect (none when
+        only this machine uses the server, as in a local run)."""
         s = resolve_checked(self, settings)
         _check_extra(s["extra"])
         bins = find_pg_binaries(host)
@@ -130,6 +147,7 @@ class Postgres(Service):
                     f"{launch.what}: initdb failed (exit {initdb.returncode}):\n"
                     f"{(initdb.stdout + initdb.stderr).strip()[-3000:]}"
                 )
+            allow_hba(host, data, access or Access())
             port = host.free_port()
             conf = {
                 "listen_addresses": host.address,

@@ -193,6 +193,11 @@ class ClientGroup:
                 exit_code = getattr(getattr(exc, "result", None), "returncode", -1)
                 if not hasattr(host, "reconnect") or exit_code != -1:
                     raise
+                if getattr(host, "link_silent", None):  # gone quiet: no use waiting
+                    raise HostError(
+                        f"{host.name}: {host.link_silent} during the run; its client "
+                        "processes may still be running there, and their records stay "
+                        "there until it answers again (`harness collect`)") from exc
                 now = time.monotonic()
                 lost_at = lost_at if lost_at is not None else now
                 if now - lost_at > RECONNECT_DEADLINE_S:
@@ -288,12 +293,15 @@ def _ctl_json(host: Host, *args: str) -> dict[str, Any]:
 
 def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], tmp: Path,
                   log_tail: Callable[[int], str] | None = None,
-                  spec_path: str = "SPEC") -> Fetched:
+                  spec_path: str = "SPEC", unfinished_pending: bool = False) -> Fetched:
     """Copy the records of `clients` (client id, its files) from `host` into `tmp` and
     load them. Each copy is checked against the sha256 that `workerctl digest` computes
     on the host (and the one the worker wrote into its status, if any); only then are
-    that client's files removed on the host. Whatever cannot be copied is `pending`,
-    with an error naming the machine and the path."""
+    that client's files listed as `discardable` (removed once the run is written).
+    Whatever cannot be copied is `pending`,
+    with an error naming the machine and the path. With `unfinished_pending`, a client
+    without a status file (still running: its machine could not be told to stop) is
+    pending too, not taken as dead."""
     out = Fetched()
     where = f"{host.name} ({getattr(host, 'target', host.name)})"
 
@@ -315,6 +323,10 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
         return out
     done: list[str] = []
     for cid, files in clients:
+        if unfinished_pending and found.get(files["status"]) is None:
+            out.statuses.append({"client": cid, "host": host.name, "state": "uncollected"})
+            pending(cid, files, "the client process has not finished: no status file yet")
+            continue
         status: dict[str, Any] = {"client": cid, "host": host.name}
         status.update(found.get(files["status"]) or {
             "state": "failed", "error": "no status file (the process died)"})

@@ -147,7 +147,8 @@ def collect_pending(spec: Spec, out_dir: Path,
                         left += mine
                         continue
                     got = fetch_records(host, [(p["client"], p["files"]) for p in mine],
-                                        Path(tmp), spec_path=str(spec.path))
+                                        Path(tmp), spec_path=str(spec.path),
+                                        unfinished_pending=True)
                     parts += got.parts
                     statuses.update({s["client"]: s for s in got.statuses})
                     failed_again = {p.client for p in got.pending}

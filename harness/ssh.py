@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,17 @@ import paramiko
 
 from harness.errors import HostError, HostKeyError
 from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
+from harness.sshwatch import LinkWatch
 
 _CHUNK = 1 << 16
 #: Pauses before each attempt to replace a dead connection: bounded, growing backoff.
 RECONNECT_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
 #: How long opening a channel may take on a connection that looks alive.
 OPEN_CHANNEL_TIMEOUT_S = 30.0
+#: After a link went silent: how long a connection attempt may take, and how long
+#: commands then fail at once before the next attempt.
+SILENT_CONNECT_TIMEOUT_S = 5.0
+SILENT_RETRY_S = 30.0
 #: After a channel ended without an exit status, how long to wait for the transport to
 #: notice a dead link (paramiko closes the channels before it marks itself inactive).
 DEATH_GRACE_S = 2.0
@@ -179,6 +184,10 @@ class SSHHost(Host):
         self.reconnects = 0
         self.reconnect_log: list[str] = []
         self._closed = False
+        #: Why the link was declared silent (`harness.sshwatch`), while it is down.
+        self.link_silent: str | None = None
+        self._next_try = 0.0
+        self._watch = LinkWatch(self.name, self._current_transport, self._declare_silent)
 
     @classmethod
     def connect(cls, spec: HostSpec) -> SSHHost:
@@ -216,12 +225,48 @@ class SSHHost(Host):
                 f"re-established: {len(RECONNECT_DELAYS_S)} attempts over "
                 f"{sum(RECONNECT_DELAYS_S):g} s failed; last: {last}")
 
+    def _current_transport(self) -> paramiko.Transport | None:
+        return None if self._closed else self._client.get_transport()
+
+    def _declare_silent(self, transport: paramiko.Transport, reason: str) -> None:
+        """Called by the link watch: closing the transport ends every command, channel
+        and copy blocked on it; until the machine answers again, commands fail at once
+        (one connection attempt per `SILENT_RETRY_S`)."""
+        if transport is not self._client.get_transport():
+            return  # replaced meanwhile
+        self.link_silent = f"SSH link to {self.target} lost ({reason})"
+        self._next_try = time.monotonic() + SILENT_RETRY_S
+        transport.close()
+
+    def _retry_silent(self) -> None:
+        """One quick connection attempt to a machine whose link went silent (a dead
+        machine must not cost the full reconnect backoff on every command)."""
+        if time.monotonic() < self._next_try:
+            raise HostError(f"{self.name}: {self.link_silent}; not retried for "
+                            f"{self._next_try - time.monotonic():.0f} s more")
+        spec = replace(self._spec, connect_timeout_s=min(self._spec.connect_timeout_s,
+                                                         SILENT_CONNECT_TIMEOUT_S))
+        try:
+            self._client = _open_client(spec, self._endpoint)
+        except HostError as exc:
+            self._next_try = time.monotonic() + SILENT_RETRY_S
+            raise HostError(f"{self.name}: {self.link_silent}; still unreachable: "
+                            f"{exc}") from exc
+        self.reconnects += 1
+        self.reconnect_log.append(f"{self.link_silent}; re-established")
+        self.link_silent = None
+
     def _live_transport(self) -> paramiko.Transport:
         """The connection's transport; a dead one is replaced first (`reconnect`)."""
         with self._conn_lock:
             if self._closed:
                 raise HostError(f"{self.name}: SSH connection to {self.target} was closed")
             transport = self._client.get_transport()
+            if self.link_silent is not None and (transport is None or
+                                                 not transport.is_active()):
+                self._sftp = self._sftp_transport = None
+                self._retry_silent()
+                transport = self._client.get_transport()
             if transport is None or not transport.is_active():
                 self.reconnect("found closed")
                 transport = self._client.get_transport()
@@ -418,6 +463,7 @@ class SSHHost(Host):
                 with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
                     self._sftp.close()
                 self._sftp = self._sftp_transport = None
+        self._watch.close()
         with self._conn_lock:
             self._closed = True
             self._client.close()
@@ -508,8 +554,9 @@ class SSHHost(Host):
         if status == -1 and _dies_within(transport, DEATH_GRACE_S):
             # The command's fate is unknown; it is not re-run, but the next command
             # reconnects (`_live_transport`).
+            why = f" ({self.link_silent})" if self.link_silent else ""
             raise HostError(f"{self.name}: SSH connection to {self.target} was lost while a "
-                            "command ran (not re-run)")
+                            f"command ran (not re-run){why}")
         return _decode(out), _decode(err), status
 
 

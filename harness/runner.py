@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 from tqdm import tqdm
 
+from harness.agentctl import AgentPool
 from harness.clients import ClientGroup, Collected
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
@@ -158,6 +159,8 @@ class _Context:
     kit: dict[str, Any]
     #: Client machines holding records not yet copied: their work directories stay.
     keep_workdirs: set[str] = field(default_factory=set)
+    #: One agent per client machine, for every run (`harness.agentctl`).
+    agents: AgentPool = field(default_factory=AgentPool)
 
 
 def run_id_for(plan: RunPlan) -> str:
@@ -232,6 +235,8 @@ class Runner:
         with self._hosts() as hosts, contextlib.ExitStack() as stack:
             ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info())
+            stack.callback(ctx.agents.close)  # after the work directories are removed
+            self._start_agents(ctx)
             for h in ctx.client_hosts:
                 if h.name not in ctx.workdirs:
                     ctx.workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
@@ -250,6 +255,18 @@ class Runner:
                 bar.refresh()
                 stopped = self._execute(more, ctx, bar, outcomes)
         return outcomes
+
+    @staticmethod
+    def _start_agents(ctx: _Context) -> None:
+        """Start every client machine's agent at once, before the first run: each
+        imports the kit once (seconds on a busy machine), and no run should pay that."""
+        sent = []
+        for h in ctx.client_hosts:
+            with contextlib.suppress(HostError):  # the first run says what is wrong
+                sent.append(ctx.agents.get(h).send("hello"))
+        for p in sent:
+            with contextlib.suppress(HostError):
+                p.result()
 
     @staticmethod
     def _remove_workdir(ctx: _Context, host: Host) -> None:
@@ -277,7 +294,7 @@ class Runner:
                     bar.set_postfix_str(plan.label())
                     outcome = self._run_one(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                                             ctx.infos, sinfo, ctx.kit, running,
-                                            ctx.keep_workdirs)
+                                            ctx.keep_workdirs, ctx.agents)
                     outcomes.append(outcome)
                     bar.update(1)
                     self.say(self._line(outcome, len(outcomes), int(bar.total)))
@@ -341,14 +358,15 @@ class Runner:
                  endpoints: dict[str, Endpoint], infos: dict[str, Any],
                  sinfo: dict[str, Any], kit: dict[str, Any],
                  running: dict[str, RunningService],
-                 keep_workdirs: set[str] | None = None) -> RunOutcome:
+                 keep_workdirs: set[str] | None = None,
+                 agents: AgentPool | None = None) -> RunOutcome:
         started = utcnow()
         ops = OpsArrays.empty(self.workload.ops)
         errors: list[str] = []
         workers: list[dict[str, Any]] = []
         interrupted = False
         group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops,
-                            spec_path=str(self.spec.path))
+                            spec_path=str(self.spec.path), agents=agents)
         baseline: Any = None
         timeline: Timeline | None = None
         gone: list[str] = []

@@ -335,6 +335,18 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: cannot start {shlex.join(argv)}: {detail}")
         return Process(self.name, int(res.stdout.strip()), argv, log_path)
 
+    def open_channel(self, argv: Sequence[str]) -> paramiko.Channel:
+        """A channel running argv and left open, for a long-lived line protocol
+        (`harness.agentctl`); closing it ends the program's input."""
+        transport = self._live_transport()
+        try:
+            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+            chan.exec_command(_command(argv, None))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostError(f"{self.name}: cannot start {shlex.join(argv)} on "
+                            f"{self.target}: {exc}") from exc
+        return chan
+
     def clock_offset_ns(self, samples: int = 8) -> tuple[int, int]:
         """Ping-pong with one `workerctl clock` process over one channel and keep the
         exchange with the shortest round trip (as NTP does): a one-shot remote command

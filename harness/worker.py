@@ -55,9 +55,10 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     if delay > 0.002:
         await asyncio.sleep(delay - 0.002)
     # The loop's timers are ms-grained and may wake a little early: never start before
-    # the common start (a negative offset would put op 0 before time zero).
-    while time.time_ns() < start_at_ns:
-        await asyncio.sleep(0)
+    # the common start (a negative offset would put op 0 before time zero). The rest is
+    # slept, not spun: many workers spinning on few cores would delay each other's start.
+    while (left_ns := start_at_ns - time.time_ns()) > 0:
+        time.sleep(left_ns / 1e9)
     # Align records of all processes on the common start (same clock on one host; hosts'
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns

@@ -289,6 +289,12 @@ def test_sigterm_stops_like_ctrl_c_and_resume_continues(tmp_path: Path) -> None:
         time.sleep(0.05)
     workers = _tagged_workers(tag)
     assert workers, "the harness never started a client process"
+    # Measuring once released: its go file exists (a fresh interpreter takes ~0.5-1 s
+    # to get there on a busy machine; a SIGTERM before that finds nothing to keep).
+    config = (Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[-2]).decode()
+    go_file = Path(config.removesuffix(".json") + ".go")
+    while time.monotonic() < deadline and not go_file.exists():
+        time.sleep(0.01)
     time.sleep(0.7)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -161,22 +161,29 @@ class Agent:
     def poll_watches(self) -> None:
         now = time.monotonic()
         for w in list(self.watches):
-            rid, op, req, deadline = w
-            done: dict[str, Any] | None = None
-            if op == "ready":
-                waiting = [(int(p), f) for p, f in req["pairs"] if not os.path.exists(f)]
-                dead = next((p for p, _ in waiting if not alive(p)), None)
-                if not waiting:
-                    done = {}
-                elif dead is not None:
-                    done = {"dead": dead}
-                elif now > deadline:
-                    done = {"timeout": [p for p, _ in waiting]}
-            elif not any(alive(int(p)) for p in req["pids"]):
-                done = {}
-            if done is not None:
+            try:
+                self._poll_one(w, now)
+            except Exception as exc:  # noqa: BLE001 - a bad request must not end the agent
                 self.watches.remove(w)
-                self.reply(rid, **done)
+                self.reply(w[0], ok=False, error=f"{type(exc).__name__}: {exc}")
+
+    def _poll_one(self, w: tuple[int, str, dict[str, Any], float], now: float) -> None:
+        rid, op, req, deadline = w
+        done: dict[str, Any] | None = None
+        if op == "ready":
+            waiting = [(int(p), f) for p, f in req["pairs"] if not os.path.exists(f)]
+            dead = next((p for p, _ in waiting if not alive(p)), None)
+            if not waiting:
+                done = {}
+            elif dead is not None:
+                done = {"dead": dead}
+            elif now > deadline:
+                done = {"timeout": [p for p, _ in waiting]}
+        elif not any(alive(int(p)) for p in req["pids"]):
+            done = {}
+        if done is not None:
+            self.watches.remove(w)
+            self.reply(rid, **done)
 
     def reap(self) -> None:
         with contextlib.suppress(ChildProcessError):

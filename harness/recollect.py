@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from harness.clients import fetch_records, remove_files
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, connect_host
 from harness.results import (
@@ -39,6 +38,7 @@ from harness.results import (
     write_run,
 )
 from harness.spec import RunPlan, Spec, expand
+from harness.transfer import fetch_records, remove_files
 from harness.workloads import WORKLOADS
 
 PENDING = "pending_records"

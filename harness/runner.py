@@ -294,7 +294,8 @@ class Runner:
                     bar.set_postfix_str(plan.label())
                     outcome = self._run_one(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                                             ctx.infos, sinfo, ctx.kit, running,
-                                            ctx.keep_workdirs, ctx.agents)
+                                            keep_workdirs=ctx.keep_workdirs,
+                                            agents=ctx.agents)
                     outcomes.append(outcome)
                     bar.update(1)
                     self.say(self._line(outcome, len(outcomes), int(bar.total)))

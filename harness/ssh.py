@@ -26,6 +26,7 @@ import paramiko
 
 from harness.errors import HostError, HostKeyError
 from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
+from harness.sshcopy import NoSFTPError, get_by_exec, put_by_exec
 from harness.sshwatch import LinkWatch
 
 _CHUNK = 1 << 16
@@ -385,29 +386,14 @@ class SSHHost(Host):
                     return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
-        # No SFTP: stream the bytes into `cat` (binary-safe: nothing decodes them).
-        try:
-            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
-            with chan, open(local, "rb") as src:
-                chan.exec_command(shlex.join(["sh", "-c", 'cat > "$1"', "sh", remote]))
-                while chunk := src.read(_CHUNK):
-                    chan.sendall(chunk)
-                chan.shutdown_write()
-                err: list[bytes] = []
-                _drain(chan.recv_stderr, err)
-                ok = chan.status_event.wait(OPEN_CHANNEL_TIMEOUT_S) and chan.exit_status == 0
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
-        if not ok:
-            raise HostError(f"{self.name}: cannot copy {local} to {remote} over an exec "
-                            f"channel: {_decode(err).strip() or 'the connection was lost'}")
+        put_by_exec(transport, self.name, local, remote)
 
     def get(self, remote: str, local: Path | str) -> None:
         """Copy over SFTP, or over an exec channel (`cat`) where the server has no SFTP
         subsystem (hardened machines often have none)."""
         transport = self._live_transport()
         if self._no_sftp:
-            self._get_by_exec(transport, remote, local)
+            get_by_exec(transport, self.name, remote, local)
             return
         with self._sftp_lock:
             try:
@@ -425,49 +411,7 @@ class SSHHost(Host):
                     return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
-        self._get_by_exec(transport, remote, local)
-
-    def _get_by_exec(self, transport: paramiko.Transport, remote: str,
-                     local: Path | str) -> None:
-        """Stream `remote` as raw bytes over an exec channel running `cat`; the local
-        file is written only once the remote one is open, and removed if the stream
-        ends without exit status 0 (a cut link, a read error)."""
-        # `cat` opens the file before it writes a byte: an empty stream plus an error
-        # means nothing to copy, so no local file is created for a missing remote one.
-        try:
-            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
-            chan.exec_command(shlex.join(["cat", "--", remote]))
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise HostError(f"{self.name}: cannot copy {remote} to {local} over an exec "
-                            f"channel: {exc}") from exc
-        err: list[bytes] = []
-        reader = threading.Thread(target=_drain, args=(chan.recv_stderr, err), daemon=True)
-        reader.start()
-        dst = None
-        try:
-            with chan:
-                chan.shutdown_write()
-                while chunk := chan.recv(_CHUNK):
-                    if dst is None:
-                        dst = open(local, "wb")  # noqa: SIM115 - closed below
-                    dst.write(chunk)
-                reader.join(OPEN_CHANNEL_TIMEOUT_S)
-                status = chan.exit_status if chan.status_event.wait(
-                    OPEN_CHANNEL_TIMEOUT_S) else None
-            if dst is None and status == 0:
-                open(local, "wb").close()  # an empty file, copied
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            status, err = None, [str(exc).encode()]
-        finally:
-            if dst is not None:
-                dst.close()
-        if status != 0:
-            if dst is not None:
-                Path(local).unlink(missing_ok=True)
-            why = _decode(err).strip() or ("the connection was lost" if status in (None, -1)
-                                           else f"cat exited {status}")
-            raise HostError(f"{self.name}: cannot copy {remote} to {local} over an exec "
-                            f"channel: {why}")
+        get_by_exec(transport, self.name, remote, local)
 
     def close(self) -> None:
         with self._sftp_lock:
@@ -570,15 +514,6 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: SSH connection to {self.target} was lost while a "
                             f"command ran (not re-run){why}")
         return _decode(out), _decode(err), status
-
-
-class NoSFTPError(HostError):
-    """The SSH server has no SFTP subsystem (files then go over an exec channel)."""
-
-
-def _drain(recv: Callable[[int], bytes], sink: list[bytes]) -> None:
-    while chunk := recv(_CHUNK):
-        sink.append(chunk)
 
 
 def _dies_within(transport: paramiko.Transport, seconds: float) -> bool:

@@ -9,6 +9,9 @@ side and alternating. Per run it prints, as medians over runs:
   after_s    last op of any client ends -> run written (records collected, files removed)
   fixed_s    before_s + after_s: what a run costs beyond its measured span
   spread_ms  start spread across client processes (max - min of their start lag)
+  slack_ms   how long before the common start every machine had its go files (> 0:
+             orchestration was not what delayed a start; the spread is then the client
+             machines' own wake-up latency, e.g. 16 processes on 2 shared cores)
 
 and the ratio after/before of fixed_s. The machines are either 16 SSH host entries to
 one sshd on 127.0.0.1 (`--bed loopback`, default, no root needed) or network-namespace
@@ -49,6 +52,7 @@ _go, _one = ClientGroup.go, Runner._run_one
 
 def go(self):
     marks[-1]["start_at_ns"] = start = _go(self)
+    marks[-1]["released_ns"] = time.time_ns()  # every go file written by now
     return start
 
 def run_one(self, plan, *args, **kwargs):
@@ -84,6 +88,7 @@ for m in marks:
     print(json.dumps({"status": m["status"], "before_s": (first - m["begin_ns"]) / 1e9,
                       "after_s": (m["end_ns"] - last) / 1e9,
                       "spread_ms": (max(lags) - min(lags)) / 1e6,
+                      "slack_ms": (m["start_at_ns"] - m["released_ns"]) / 1e6,
                       "lags_ms": sorted(round(lag / 1e6, 2) for lag in lags),
                       "phases": m.get("phases", {})}))
 """
@@ -182,7 +187,7 @@ def main() -> None:
     print(f"fan-out cost per run: before = {ref[:10]}, after = this checkout; bed "
           f"{args.bed}; {args.runs} runs x {args.repeats} repeats of 1 s each; medians")
     print(f"{'N':>3} {'kit':>6} {'before_s':>9} {'after_s':>8} {'fixed_s':>8} "
-          f"{'spread_ms':>9}")
+          f"{'spread_ms':>9} {'slack_ms':>8}")
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp:
         work = Path(tmp)
         (work / "before").mkdir()
@@ -200,10 +205,10 @@ def main() -> None:
             fixed = {}
             for k, rs in rows.items():
                 med = {f: statistics.median(r[f] for r in rs)
-                       for f in ("before_s", "after_s", "spread_ms")}
+                       for f in ("before_s", "after_s", "spread_ms", "slack_ms")}
                 fixed[k] = statistics.median(r["before_s"] + r["after_s"] for r in rs)
                 print(f"{n:>3} {k:>6} {med['before_s']:9.3f} {med['after_s']:8.3f} "
-                      f"{fixed[k]:8.3f} {med['spread_ms']:9.2f}")
+                      f"{fixed[k]:8.3f} {med['spread_ms']:9.2f} {med['slack_ms']:8.1f}")
             print(f"{n:>3} {'ratio':>6} {'':>9} {'':>8} "
                   f"{fixed['after'] / fixed['before']:7.2f}x", flush=True)
 

@@ -118,11 +118,21 @@ class ClientGroup:
                                             text=json.dumps(asdict(cfg))),
                             link.send("spawn", argv=argv, log=files["log"],
                                       fork=not isinstance(host, LocalHost)), files, i))
+        # Every process that did start is recorded (so `stop` reaches it) before the
+        # first failure is raised.
+        failure: HostError | None = None
         for host, wrote, spawned, files, i in started:
-            wrote.result()
-            pid = int(spawned.result()["pid"])
+            try:
+                wrote.result()
+                pid = int(spawned.result()["pid"])
+            except HostError as exc:
+                failure = failure or exc
+                continue
             argv = (host.python, "-m", "harness.worker", f"{files['out'][:-4]}.json")
-            self.workers.append(Worker(host, Process(host.name, pid, argv, files["log"]), files, i))
+            self.workers.append(Worker(host, Process(host.name, pid, argv, files["log"]),
+                                       files, i))
+        if failure is not None:
+            raise failure
 
     def _log_tail(self, w: Worker) -> str:
         try:

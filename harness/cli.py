@@ -77,6 +77,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED_RUNS if failed else EXIT_OK
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Fetch records that runs left on client machines (issue 13: transfers)."""
+    from harness.recollect import collect_pending
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec)
+    report = collect_pending(spec, Path(args.out))
+    if not report.runs_with_pending:
+        print(f"{spec.name}: nothing to collect (no run has records left on a machine)")
+        return EXIT_OK
+    print(f"{spec.name}: {report.runs_with_pending} run(s) had records on client machines; "
+          f"{report.runs_completed} run(s) completed; {report.files_still_pending} record "
+          "file(s) still there")
+    return EXIT_FAILED_RUNS if report.files_still_pending else EXIT_OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.spec import expand, load_spec
 
@@ -292,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a spec field, e.g. --set repetitions=3 --set run.ops=20")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("collect", help="fetch records that runs left on client machines "
+                       "(a failed transfer) and complete those runs")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("validate", help="check a spec without running anything")
     p.add_argument("spec")

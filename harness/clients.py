@@ -7,24 +7,31 @@ file, and begin at the common start time the runner writes into their `go` files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.agentctl import REQUEST_TIMEOUT_S, AgentPool, Pending
 from harness.errors import HarnessError, HostError
-from harness.hosts import CommandResult, Host, LocalHost, Process
+from harness.hosts import Host, LocalHost, Process
 from harness.loadgen import ClientConfig
 from harness.results import OpsArrays
 from harness.services.base import Endpoint
 from harness.spec import RunPlan
+from harness.transfer import PendingRecords, fetch_records
 
 T = TypeVar("T")
 
 READY_TIMEOUT_S = 120.0
+#: Time from `go` to the common start, for every machine to write its go files.
+GO_MARGIN_S = 0.1
+GO_MARGIN_PER_HOST_S = 0.005
 #: How long `wait` keeps trying to get a dropped SSH connection back (the client
 #: processes run on without it) before it gives the run up.
 RECONNECT_DEADLINE_S = 120.0
@@ -46,17 +53,11 @@ class Collected:
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
-
-
-def _once_more(host: Host, fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)`, tried a second time on a host that reconnects a dropped link (for
-    steps that only read, so a repeat is harmless)."""
-    try:
-        return fn(*args)
-    except HostError:
-        if not hasattr(host, "reconnect"):
-            raise
-        return fn(*args)
+    #: Records that could not be copied: still on their machines.
+    pending: list[PendingRecords] = field(default_factory=list)
+    #: host name -> files on it whose contents are copied and verified (or were never
+    #: written): removed by `ClientGroup.discard` once the run is written.
+    discardable: dict[str, list[str]] = field(default_factory=dict)
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -65,16 +66,23 @@ def split(total: int, parts: int) -> list[int]:
 
 
 class ClientGroup:
-    """The client processes of one run."""
+    """The client processes of one run, driven through one agent per client machine
+    (`harness.agentctl`): each step goes to every machine at once over the open links."""
 
     def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
-                 endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...]) -> None:
+                 endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...],
+                 spec_path: str = "SPEC", agents: AgentPool | None = None) -> None:
         self.plan = plan
+        #: Named in errors that tell how to fetch records left on a machine.
+        self.spec_path = spec_path
         self.hosts = list(hosts)
         self.workdirs = workdirs
         self.endpoints = endpoints
         self.op_names = op_names
         self.workers: list[Worker] = []
+        #: The runner shares one pool across runs; without one, the group has its own.
+        self.agents = agents or AgentPool()
+        self._own_agents = agents is None
         #: host name -> {"offset_ns", "uncertainty_ns"}, estimated in `go`.
         self.clock_offsets: dict[str, dict[str, int]] = {}
         #: What happened without costing records (a reconnected SSH link), for the
@@ -86,6 +94,7 @@ class ClientGroup:
         n = plan.clients.processes
         ops = split(size.ops, n) if size.ops is not None else [None] * n
         warm = split(size.warmup_ops, n)
+        started: list[tuple[Host, Pending, Pending, dict[str, str], int]] = []
         for i in range(n):
             host = self.hosts[i % len(self.hosts)]
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
@@ -101,10 +110,29 @@ class ClientGroup:
                 rate_ops_s=size.rate_ops_s / n if size.rate_ops_s else None,
                 arrival=size.arrival, phase=i / n, seed=size.seed * 1000 + i,
             )
-            host.write_text(f"{base}.json", json.dumps(asdict(cfg)))
-            proc = host.start([host.python, "-m", "harness.worker", f"{base}.json"],
-                              log_path=files["log"])
-            self.workers.append(Worker(host, proc, files, i))
+            link = self.agents.get(host)
+            argv = [host.python, "-m", "harness.worker", f"{base}.json"]
+            # Forked from the agent on other machines (no imports per run); a fresh
+            # interpreter here, so local workers are plain `harness.worker` processes.
+            started.append((host, link.send("write", path=f"{base}.json",
+                                            text=json.dumps(asdict(cfg))),
+                            link.send("spawn", argv=argv, log=files["log"],
+                                      fork=not isinstance(host, LocalHost)), files, i))
+        # Every process that did start is recorded (so `stop` reaches it) before the
+        # first failure is raised.
+        failure: HostError | None = None
+        for host, wrote, spawned, files, i in started:
+            try:
+                wrote.result()
+                pid = int(spawned.result()["pid"])
+            except HostError as exc:
+                failure = failure or exc
+                continue
+            argv = (host.python, "-m", "harness.worker", f"{files['out'][:-4]}.json")
+            self.workers.append(Worker(host, Process(host.name, pid, argv, files["log"]),
+                                       files, i))
+        if failure is not None:
+            raise failure
 
     def _log_tail(self, w: Worker) -> str:
         try:
@@ -118,72 +146,81 @@ class ClientGroup:
             groups.setdefault(w.host.name, []).append(w)
         return groups
 
-    def _ctl(self, host: Host, *args: str, check: bool = True) -> CommandResult:
-        return host.run([host.python, "-m", "harness.workerctl", *args], check=check)
-
     def wait_ready(self) -> None:
-        for workers in self._by_host().values():
+        asked = [(ws, self.agents.get(ws[0].host).send(
+            "ready", timeout_s=READY_TIMEOUT_S,
+            pairs=[[w.process.pid, w.files["ready"]] for w in ws]))
+            for ws in self._by_host().values()]
+        for workers, pending in asked:
             host = workers[0].host
-            res = self._ctl(host, "ready", str(READY_TIMEOUT_S),
-                            *(f"{w.process.pid}:{w.files['ready']}" for w in workers),
-                            check=False)
-            if res.returncode == 3:
-                dead = json.loads(res.stdout)["dead"]
-                w = next(w for w in workers if w.process.pid == dead)
+            res = pending.result(READY_TIMEOUT_S + REQUEST_TIMEOUT_S)
+            if "dead" in res:
+                w = next(w for w in workers if w.process.pid == res["dead"])
                 raise HarnessError(
                     f"client {w.client_id} on {host.name} exited before it was ready:\n"
                     f"{self._log_tail(w)}")
-            if res.returncode != 0:
+            if "timeout" in res:
                 raise HarnessError(f"client processes on {host.name} not ready after "
-                                   f"{READY_TIMEOUT_S:.0f} s: {res.stdout}{res.stderr}")
+                                   f"{READY_TIMEOUT_S:.0f} s: pids {res['timeout']}")
 
     def go(self) -> int:
         """Release all processes at one start time; returns it (Unix ns, this machine).
 
         Each host's go file holds the start in that host's own clock (start + its
         estimated offset), so processes on different machines start together and their
-        records share one time origin; offsets go into the manifest.
+        records share one time origin; offsets go into the manifest. The offsets are
+        estimated over every machine's link at once; the start leaves each machine
+        `GO_MARGIN_S` (+ a little per machine) to write its go files.
         """
         groups = self._by_host()
-        for name, workers in groups.items():
-            offset, uncertainty = workers[0].host.clock_offset_ns()
+        offsets = _parallel({name: (lambda h=ws[0].host: (0, 0) if isinstance(h, LocalHost)
+                                    else self.agents.get(h).clock_offset_ns())
+                             for name, ws in groups.items()})
+        for name, (offset, uncertainty) in offsets.items():
             self.clock_offsets[name] = {"offset_ns": offset, "uncertainty_ns": uncertainty}
-        # Over SSH each command is a round trip; leave time for every host's go files.
-        remote = sum(not isinstance(ws[0].host, LocalHost) for ws in groups.values())
-        start_at = time.time_ns() + 30_000_000 + 400_000_000 * remote
-        for name, workers in groups.items():
-            local_start = start_at + self.clock_offsets[name]["offset_ns"]
-            self._ctl(workers[0].host, "go", str(local_start),
-                      *(w.files["go"] for w in workers))
+        start_at = time.time_ns() + int((GO_MARGIN_S + GO_MARGIN_PER_HOST_S * len(groups))
+                                        * 1e9)
+        sent = [self.agents.get(ws[0].host).send(
+            "go", start_at_ns=start_at + self.clock_offsets[name]["offset_ns"],
+            files=[w.files["go"] for w in ws]) for name, ws in groups.items()]
+        for p in sent:
+            p.result()
         return start_at
 
     def wait(self) -> bool:
         """Wait for every process to exit. Returns True if interrupted (Ctrl-C).
 
         Survives a dropped SSH connection: the processes run in sessions of their own and
-        go on without it, so the host reconnects (with backoff) and the wait starts over,
-        for up to `RECONNECT_DEADLINE_S`; a note says so in the manifest.
+        go on without it, so the host reconnects (with backoff), a new agent starts and
+        the wait starts over, for up to `RECONNECT_DEADLINE_S`; a note says so in the
+        manifest. A link gone silent (`harness.sshwatch`) ends the wait at once.
         """
         try:
-            for workers in self._by_host().values():
-                self._wait_host(workers[0].host, [str(w.process.pid) for w in workers])
+            asked = {name: self.agents.get(ws[0].host).send(
+                "wait", pids=[w.process.pid for w in ws])
+                for name, ws in self._by_host().items()}
+            for name, ws in self._by_host().items():
+                self._wait_host(ws[0].host, [w.process.pid for w in ws], asked[name])
         except KeyboardInterrupt:
             self.stop()
             return True
         return False
 
-    def _wait_host(self, host: Host, pids: list[str]) -> None:
+    def _wait_host(self, host: Host, pids: list[int], pending: Pending) -> None:
         lost_at: float | None = None
         before = getattr(host, "reconnects", 0)
         while True:
             try:
-                self._ctl(host, "wait", *pids)
+                pending.result(None)
                 break
             except HostError as exc:
-                # Only a lost link (or a wait killed with it) is worth waiting out.
-                exit_code = getattr(getattr(exc, "result", None), "returncode", -1)
-                if not hasattr(host, "reconnect") or exit_code != -1:
+                if not hasattr(host, "reconnect"):
                     raise
+                if getattr(host, "link_silent", None):  # gone quiet: no use waiting
+                    raise HostError(
+                        f"{host.name}: {host.link_silent} during the run; its client "
+                        "processes may still be running there, and their records stay "
+                        "there until it answers again (`harness collect`)") from exc
                 now = time.monotonic()
                 lost_at = lost_at if lost_at is not None else now
                 if now - lost_at > RECONNECT_DEADLINE_S:
@@ -191,7 +228,11 @@ class ClientGroup:
                         f"{host.name}: SSH connection lost during the run and not back "
                         f"within {RECONNECT_DEADLINE_S:.0f} s ({exc}); the client "
                         f"processes may still be running there") from exc
-                time.sleep(0.2)  # the next command reconnects, with its own backoff
+                time.sleep(0.2)
+                try:  # a new agent over a new connection (with its own backoff)
+                    pending = self.agents.get(host).send("wait", pids=pids)
+                except HostError:
+                    continue
         if lost_at is not None:
             log = getattr(host, "reconnect_log", [])[before:]
             self.notes.append(
@@ -202,50 +243,79 @@ class ClientGroup:
     def stop(self, grace_s: float = 15.0) -> None:
         """Ask processes to stop (they save what they measured), then make sure. A host
         that cannot be reached is noted (its processes may still run there)."""
-        unreachable: dict[str, str] = {}
-        for w in self.workers:
+        asked = []
+        for name, ws in self._by_host().items():
             try:
-                w.host.signal(w.process, "TERM", group=False)
+                asked.append((name, self.agents.get(ws[0].host).send(
+                    "stop", pids=[w.process.pid for w in ws], grace_s=grace_s)))
             except HostError as exc:
-                unreachable.setdefault(w.host.name, str(exc).splitlines()[0])
-        deadline = time.monotonic() + grace_s
-        for w in self.workers:
-            if w.host.name in unreachable:
-                continue
+                self.notes.append(f"could not stop the client processes on {name}: "
+                                  f"{str(exc).splitlines()[0]}")
+        for name, p in asked:
             try:
-                while w.host.is_alive(w.process) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                w.host.stop(w.process, timeout_s=1.0)
+                p.result(grace_s + REQUEST_TIMEOUT_S)
             except HostError as exc:
-                unreachable.setdefault(w.host.name, str(exc).splitlines()[0])
-        for name, why in unreachable.items():
-            self.notes.append(f"could not stop the client processes on {name}: {why}")
+                self.notes.append(f"could not stop the client processes on {name}: "
+                                  f"{str(exc).splitlines()[0]}")
 
     def collect(self) -> Collected:
-        parts: list[OpsArrays] = []
-        statuses: list[dict[str, Any]] = []
-        errors: list[str] = []
+        """Copy every process's records here, each checked against the sha256 computed
+        on its machine; a machine's files are removed only once their copies are
+        verified and the run is written (`discard`). Records that could not be copied
+        stay where they are, listed in `Collected.pending` (`harness collect` fetches
+        them later). Machines are collected from in parallel."""
+        by_id = {w.client_id: w for w in self.workers}
+        got = Collected(OpsArrays.empty(self.op_names))
         with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
-            for workers in self._by_host().values():
-                host = workers[0].host
-                found = json.loads(_once_more(host, self._ctl, host, "status",
-                                              *(w.files["status"] for w in workers)).stdout)
-                for w in workers:
-                    status: dict[str, Any] = {"client": w.client_id, "host": host.name}
-                    status.update(found.get(w.files["status"]) or {
-                        "state": "failed", "error": "no status file (the process died)"})
-                    local = Path(tmp) / f"c{w.client_id}.npz"
-                    try:
-                        _once_more(host, host.get, w.files["out"], local)
-                        parts.append(OpsArrays.load_npz(local))
-                    except HostError:
-                        pass  # no records file: the status says why
-                    if status.get("state") in ("failed", "aborted"):
-                        tail = self._log_tail(w) if status["state"] == "failed" else ""
-                        errors.append(f"client {w.client_id} on {host.name}: "
-                                      f"{status.get('error')}" + (f"\n{tail}" if tail else ""))
-                    statuses.append(status)
-                host.run(["rm", "-f", *(w.files[k] for w in workers
-                                         for k in ("ready", "go", "status", "out"))],
-                         check=False)
-        return Collected(OpsArrays.concat(parts, self.op_names), statuses, errors)
+            fetched = _parallel({name: (lambda ws=ws: fetch_records(
+                ws[0].host, [(w.client_id, w.files) for w in ws], Path(tmp),
+                log_tail=lambda cid: self._log_tail(by_id[cid]), spec_path=self.spec_path,
+                info=self._agent_info(ws[0].host)))
+                for name, ws in self._by_host().items()})
+            parts: list[OpsArrays] = []
+            for name, f in fetched.items():
+                parts += f.parts
+                got.workers += f.statuses
+                got.errors += f.errors
+                got.pending += f.pending
+                got.discardable[name] = f.discardable
+            got.workers.sort(key=lambda s: s["client"])
+            got.ops = OpsArrays.concat(parts, self.op_names)
+        return got
+
+    def _agent_info(self, host: Host) -> Callable[[list[str], list[str]], tuple[dict, dict]]:
+        def info(status: list[str], out: list[str]) -> tuple[dict, dict]:
+            try:
+                res = self.agents.get(host).call("info", status=status, out=out)
+            except HostError:
+                if not hasattr(host, "reconnect") or getattr(host, "link_silent", None):
+                    raise
+                res = self.agents.get(host).call("info", status=status, out=out)
+            return res["status"], res["digest"]
+        return info
+
+    def discard(self, got: Collected) -> None:
+        """Remove the client files whose records are safe here (call once the run is
+        written); a machine that cannot be reached now keeps them (harmless)."""
+        hosts = {w.host.name: w.host for w in self.workers}
+        sent = []
+        for name, files in got.discardable.items():
+            if files:
+                with contextlib.suppress(HostError):
+                    sent.append(self.agents.get(hosts[name]).send("rm", files=files))
+        for p in sent:
+            with contextlib.suppress(HostError):
+                p.result()
+        if self._own_agents:
+            self.agents.close()
+
+
+def _parallel(jobs: Mapping[str, Callable[[], T]]) -> dict[str, T]:
+    """Run each job in a thread of its own; their results by name (the first error is
+    raised once all have ended)."""
+    if len(jobs) <= 1:
+        return {name: job() for name, job in jobs.items()}
+    with ThreadPoolExecutor(max_workers=min(32, len(jobs))) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        wait(futures.values())
+        return {name: f.result() for name, f in futures.items()}

@@ -14,7 +14,7 @@ import json
 import secrets
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -22,7 +22,8 @@ from typing import IO, Any
 import numpy as np
 from tqdm import tqdm
 
-from harness.clients import ClientGroup
+from harness.agentctl import AgentPool
+from harness.clients import ClientGroup, Collected
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
 from harness.loadgen.native import engine_of_workers
@@ -83,6 +84,22 @@ def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
     p50, p99 = np.percentile(lat, [50, 99]) / 1e6
     err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
     return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
+
+
+def run_status(plan: RunPlan, measured: int, error_rate: float, errors: list[str],
+               workers: list[dict[str, Any]], interrupted: bool = False) -> str:
+    """complete, partial or failed; a policy failure puts its reason first in `errors`."""
+    limit = plan.size.fail_if_error_rate_above
+    if measured == 0:
+        return "failed"
+    if limit is not None and error_rate > limit:
+        # By the spec's policy; the records are kept all the same.
+        errors.insert(0, f"error rate {error_rate:.2%} is above "
+                         f"run.fail_if_error_rate_above ({limit:.2%})")
+        return "failed"
+    if interrupted or errors or any(w.get("state") != "complete" for w in workers):
+        return "partial"
+    return "complete"
 
 
 def _target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
@@ -172,6 +189,10 @@ class _Context:
     client_hosts: list[Host]
     workdirs: dict[str, str]
     kit: dict[str, Any]
+    #: Client machines holding records not yet copied: their work directories stay.
+    keep_workdirs: set[str] = field(default_factory=set)
+    #: One agent per client machine, for every run (`harness.agentctl`).
+    agents: AgentPool = field(default_factory=AgentPool)
 
 
 def run_id_for(plan: RunPlan) -> str:
@@ -242,6 +263,10 @@ class Runner:
                 h.close()
 
     def run(self) -> list[RunOutcome]:
+        if self.resume:  # records a transfer left on client machines first
+            from harness.recollect import collect_pending
+
+            collect_pending(self.spec, self.out_dir, self.say)
         plans = self.plans()
         outcomes: list[RunOutcome] = []
         if not plans and self.spec.until is None:
@@ -250,10 +275,12 @@ class Runner:
         with self._hosts() as hosts, contextlib.ExitStack() as stack:
             ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info())
+            stack.callback(ctx.agents.close)  # after the work directories are removed
+            self._start_agents(ctx)
             for h in ctx.client_hosts:
                 if h.name not in ctx.workdirs:
                     ctx.workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
-                    stack.callback(h.remove_tree, ctx.workdirs[h.name])
+                    stack.callback(self._remove_workdir, ctx, h)
             bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
                                            disable=not self.progress, dynamic_ncols=True,
                                            desc=self.spec.name))
@@ -268,6 +295,27 @@ class Runner:
                 bar.refresh()
                 stopped = self._execute(more, ctx, bar, outcomes)
         return outcomes
+
+    @staticmethod
+    def _start_agents(ctx: _Context) -> None:
+        """Start every client machine's agent at once, before the first run: each
+        imports the kit once (seconds on a busy machine), and no run should pay that."""
+        sent = []
+        for h in ctx.client_hosts:
+            with contextlib.suppress(HostError):  # the first run says what is wrong
+                sent.append(ctx.agents.get(h).send("hello"))
+        for p in sent:
+            with contextlib.suppress(HostError):
+                p.result()
+
+    @staticmethod
+    def _remove_workdir(ctx: _Context, host: Host) -> None:
+        """Remove a client machine's work directory unless records not yet copied are in
+        it (`harness collect` fetches them from there)."""
+        if host.name in ctx.keep_workdirs:
+            return
+        with contextlib.suppress(HostError):  # unreachable now: nothing to remove it with
+            host.remove_tree(ctx.workdirs[host.name])
 
     def _execute(self, plans: list[RunPlan], ctx: _Context, bar: tqdm,
                  outcomes: list[RunOutcome]) -> bool:
@@ -285,7 +333,9 @@ class Runner:
                 for plan in group:
                     bar.set_postfix_str(plan.label())
                     outcome = self._run_one(plan, ctx.client_hosts, ctx.workdirs, endpoints,
-                                            ctx.infos, sinfo, ctx.kit, running)
+                                            ctx.infos, sinfo, ctx.kit, running,
+                                            keep_workdirs=ctx.keep_workdirs,
+                                            agents=ctx.agents)
                     outcomes.append(outcome)
                     bar.update(1)
                     self.say(self._line(outcome, len(outcomes), int(bar.total)))
@@ -348,13 +398,16 @@ class Runner:
     def _run_one(self, plan: RunPlan, client_hosts: list[Host], workdirs: dict[str, str],
                  endpoints: dict[str, Endpoint], infos: dict[str, Any],
                  sinfo: dict[str, Any], kit: dict[str, Any],
-                 running: dict[str, RunningService]) -> RunOutcome:
+                 running: dict[str, RunningService],
+                 keep_workdirs: set[str] | None = None,
+                 agents: AgentPool | None = None) -> RunOutcome:
         started = utcnow()
         ops = OpsArrays.empty(self.workload.ops)
         errors: list[str] = []
         workers: list[dict[str, Any]] = []
         interrupted = False
-        group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops)
+        group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops,
+                            spec_path=str(self.spec.path), agents=agents)
         baseline: Any = None
         timeline: Timeline | None = None
         gone: list[str] = []
@@ -386,27 +439,22 @@ class Runner:
         if timeline is not None:
             timeline.finish()
             errors += timeline.errors
+        pending: list[dict[str, Any]] = []
+        got: Collected | None = None
         try:
             got = group.collect()
             ops, workers = got.ops, got.workers
             errors += got.errors
+            pending = [asdict(p) for p in got.pending]
+            if keep_workdirs is not None:
+                keep_workdirs.update(p.host for p in got.pending)
         except (HarnessError, OSError) as exc:
             errors.append(f"collecting records: {exc}")
         dead = [n for n, s in running.items() if n not in gone and not s.alive()]
         if dead:
             errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
         n, rate, p50, p99, err = quick_stats(ops)
-        limit = plan.size.fail_if_error_rate_above
-        if n == 0:
-            status = "failed"
-        elif limit is not None and err > limit:
-            status = "failed"  # by the spec's policy; the records are kept all the same
-            errors.insert(0, f"error rate {err:.2%} is above run.fail_if_error_rate_above "
-                             f"({limit:.2%})")
-        elif interrupted or errors or any(w.get("state") != "complete" for w in workers):
-            status = "partial"
-        else:
-            status = "complete"
+        status = run_status(plan, n, err, errors, workers, interrupted)
         if interrupted:
             errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
         manifest = Manifest(
@@ -431,6 +479,8 @@ class Runner:
                      "engine": engine_of_workers(workers)},
             kit=kit, spec_file=str(self.spec.path),
             extra={**({"baseline": baseline} if baseline else {}),
+                   # Records still on client machines (`harness collect` fetches them).
+                   **({"pending_records": pending} if pending else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},
         )
         try:
@@ -438,6 +488,8 @@ class Runner:
         except OSError as exc:
             raise _write_failure(self.out_dir / plan.experiment, plan, manifest.run_id,
                                  len(ops), exc) from None
+        if got is not None:  # written and fsynced: the copies on the clients can go
+            group.discard(got)
         if interrupted:
             raise KeyboardInterrupt
         return RunOutcome(plan, run_dir, status, n, rate, p50, p99, err,

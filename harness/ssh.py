@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,18 @@ import paramiko
 
 from harness.errors import HostError, HostKeyError
 from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
+from harness.sshcopy import NoSFTPError, get_by_exec, put_by_exec
+from harness.sshwatch import LinkWatch
 
 _CHUNK = 1 << 16
 #: Pauses before each attempt to replace a dead connection: bounded, growing backoff.
 RECONNECT_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
 #: How long opening a channel may take on a connection that looks alive.
 OPEN_CHANNEL_TIMEOUT_S = 30.0
+#: After a link went silent: how long a connection attempt may take, and how long
+#: commands then fail at once before the next attempt.
+SILENT_CONNECT_TIMEOUT_S = 5.0
+SILENT_RETRY_S = 30.0
 #: After a channel ended without an exit status, how long to wait for the transport to
 #: notice a dead link (paramiko closes the channels before it marks itself inactive).
 DEATH_GRACE_S = 2.0
@@ -172,11 +178,17 @@ class SSHHost(Host):
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_transport: paramiko.Transport | None = None
         self._sftp_lock = threading.Lock()
+        #: The server has no SFTP subsystem: files are copied with `cat` over exec.
+        self._no_sftp = False
         self._conn_lock = threading.RLock()
         #: Connections opened in place of dead ones, and a line about each.
         self.reconnects = 0
         self.reconnect_log: list[str] = []
         self._closed = False
+        #: Why the link was declared silent (`harness.sshwatch`), while it is down.
+        self.link_silent: str | None = None
+        self._next_try = 0.0
+        self._watch = LinkWatch(self.name, self._current_transport, self._declare_silent)
 
     @classmethod
     def connect(cls, spec: HostSpec) -> SSHHost:
@@ -214,12 +226,48 @@ class SSHHost(Host):
                 f"re-established: {len(RECONNECT_DELAYS_S)} attempts over "
                 f"{sum(RECONNECT_DELAYS_S):g} s failed; last: {last}")
 
+    def _current_transport(self) -> paramiko.Transport | None:
+        return None if self._closed else self._client.get_transport()
+
+    def _declare_silent(self, transport: paramiko.Transport, reason: str) -> None:
+        """Called by the link watch: closing the transport ends every command, channel
+        and copy blocked on it; until the machine answers again, commands fail at once
+        (one connection attempt per `SILENT_RETRY_S`)."""
+        if transport is not self._client.get_transport():
+            return  # replaced meanwhile
+        self.link_silent = f"SSH link to {self.target} lost ({reason})"
+        self._next_try = time.monotonic() + SILENT_RETRY_S
+        transport.close()
+
+    def _retry_silent(self) -> None:
+        """One quick connection attempt to a machine whose link went silent (a dead
+        machine must not cost the full reconnect backoff on every command)."""
+        if time.monotonic() < self._next_try:
+            raise HostError(f"{self.name}: {self.link_silent}; not retried for "
+                            f"{self._next_try - time.monotonic():.0f} s more")
+        spec = replace(self._spec, connect_timeout_s=min(self._spec.connect_timeout_s,
+                                                         SILENT_CONNECT_TIMEOUT_S))
+        try:
+            self._client = _open_client(spec, self._endpoint)
+        except HostError as exc:
+            self._next_try = time.monotonic() + SILENT_RETRY_S
+            raise HostError(f"{self.name}: {self.link_silent}; still unreachable: "
+                            f"{exc}") from exc
+        self.reconnects += 1
+        self.reconnect_log.append(f"{self.link_silent}; re-established")
+        self.link_silent = None
+
     def _live_transport(self) -> paramiko.Transport:
         """The connection's transport; a dead one is replaced first (`reconnect`)."""
         with self._conn_lock:
             if self._closed:
                 raise HostError(f"{self.name}: SSH connection to {self.target} was closed")
             transport = self._client.get_transport()
+            if self.link_silent is not None and (transport is None or
+                                                 not transport.is_active()):
+                self._sftp = self._sftp_transport = None
+                self._retry_silent()
+                transport = self._client.get_transport()
             if transport is None or not transport.is_active():
                 self.reconnect("found closed")
                 transport = self._client.get_transport()
@@ -288,6 +336,18 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: cannot start {shlex.join(argv)}: {detail}")
         return Process(self.name, int(res.stdout.strip()), argv, log_path)
 
+    def open_channel(self, argv: Sequence[str]) -> paramiko.Channel:
+        """A channel running argv and left open, for a long-lived line protocol
+        (`harness.agentctl`); closing it ends the program's input."""
+        transport = self._live_transport()
+        try:
+            chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
+            chan.exec_command(_command(argv, None))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostError(f"{self.name}: cannot start {shlex.join(argv)} on "
+                            f"{self.target}: {exc}") from exc
+        return chan
+
     def clock_offset_ns(self, samples: int = 8) -> tuple[int, int]:
         """Ping-pong with one `workerctl clock` process over one channel and keep the
         exchange with the shortest round trip (as NTP does): a one-shot remote command
@@ -317,22 +377,41 @@ class SSHHost(Host):
         transport = self._live_transport()  # outside the SFTP lock: it may reconnect
         with self._sftp_lock:
             try:
-                self._open_sftp(transport).put(str(local), remote)
+                sftp = None if self._no_sftp else self._open_sftp(transport)
+            except NoSFTPError:
+                sftp = None
+            try:
+                if sftp is not None:
+                    sftp.put(str(local), remote)
+                    return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {local} to {remote}: {exc}") from exc
+        put_by_exec(transport, self.name, local, remote)
 
     def get(self, remote: str, local: Path | str) -> None:
+        """Copy over SFTP, or over an exec channel (`cat`) where the server has no SFTP
+        subsystem (hardened machines often have none)."""
         transport = self._live_transport()
+        if self._no_sftp:
+            get_by_exec(transport, self.name, remote, local)
+            return
         with self._sftp_lock:
             try:
-                # Open the remote file first so a missing one leaves no empty local file.
-                with self._open_sftp(transport).open(remote, "rb") as src:
-                    src.prefetch()
-                    with open(local, "wb") as dst:
-                        while chunk := src.read(_CHUNK):
-                            dst.write(chunk)
+                sftp = self._open_sftp(transport)
+            except NoSFTPError:
+                sftp = None
+            try:
+                if sftp is not None:
+                    # Open the remote file first so a missing one leaves no empty local file.
+                    with sftp.open(remote, "rb") as src:
+                        src.prefetch()
+                        with open(local, "wb") as dst:
+                            while chunk := src.read(_CHUNK):
+                                dst.write(chunk)
+                    return
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise HostError(f"{self.name}: cannot copy {remote} to {local}: {exc}") from exc
+        get_by_exec(transport, self.name, remote, local)
 
     def close(self) -> None:
         with self._sftp_lock:
@@ -340,20 +419,30 @@ class SSHHost(Host):
                 with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
                     self._sftp.close()
                 self._sftp = self._sftp_transport = None
+        self._watch.close()
         with self._conn_lock:
             self._closed = True
             self._client.close()
 
     # -- helpers ------------------------------------------------------------------
     def _open_sftp(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
-        """The SFTP session on `transport` (a new one after a reconnect)."""
+        """The SFTP session on `transport` (a new one after a reconnect); NoSFTPError
+        if the server has no SFTP subsystem (remembered: later copies use `cat`)."""
         if self._sftp is None or self._sftp_transport is not transport:
             try:
-                sftp = paramiko.SFTPClient.from_transport(transport)
+                chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
-            if sftp is None:
-                raise HostError(f"{self.name}: cannot open SFTP on {self.target}")
+            try:
+                chan.invoke_subsystem("sftp")
+                sftp = paramiko.SFTPClient(chan)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                chan.close()
+                if transport.is_active():  # the link is up: the server refused SFTP
+                    self._no_sftp = True
+                    raise NoSFTPError(f"{self.name}: no SFTP subsystem on {self.target}: "
+                                      f"{exc or type(exc).__name__}") from exc
+                raise HostError(f"{self.name}: cannot open SFTP on {self.target}: {exc}") from exc
             self._sftp, self._sftp_transport = sftp, transport
         return self._sftp
 
@@ -421,8 +510,9 @@ class SSHHost(Host):
         if status == -1 and _dies_within(transport, DEATH_GRACE_S):
             # The command's fate is unknown; it is not re-run, but the next command
             # reconnects (`_live_transport`).
+            why = f" ({self.link_silent})" if self.link_silent else ""
             raise HostError(f"{self.name}: SSH connection to {self.target} was lost while a "
-                            "command ran (not re-run)")
+                            f"command ran (not re-run){why}")
         return _decode(out), _decode(err), status
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.loadgen import ClientConfig, ClientRun
+from harness.workerctl import sha256_of
 
 GO_WAIT_S = 300.0
 
@@ -54,9 +55,10 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     if delay > 0.002:
         await asyncio.sleep(delay - 0.002)
     # The loop's timers are ms-grained and may wake a little early: never start before
-    # the common start (a negative offset would put op 0 before time zero).
-    while time.time_ns() < start_at_ns:
-        await asyncio.sleep(0)
+    # the common start (a negative offset would put op 0 before time zero). The rest is
+    # slept, not spun: many workers spinning on few cores would delay each other's start.
+    while (left_ns := start_at_ns - time.time_ns()) > 0:
+        time.sleep(left_ns / 1e9)
     # Align records of all processes on the common start (same clock on one host; hosts'
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns
@@ -75,6 +77,8 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
     arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
     arrays.save_npz(Path(run.cfg.files["out"]))
     return {
+        # Checked against the harness's copy before the file here is removed.
+        "out": sha256_of(run.cfg.files["out"]),
         "state": state,
         "error": error,
         "last_error": run.last_error,

@@ -11,12 +11,15 @@ Commands (exit 0 on success):
   go START_AT_NS FILE ...        write START_AT_NS into each FILE atomically
   wait PID ...                   wait until every PID has exited
   status FILE ...                print {"FILE": <parsed JSON or null>, ...}
+  digest FILE ...                print {"FILE": {"sha256": HEX, "bytes": N} or null, ...}
+                                 (the harness checks its copies against these)
   clock                          answer each line on stdin with this host's time.time_ns()
                                  (the harness estimates clock offsets from the exchange)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -74,6 +77,23 @@ def status(files: list[str]) -> int:
     return 0
 
 
+def sha256_of(path: str) -> dict[str, object] | None:
+    h, n = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+                n += len(chunk)
+    except OSError:
+        return None
+    return {"sha256": h.hexdigest(), "bytes": n}
+
+
+def digest(files: list[str]) -> int:
+    print(json.dumps({f: sha256_of(f) for f in files}))
+    return 0
+
+
 def clock() -> int:
     for _ in sys.stdin:
         sys.stdout.write(f"{time.time_ns()}\n")
@@ -92,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return wait(rest)
     if cmd == "status":
         return status(rest)
+    if cmd == "digest":
+        return digest(rest)
     if cmd == "clock":
         return clock()
     print(f"unknown command {cmd!r}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 pytest_plugins = [
     "tests.fixtures.sshd",
+    "tests.fixtures.sshd_variants",
     "tests.fixtures.machines",
     "tests.fixtures.servers",
     "tests.fixtures.rawdata",

@@ -293,6 +293,12 @@ def test_sigterm_stops_like_ctrl_c_and_resume_continues(tmp_path: Path) -> None:
         time.sleep(0.05)
     workers = _tagged_workers(tag)
     assert workers, "the harness never started a client process"
+    # Measuring once released: its go file exists (a fresh interpreter takes ~0.5-1 s
+    # to get there on a busy machine; a SIGTERM before that finds nothing to keep).
+    config = (Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[-2]).decode()
+    go_file = Path(config.removesuffix(".json") + ".go")
+    while time.monotonic() < deadline and not go_file.exists():
+        time.sleep(0.01)
     time.sleep(0.7)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -357,3 +363,80 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_earlier_runs(
     for d in written:
         for svc in json.loads((d / "manifest.json").read_text())["services"].values():
             assert all(gone(pid) for pid in svc["pids"])
+
+
+# -- a machine's link goes silent (no FIN, no RST) on the multi-machine test bed ------------
+
+SILENT_SPEC = """\
+name: silent
+workload: memcache_mix
+hosts: {hosts}
+services:
+  cache: {{kind: memcached, host: server}}
+clients: {{hosts: [client], processes: 2, connections: 1}}
+params: {{key_space: 1000}}
+repetitions: 2
+run: {{duration_s: 8, timeout_s: 1, max_consecutive_errors: 1000000}}
+on_failure: continue
+"""
+
+
+def test_a_client_machine_gone_silent_is_noticed_in_time_and_the_grid_goes_on(
+        tmp_path: Path) -> None:
+    """1 s into run 1 the client machine's interface is set down: its packets vanish, no
+    FIN or RST. The harness notices within NOTICE_BOUND_S (8 s), writes run 1 with an
+    error naming the silent link and where the records are, and goes on (on_failure:
+    continue): run 2 fails at once (the machine is unreachable). With the link back,
+    `harness collect` fetches run 1's records from the machine."""
+    import yaml
+
+    from harness.sshwatch import NOTICE_BOUND_S
+    from tests.fixtures.machines import machine_bed
+
+    assert NOTICE_BOUND_S <= 10
+    with machine_bed(["s", "c"]) as bed:
+        hosts = bed.hosts_yaml({"server": "s", "client": "c"})
+        path = tmp_path / "silent.yaml"
+        path.write_text(SILENT_SPEC.format(hosts=yaml.safe_dump(hosts, default_flow_style=True,
+                                                                width=10_000).strip()))
+        cli = bed["c"]
+        dropped: list[float] = []
+
+        def go_silent() -> None:
+            cli.run(["ip", "link", "set", cli.interface, "down"])
+            dropped.append(time.time())
+
+        def drop_once(plan, running) -> None:
+            if not dropped:
+                threading.Timer(1.0, go_silent).start()
+
+        t0 = time.monotonic()
+        try:
+            outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False,
+                              on_run_start=drop_once).run()
+        finally:
+            time.sleep(0.2)
+            cli.run(["ip", "link", "set", cli.interface, "up"])
+        took = time.monotonic() - t0
+        assert [o.status for o in outcomes] == ["failed", "failed"]  # records not here yet
+        first, second = by_index(tmp_path / "raw")
+        noticed_after = datetime.fromisoformat(first.ended_utc).timestamp() - dropped[0]
+        assert noticed_after <= 15, noticed_after
+        assert "link is silent" in first.error and cli.address in first.error
+        [p0, p1] = first.extra["pending_records"]
+        assert p0["files"]["out"] in first.error and "harness collect" in first.error
+        assert "unreachable" in second.error or "not retried" in second.error
+        assert seconds(second) < 5  # a silent machine does not cost the reconnect backoff
+        assert took < 60, took
+
+        # The machine is back: its client processes finished on their own; fetch them.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(
+                Path(p["files"]["status"]).exists() for p in (p0, p1)):
+            time.sleep(0.2)
+        assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
+        again, _ = by_index(tmp_path / "raw")
+        man = verify_run(tmp_path / "raw" / "silent" / first.run_id)
+        assert again.run_id == first.run_id and man.ops_file["rows"] > 0
+        assert man.status == "partial"  # the silent link stays in its error
+        assert "pending_records" not in man.extra

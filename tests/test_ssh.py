@@ -7,6 +7,7 @@ import re
 import stat
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,3 +245,38 @@ def test_clock_offset_of_a_host_on_this_machine_is_zero_within_its_uncertainty(s
         offset, uncertainty = host.clock_offset_ns()
     assert 0 < uncertainty < 20_000_000
     assert abs(offset) <= uncertainty + 1_000_000
+
+
+# -- a machine without SFTP (tests/fixtures/sshd_variants.py) --------------------------
+
+def test_put_get_binary_without_sftp(sshd_no_sftp, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4000 + b"\r\n\x00tail"  # every byte value, CR LF, NUL
+    (tmp_path / "a.bin").write_bytes(data)
+    with SSHHost.connect(sshd_no_sftp.server.host_spec()) as host:
+        host.put(tmp_path / "a.bin", str(tmp_path / "remote.bin"))
+        host.get(str(tmp_path / "remote.bin"), tmp_path / "b.bin")
+        assert host._no_sftp  # the fallback was taken, not SFTP
+        (tmp_path / "empty").write_bytes(b"")
+        host.get(str(tmp_path / "empty"), tmp_path / "empty.copy")
+        with pytest.raises(HostError, match="No such file"):
+            host.get(str(tmp_path / "absent"), tmp_path / "c.bin")
+    assert (tmp_path / "remote.bin").read_bytes() == data == (tmp_path / "b.bin").read_bytes()
+    assert (tmp_path / "empty.copy").read_bytes() == b""
+    assert not (tmp_path / "c.bin").exists()
+
+
+def test_get_without_sftp_cut_midway_leaves_no_partial_copy(sshd_no_sftp,
+                                                            tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(400 << 20)  # sparse: cheap to make, slow enough to copy over SSH
+    with SSHHost.connect(sshd_no_sftp.server.host_spec(connect_timeout_s=2)) as host:
+        host.run(["true"])
+        timer = threading.Timer(0.5, sshd_no_sftp.stop)
+        timer.start()
+        try:
+            with pytest.raises(HostError, match="cannot copy"):
+                host.get(str(big), tmp_path / "copy.bin")
+        finally:
+            timer.join()
+    assert not (tmp_path / "copy.bin").exists()

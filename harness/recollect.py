@@ -1,0 +1,205 @@
+"""Fetch records that runs left on client machines and complete those runs.
+
+When copying a client's records failed (the machine became unreachable, the copy did
+not match its checksum), the run was written `partial` or `failed`, its manifest lists
+the files in `extra.pending_records`, and the files stay on the machine. `harness
+collect SPEC` (and `harness run SPEC --resume`, before it runs anything) copies them,
+checks each copy's sha256 against the one computed on the machine, merges the records
+into the run, writes the run again under the same run id and only then removes the
+files on the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from harness.errors import HarnessError, HostError
+from harness.hosts import Host, connect_host
+from harness.results import (
+    STATUS_CODE,
+    TMP_PREFIX,
+    Manifest,
+    OpsArrays,
+    iter_run_dirs,
+    read_manifest,
+    read_ops,
+    verify_run,
+    write_run,
+)
+from harness.spec import RunPlan, Spec, expand
+from harness.transfer import fetch_records, remove_files
+from harness.workloads import WORKLOADS
+
+PENDING = "pending_records"
+
+
+@dataclass(frozen=True)
+class CollectReport:
+    runs_with_pending: int
+    runs_completed: int
+    #: Record files still on client machines after this attempt.
+    files_still_pending: int
+
+
+def ops_from_table(table: pa.Table, op_names: tuple[str, ...]) -> OpsArrays:
+    """ops.parquet's table back into arrays, op codes in `op_names` order."""
+    def codes(col: str, names: Mapping[str, int]) -> np.ndarray:
+        values = table.column(col).to_pylist()
+        return np.array([names[v] for v in values], dtype=np.int8)
+
+    intended = table.column("intended_ns").to_numpy(zero_copy_only=False)
+    return OpsArrays(
+        op_names,
+        client=table.column("client").to_numpy().astype(np.int32),
+        op=codes("op", {n: i for i, n in enumerate(op_names)}),
+        start_ns=table.column("start_ns").to_numpy().astype(np.int64),
+        latency_ns=table.column("latency_ns").to_numpy().astype(np.int64),
+        intended_ns=np.nan_to_num(intended.astype(float), nan=-1).astype(np.int64),
+        status=codes("status", STATUS_CODE),
+        nbytes=table.column("bytes").to_numpy().astype(np.int64),
+        warmup=table.column("warmup").to_numpy(zero_copy_only=False).astype(np.bool_),
+    )
+
+
+def _without(error: str | None, lines: list[str]) -> str | None:
+    text = error or ""
+    for line in lines:
+        text = text.replace(line, "")
+    kept = [ln for ln in text.split("\n") if ln.strip()]
+    return "\n".join(kept) or None
+
+
+def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays) -> Path:
+    """Write `manifest` + `ops` as the run `run_dir` (same run id). The new directory is
+    written and verified next to the old one first; the old one is removed last."""
+    exp_dir = run_dir.parent
+    staging = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}collect-", dir=exp_dir))
+    try:
+        new_dir = write_run(staging, manifest, ops)
+        verify_run(new_dir)
+        old = exp_dir / f"{TMP_PREFIX}old-{run_dir.name}"
+        os.rename(run_dir, old)  # hidden: readers skip it; both copies exist meanwhile
+        os.rename(new_dir, run_dir)
+        fd = os.open(exp_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        shutil.rmtree(old)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return run_dir
+
+
+def collect_pending(spec: Spec, out_dir: Path,
+                    say: Callable[[str], None] = print) -> CollectReport:
+    """Fetch every pending record file of `spec`'s runs under `out_dir`."""
+    # The runner imports this module (`--resume` collects first).
+    from harness.runner import _target_met, quick_stats, run_status
+
+    exp_dir = Path(out_dir) / spec.name
+    runs = []
+    if exp_dir.is_dir():
+        for d in iter_run_dirs(exp_dir):
+            man = read_manifest(d)
+            if man.extra.get(PENDING):
+                runs.append((d, man))
+    if not runs:
+        return CollectReport(0, 0, 0)
+    plans: dict[tuple[str, int], RunPlan] = {(p.config_id, 1): p for p in expand(spec)
+                                             if p.repetition == 1}
+    op_names = WORKLOADS.get(spec.workload).ops
+    hosts: dict[str, Host | None] = {}
+    completed = still = 0
+    try:
+        for run_dir, man in runs:
+            pending: list[dict[str, Any]] = list(man.extra[PENDING])
+            for name in sorted({p["host"] for p in pending} - set(hosts)):
+                try:
+                    if name not in spec.hosts:
+                        raise HostError(f"host {name!r} is not in {spec.path}")
+                    hosts[name] = connect_host(spec.hosts[name])
+                except HostError as exc:
+                    hosts[name] = None
+                    say(f"{name}: cannot connect ({exc}); its records stay there")
+            parts: list[OpsArrays] = []
+            left: list[dict[str, Any]] = []
+            resolved: list[str] = []
+            new_errors: list[str] = []
+            statuses: dict[int, dict[str, Any]] = {}
+            discard: dict[str, list[str]] = {}
+            with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
+                for name in sorted({p["host"] for p in pending}):
+                    mine = [p for p in pending if p["host"] == name]
+                    host = hosts[name]
+                    if host is None:
+                        left += mine
+                        continue
+                    got = fetch_records(host, [(p["client"], p["files"]) for p in mine],
+                                        Path(tmp), spec_path=str(spec.path),
+                                        unfinished_pending=True)
+                    parts += got.parts
+                    statuses.update({s["client"]: s for s in got.statuses})
+                    failed_again = {p.client for p in got.pending}
+                    left += [asdict(p) for p in got.pending]
+                    resolved += [p["error"] for p in mine if p["client"] not in failed_again]
+                    new_errors += [e for e in got.errors
+                                   if e not in (p.error for p in got.pending)]
+                    discard[name] = got.discardable
+                if not parts and len(left) == len(pending):
+                    still += len(left)
+                    continue
+                old_ops = ops_from_table(read_ops(run_dir), op_names)
+                ops = OpsArrays.concat([old_ops, *parts], op_names)
+            error = _without(man.error, [p["error"] for p in pending])
+            errors = [e for e in (error or "").split("\n") if e]
+            errors += [e for e in new_errors if e not in (man.error or "")]
+            errors += [p["error"] for p in left]
+            workers = [statuses.get(w.get("client"), w) if w.get("client") in statuses
+                       else w for w in man.loadgen.get("workers", [])]
+            n, rate, *_, err = quick_stats(ops)
+            plan = plans.get((man.config_id, 1))
+            if plan is None:
+                raise HarnessError(f"{run_dir}: configuration {man.config_id} is not in "
+                                   f"{spec.path} any more; collect with the spec it ran")
+            errors = [e for e in errors if not e.startswith("error rate ")]
+            interrupted = any(e.startswith("interrupted") for e in errors)
+            status = run_status(plan, n, err, errors, workers, interrupted)
+            when = datetime.now(UTC).isoformat(timespec="milliseconds")
+            extra = {k: v for k, v in man.extra.items() if k != PENDING}
+            if left:
+                extra[PENDING] = left
+            extra["collected_later"] = [*man.extra.get("collected_later", []),
+                                        {"utc": when, "clients": sorted(statuses)}]
+            loadgen = {**man.loadgen, "workers": workers,
+                       "achieved_rate_ops_s": rate if n else None,
+                       "target_met": _target_met(plan, rate) if plan.size.open_loop
+                       else None}
+            new = replace(man, status=status, error="\n".join(errors) or None,
+                          loadgen=loadgen, extra=extra, counts={}, ops_file={})
+            _replace_run(run_dir, new, ops)
+            # Written and verified here: the copies on the machines can go.
+            for name, files in discard.items():
+                host = hosts[name]
+                if host is not None:
+                    remove_files(host, files)
+            completed += status == "complete"
+            still += len(left)
+            say(f"{run_dir.name}: {len(resolved)} record file(s) collected; now {status}")
+    finally:
+        for h in hosts.values():
+            if h is not None:
+                with contextlib.suppress(HostError):
+                    h.close()
+    return CollectReport(len(runs), completed, still)

@@ -1,0 +1,162 @@
+"""Copying client records to the control machine so that none can be lost.
+
+Each record file is copied (SFTP, or an exec channel where a machine has none) and its
+copy's sha256 checked against the one computed on the client machine; the files there
+are only listed as removable, and removed by the caller once the run is written. A copy
+that fails leaves the files where they are, as `PendingRecords` naming machine and path
+(`harness collect` fetches them later: `harness.recollect`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from harness.errors import HostError
+from harness.hosts import Host
+from harness.results import OpsArrays, sha256_file
+
+T = TypeVar("T")
+
+
+def _once_more(host: Host, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, tried a second time on a host that reconnects a dropped link (for
+    steps that only read, so a repeat is harmless)."""
+    try:
+        return fn(*args)
+    except HostError:
+        if not hasattr(host, "reconnect"):
+            raise
+        return fn(*args)
+
+
+@dataclass(frozen=True)
+class PendingRecords:
+    """A client process's records left on its machine, not yet copied and verified here."""
+
+    host: str
+    client: int
+    #: Where they are on that machine: the records (`out`), the status, and the rest.
+    files: dict[str, str]
+    #: The line in the run's error that says so (removed once they are collected).
+    error: str
+
+
+@dataclass
+class Fetched:
+    parts: list[OpsArrays] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    pending: list[PendingRecords] = field(default_factory=list)
+    discardable: list[str] = field(default_factory=list)
+
+
+def _ctl_json(host: Host, *args: str) -> dict[str, Any]:
+    res = _once_more(host, host.run, [host.python, "-m", "harness.workerctl", *args])
+    return dict(json.loads(res.stdout))
+
+
+def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], tmp: Path,
+                  log_tail: Callable[[int], str] | None = None,
+                  spec_path: str = "SPEC", unfinished_pending: bool = False,
+                  info: Callable[[list[str], list[str]], tuple[dict, dict]] | None = None
+                  ) -> Fetched:
+    """Copy the records of `clients` (client id, its files) from `host` into `tmp` and
+    load them. Each copy is checked against the sha256 that `workerctl digest` computes
+    on the host (and the one the worker wrote into its status, if any); only then are
+    that client's files listed as `discardable` (removed once the run is written).
+    Whatever cannot be copied is `pending`,
+    with an error naming the machine and the path. With `unfinished_pending`, a client
+    without a status file (still running: its machine could not be told to stop) is
+    pending too, not taken as dead."""
+    out = Fetched()
+    where = f"{host.name} ({getattr(host, 'target', host.name)})"
+
+    def pending(cid: int, files: Mapping[str, str], why: str) -> None:
+        line = (f"client {cid} on {host.name}: records not copied ({why}); they are still "
+                f"on {where} at {files['out']}; `harness collect {spec_path}` (or "
+                f"`harness run {spec_path} --resume`) fetches them")
+        out.errors.append(line)
+        out.pending.append(PendingRecords(host.name, cid, dict(files), line))
+
+    try:
+        status_files = [f["status"] for _, f in clients]
+        out_files = [f["out"] for _, f in clients]
+        if info is not None:  # over an agent link
+            found, digests = info(status_files, out_files)
+        else:
+            found = _ctl_json(host, "status", *status_files)
+            digests = _ctl_json(host, "digest", *out_files)
+    except (HostError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for cid, files in clients:
+            out.statuses.append({"client": cid, "host": host.name, "state": "uncollected"})
+            pending(cid, files, why)
+        return out
+    done: list[str] = []
+    for cid, files in clients:
+        if unfinished_pending and found.get(files["status"]) is None:
+            out.statuses.append({"client": cid, "host": host.name, "state": "uncollected"})
+            pending(cid, files, "the client process has not finished: no status file yet")
+            continue
+        status: dict[str, Any] = {"client": cid, "host": host.name}
+        status.update(found.get(files["status"]) or {
+            "state": "failed", "error": "no status file (the process died)"})
+        out.statuses.append(status)
+        remote = digests.get(files["out"])
+        if remote is None:  # no records file: the status says why
+            done.append(cid)
+        else:
+            expected = {remote["sha256"], *([status["out"]["sha256"]]
+                                             if isinstance(status.get("out"), dict) else [])}
+            local = tmp / f"{host.name}-c{cid}.npz"
+            why = _copy_verified(host, files["out"], local, expected)
+            if why is not None:
+                status["collected"] = False
+                pending(cid, files, why)
+                continue
+            try:
+                out.parts.append(OpsArrays.load_npz(local))
+            except (OSError, ValueError, KeyError) as exc:
+                # An intact copy of a bad file: keep the original for inspection.
+                out.errors.append(f"client {cid} on {host.name}: records file "
+                                  f"{files['out']} is unreadable ({exc}); left there")
+                continue
+            done.append(cid)
+        if status.get("state") in ("failed", "aborted"):
+            tail = log_tail(cid) if log_tail and status["state"] == "failed" else ""
+            out.errors.append(f"client {cid} on {host.name}: {status.get('error')}"
+                              + (f"\n{tail}" if tail else ""))
+    files_of = dict(clients)
+    out.discardable = [files_of[cid][k] for cid in done
+                       for k in ("ready", "go", "status", "out")]
+    return out
+
+
+def remove_files(host: Host, files: Sequence[str]) -> None:
+    if files:
+        with contextlib.suppress(HostError):
+            host.run(["rm", "-f", "--", *files], check=False)
+
+
+def _copy_verified(host: Host, remote: str, local: Path, expected: set[str]) -> str | None:
+    """Copy `remote` to `local` (a second try after a failed copy or a mismatch); None
+    when the copy's sha256 is the one computed on the host, else why not."""
+    why = ""
+    for _ in range(2):
+        try:
+            _once_more(host, host.get, remote, local)
+        except HostError as exc:
+            why = str(exc).splitlines()[0]
+            continue
+        actual = sha256_file(local)
+        if len(expected) == 1 and actual in expected:
+            return None
+        why = (f"checksum mismatch: copy {actual[:16]}..., on the machine "
+               f"{' / '.join(sorted(e[:16] + '...' for e in expected))}")
+    local.unlink(missing_ok=True)
+    return why

@@ -180,14 +180,36 @@ def test_callback_path_records_each_op_once_through_a_stall(
     assert int((ops.status == OK).sum()) == 60_000 - int((ops.status != OK).sum())
 
 
+def _kill_after_gets(endpoint: Endpoint, pid: int, gets: int, limit_s: float = 30.0) -> None:
+    """SIGKILL `pid` once memcached's own `stats` count at least `gets` gets (or after
+    `limit_s`)."""
+    import socket
+
+    deadline = time.monotonic() + limit_s
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=5) as sock:
+        while time.monotonic() < deadline:
+            sock.sendall(b"stats\r\n")
+            buf = b""
+            while not buf.endswith(b"END\r\n"):
+                buf += sock.recv(65536)
+            stats = dict(line.split()[1:3] for line in buf.decode().splitlines()
+                         if line.startswith("STAT "))
+            if int(stats.get("cmd_get", 0)) >= gets:
+                break
+            time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+
+
 def test_batched_pipe_records_every_op_it_sent_when_the_server_dies(
         memcached_server: RunningService, loadgen_engine: str) -> None:
     """memcached killed under 2 connections x 4 in flight: the ops in flight become error
     records, reconnects fail as error records, the run aborts after its error limit, and
     every op that was sent (every seq taken) has exactly one record."""
     pid = memcached_server.processes[0].pid
-    # 0.8 s: prepare and connect come first, and a busy shared machine is slow.
-    threading.Timer(0.8, os.kill, (pid, signal.SIGKILL)).start()
+    # Kill once the server has served the measured ops' first thousands, not after a fixed
+    # time: on a busy machine prepare and connect can take longer than any fixed delay.
+    threading.Thread(target=_kill_after_gets, args=(memcached_server.endpoint, pid, 3000),
+                     daemon=True).start()
     run = _mix_run(memcached_server.endpoint, ops=5_000_000, connections=2, inflight=4,
                    timeout_s=2, max_consecutive_errors=40)
     ops = run.rec.to_arrays(MIX.ops, 1, 0)

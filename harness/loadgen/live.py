@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -142,7 +143,7 @@ class Sampler:
         self.handle = loop.call_at(self.t0_loop + self.interval_s, self._tick)
 
     def _tick(self) -> None:
-        self.sample(final=False)
+        self._guarded(final=False)
         loop = asyncio.get_running_loop()
         # On the run's second boundaries, not a second after this tick: no drift.
         self.handle = loop.call_at(self.t0_loop + (self.k + 1) * self.interval_s, self._tick)
@@ -152,7 +153,15 @@ class Sampler:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
-        self.sample(final=True)
+        self._guarded(final=True)
+
+    def _guarded(self, final: bool) -> None:
+        """`sample`, whose failure goes to the process's log: it must never cost the run
+        its records."""
+        try:
+            self.sample(final)
+        except Exception as exc:  # noqa: BLE001 - live numbers are a courtesy
+            print(f"live numbers: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def sample(self, final: bool) -> None:
         cpu0 = time.thread_time_ns()

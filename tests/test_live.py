@@ -108,7 +108,8 @@ def test_sampler_intervals_add_up_to_the_records(memcached_server: RunningServic
     pooled = merge(i.hist for i in intervals)
     for q in (50, 99):
         exact = np.percentile(ops.latency_ns, q, method="inverted_cdf")
-        assert percentile_ns(pooled, q) == pytest.approx(exact, rel=0.025)
+        # Within bucket precision (~2%), and sampling above HIST_SAMPLE records a second.
+        assert percentile_ns(pooled, q) == pytest.approx(exact, rel=0.05)
     assert sampler.cpu_ns > 0
 
 

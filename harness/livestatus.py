@@ -88,10 +88,19 @@ class LiveStatus:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self.poll()
-            self.emit(flush=True)
+            try:
+                self.poll()
+                self.emit(flush=True)
+            except Exception as exc:  # noqa: BLE001 - the run's records come next
+                self.say(f"  live numbers stopped: {type(exc).__name__}: {exc}")
 
     def _loop(self) -> None:
+        try:
+            self._every_second()
+        except Exception as exc:  # noqa: BLE001 - a status line must never fail a run
+            self.say(f"  live numbers stopped: {type(exc).__name__}: {exc}")
+
+    def _every_second(self) -> None:
         k = 1
         # Polled a little after each second boundary, when the processes have written it.
         while not self._stop.wait(max(0.0, self._t0 + k * INTERVAL_S + 0.2

@@ -67,18 +67,21 @@ def test_histogram_percentiles_within_bucket_precision() -> None:
     assert percentile_ns({}, 50) is None
 
 
+@pytest.mark.parametrize("rate_ops_s", [None, 5000.0], ids=["closed", "open"])
 def test_sampler_intervals_add_up_to_the_records(memcached_server: RunningService,
-                                                  loadgen_engine: str,
-                                                  tmp_path: Path) -> None:
-    """Read during the run (the native core writes from its own thread; its columns grow
-    past their first 64 Ki records), every interval whole: the intervals' ops and errors
-    are the records', and their pooled percentiles the records' within bucket precision."""
+                                                  loadgen_engine: str, tmp_path: Path,
+                                                  rate_ops_s: float | None) -> None:
+    """Read during the run (the native core writes from its own thread; in closed loop
+    its columns grow past their first 64 Ki records), every interval whole: the
+    intervals' ops and errors are the records', and their pooled percentiles the
+    records' (open loop: latency from the intended start) within bucket precision."""
     wl = WORKLOADS.get("memcache_mix")
     params = {"get_ratio": 0.9, "key_space": 1000, "key_size_bytes": 16,
               "value_size_bytes": 100}
     cfg = ClientConfig(workload=wl.name, params=params,
                        endpoints={"memcached": memcached_server.endpoint.to_dict()},
-                       client_id=0, connections=4, inflight=4, duration_s=3.0)
+                       client_id=0, connections=4, inflight=4, duration_s=3.0,
+                       rate_ops_s=rate_ops_s)
     live = tmp_path / "c0.live"
 
     async def go() -> tuple[ClientRun, Sampler]:

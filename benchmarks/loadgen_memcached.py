@@ -58,6 +58,8 @@ class Trial:
     p99_us: float | None = None
     errors: int = 0
     misses: int = 0
+    #: Live numbers on: thread CPU ms the sampler took per tick (`harness.loadgen.live`).
+    live_ms_per_tick: float | None = None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -74,6 +76,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
     p.add_argument("--memcaslap", default=MEMCASLAP, help=f"memcaslap binary ({MEMCASLAP})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    p.add_argument("--live", action="store_true",
+                   help="also run each engine with live numbers on (harness.loadgen.live), "
+                        "alternating with them off, and compare")
+    p.add_argument("--skip-memcaslap", action="store_true", help="harness trials only")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python; "
                         "see harness.loadgen.native)")
@@ -102,11 +108,13 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                  duration_s: float, engine: str = "native") -> Trial:
+                  duration_s: float, engine: str = "native", live: bool = False) -> Trial:
     """One client process's timed loop, in this process on uvloop, every op recorded, on
-    `engine` ("native" or "python", as KVBENCH_ENGINE selects it)."""
+    `engine` ("native" or "python", as KVBENCH_ENGINE selects it); with `live`, the
+    worker's once-a-second sampler runs beside it as under `harness run`."""
     import uvloop
 
+    from harness.loadgen.live import Sampler
     from harness.workloads import WORKLOADS
 
     os.environ[native.ENV] = engine
@@ -122,12 +130,20 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
         run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
         await run.connect_all()
         cpu0, user0 = cpu_seconds(resource.RUSAGE_SELF), user_seconds(resource.RUSAGE_SELF)
+        sampler = None
+        if live:
+            sampler = Sampler(run, str(Path(tempfile.gettempdir()) / f"bench-{os.getpid()}.live"))
+            sampler.start()
         await run.run()
+        if sampler is not None:
+            sampler.stop()
+            os.unlink(sampler.path)
+            tick_ms[0] = sampler.cpu_ns / 1e6 / max(sampler.k, 1)
         cpu_s = cpu_seconds(resource.RUSAGE_SELF) - cpu0
         user[0] = user_seconds(resource.RUSAGE_SELF) - user0
         return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
 
-    user = [0.0]
+    user, tick_ms = [0.0], [0.0]
     run, elapsed_s, cpu_s = uvloop.run(go())
     if run.engine != engine:
         raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
@@ -135,11 +151,12 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
     done = (ops.status == OK) | (ops.status == MISS)
     lat_us = ops.latency_ns[done] / 1e3
     return Trial(
-        f"harness/{engine}", connections, int(done.sum()) / elapsed_s,
+        f"harness/{engine}{'+live' if live else ''}", connections, int(done.sum()) / elapsed_s,
         cpu_s * 1e6 / max(len(ops), 1), user[0] * 1e6 / max(len(ops), 1),
         float(np.percentile(lat_us, 50)) if lat_us.size else None,
         float(np.percentile(lat_us, 99)) if lat_us.size else None,
         errors=int((~done).sum()), misses=int((ops.status == MISS).sum()),
+        live_ms_per_tick=tick_ms[0] if live else None,
     )
 
 
@@ -277,6 +294,8 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
         m_ops = med(m, "ops_per_s")
         for tool in (*tools, "memcaslap"):
             ts = pick(tool, c)
+            if not ts:
+                continue
             t_ops = med(ts, "ops_per_s")
             ratio = t_ops / m_ops if tool != "memcaslap" and t_ops and m_ops else None
             print(f"{c:>5}  {tool:<15} {cell(t_ops, ',.0f'):>9}  "
@@ -295,12 +314,43 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
                       f"{', '.join(f'{r:.2f}' for r in cpu)}")
 
 
+def variants(args: argparse.Namespace) -> list[str]:
+    """The harness rows: each engine, and with --live each engine with live numbers on."""
+    return [v for e in args.engines for v in ((e, f"{e}+live") if args.live else (e,))]
+
+
+def print_live(trials: list[Trial], connections: list[int], repeats: int,
+               engines: list[str]) -> None:
+    """Live numbers on vs off, per engine: medians side by side, their ratio, and the
+    per-repeat ratios (the two ran back to back)."""
+    print(f"\nlive numbers on vs off: medians of {repeats} trial(s); ratio = on / off")
+    print(f"{'conns':>5}  {'engine':<7} {'ops/s off':>10} {'ops/s on':>10} {'ratio':>6}  "
+          f"{'CPU us/op off':>13} {'on':>6} {'ratio':>6}  {'sampler ms/tick':>15}")
+    for c in connections:
+        for e in engines:
+            off = [t for t in trials if t.tool == f"harness/{e}" and t.connections == c]
+            on = [t for t in trials if t.tool == f"harness/{e}+live" and t.connections == c]
+            if not off or not on:
+                continue
+            ops_off = statistics.median(t.ops_per_s for t in off)
+            ops_on = statistics.median(t.ops_per_s for t in on)
+            cpu_off = statistics.median(t.cpu_us_per_op for t in off)
+            cpu_on = statistics.median(t.cpu_us_per_op for t in on)
+            tick = statistics.median(t.live_ms_per_tick or 0.0 for t in on)
+            print(f"{c:>5}  {e:<7} {ops_off:>10,.0f} {ops_on:>10,.0f} {ops_on / ops_off:>6.3f}  "
+                  f"{cpu_off:>13.2f} {cpu_on:>6.2f} {cpu_on / cpu_off:>6.3f}  {tick:>15.2f}")
+            pairs = list(zip(on, off, strict=False))
+            ops_r = ", ".join(f"{a.ops_per_s / b.ops_per_s:.3f}" for a, b in pairs)
+            cpu_r = ", ".join(f"{a.cpu_us_per_op / b.cpu_us_per_op:.3f}" for a, b in pairs)
+            print(f"{'':>5}  {e:<7} per-repeat ratios: ops/s {ops_r}; CPU per op {cpu_r}")
+
+
 def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[Trial]:
     pin = not args.no_pin and can_pin()
     if not args.no_pin and not pin:
         log(f"warning: CPUs {SERVER_CPU} and {CLIENT_CPU} not both available (or no "
             "taskset): running unpinned")
-    if shutil.which(args.memcaslap) is None:
+    if not args.skip_memcaslap and shutil.which(args.memcaslap) is None:
         raise SystemExit(f"{args.memcaslap} not found: apt-get install libmemcached-tools")
     params = workload_params(args)
     trials: list[Trial] = []
@@ -321,12 +371,16 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[
             for rep in range(args.repeats):
                 for c in args.connections:
                     # Alternate the order so neither tool always runs second.
-                    tools = [*(f"harness/{e}" for e in args.engines), "memcaslap"]
+                    tools = [f"harness/{e}" for e in variants(args)]
+                    if not args.skip_memcaslap:
+                        tools.append("memcaslap")
                     order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
                         if tool != "memcaslap":
+                            engine = tool.split("/")[1]
                             t = harness_trial(svc.endpoint, params, c, args.duration,
-                                              tool.split("/")[1])
+                                              engine.removesuffix("+live"),
+                                              live=engine.endswith("+live"))
                         else:
                             t = memcaslap_trial(args, svc.endpoint.port, cfg_path, c, pin)
                         trials.append(t)
@@ -355,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: server stopped")
         return 130
-    print_table(trials, args.connections, args.repeats, args.engines)
+    print_table(trials, args.connections, args.repeats, variants(args))
+    if args.live:
+        print_live(trials, args.connections, args.repeats, args.engines)
     overhead = recorder_overhead_ns()
     print("\nrecorder overhead per op (2 clock reads + the record block), thread CPU time:")
     print(f"  python: {overhead:.0f} ns")

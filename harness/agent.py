@@ -127,6 +127,15 @@ class Agent:
         return {"status": {f: _read_json(f) for f in req["status"]},
                 "digest": {f: sha256_of(f) for f in req["out"]}}
 
+    def op_live(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The live intervals (`harness.loadgen.live`) each worker wrote after the one
+        the control machine has: pairs of [live file, last interval number seen]."""
+        out: dict[str, list[Any]] = {}
+        for path, after in req["pairs"]:
+            data = _read_json(path) or {}
+            out[path] = [i for i in data.get("intervals", []) if i.get("k", 0) > after]
+        return {"intervals": out}
+
     def op_rm(self, req: dict[str, Any]) -> None:
         for f in req["files"]:
             with contextlib.suppress(FileNotFoundError):

@@ -166,6 +166,13 @@ class AgentPool:
                 link = self._links[host.name] = AgentLink(host)
             return link
 
+    def peek(self, host: Host) -> AgentLink | None:
+        """The host's agent if one is up; never starts one (reconnecting is `get`'s, for
+        the steps of a run; live numbers just skip a machine that is not answering)."""
+        with self._lock:
+            link = self._links.get(host.name)
+        return link if link is not None and not link.dead and link.host is host else None
+
     def close(self) -> None:
         with self._lock:
             links, self._links = list(self._links.values()), {}

@@ -61,7 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.spec import load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
-    runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress)
+    runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
+                    live=not args.quiet)
     plans = runner.plans()
     if args.dry_run:
         for p in plans:
@@ -306,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="skip runs that are complete")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field, e.g. --set repetitions=3 --set run.ops=20")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no live status line (ops/s, p50, p99, errors each second of a run)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "

@@ -71,8 +71,11 @@ class ClientGroup:
 
     def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
                  endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...],
-                 spec_path: str = "SPEC", agents: AgentPool | None = None) -> None:
+                 spec_path: str = "SPEC", agents: AgentPool | None = None,
+                 live: bool = False) -> None:
         self.plan = plan
+        #: Processes write live intervals (`harness.loadgen.live`) for `harness.livestatus`.
+        self.live = live
         #: Named in errors that tell how to fetch records left on a machine.
         self.spec_path = spec_path
         self.hosts = list(hosts)
@@ -100,6 +103,8 @@ class ClientGroup:
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
             files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log")}
             files["out"] = f"{base}.npz"
+            if self.live:
+                files["live"] = f"{base}.live"
             cfg = ClientConfig(
                 workload=plan.workload, params=dict(plan.params),
                 endpoints={k: e.to_dict() for k, e in self.endpoints.items()}, client_id=i,

@@ -26,6 +26,7 @@ from harness.agentctl import AgentPool
 from harness.clients import ClientGroup, Collected
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
+from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.provenance import host_info, kit_info
@@ -202,7 +203,7 @@ def run_id_for(plan: RunPlan) -> str:
 
 class Runner:
     def __init__(self, spec: Spec, out_dir: Path, *, resume: bool = False,
-                 progress: bool = True, stream: IO[str] | None = None,
+                 progress: bool = True, stream: IO[str] | None = None, live: bool = False,
                  on_run_start: Callable[[RunPlan, dict[str, RunningService]], None]
                  | None = None) -> None:
         """`on_run_start` is called as each run's clients are released: fault-injection
@@ -212,6 +213,8 @@ class Runner:
         self.out_dir = Path(out_dir)
         self.resume = resume
         self.progress = progress
+        #: A status line each second of a run (`harness.livestatus`); `harness run --quiet`.
+        self.live = live
         self.stream = stream or sys.stderr
         self.workload = WORKLOADS.get(spec.workload)
         self._gave_up: set[str] = set()
@@ -407,7 +410,8 @@ class Runner:
         workers: list[dict[str, Any]] = []
         interrupted = False
         group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops,
-                            spec_path=str(self.spec.path), agents=agents)
+                            spec_path=str(self.spec.path), agents=agents, live=self.live)
+        live: LiveStatus | None = None
         baseline: Any = None
         timeline: Timeline | None = None
         gone: list[str] = []
@@ -422,6 +426,7 @@ class Runner:
             group.start()
             group.wait_ready()
             start_ns = group.go()
+            live = LiveStatus(group, self.say).start() if self.live else None
             if self.spec.timeline:
                 timeline = Timeline(self.spec.timeline, running, start_ns).start()
             if self.on_run_start is not None:
@@ -436,6 +441,8 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 - a driver error in prepare; keep going
             errors.append(f"prepare: {type(exc).__name__}: {exc}")
             group.stop()
+        if live is not None:
+            live.stop()
         if timeline is not None:
             timeline.finish()
             errors += timeline.errors

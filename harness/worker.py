@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.loadgen import ClientConfig, ClientRun
+from harness.loadgen.live import Sampler
 from harness.workerctl import sha256_of
 
 GO_WAIT_S = 300.0
@@ -63,10 +64,16 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns
     error: str | None = None
+    # Live numbers (`harness run` without --quiet): a timer reading the records, none per op.
+    sampler = Sampler(run, cfg.files["live"]) if cfg.files.get("live") else None
+    if sampler is not None:
+        sampler.start()
     try:
         await run.run()
     except Exception as exc:  # noqa: BLE001 - keep the records, report the error
         error = f"{type(exc).__name__}: {exc}"
+    if sampler is not None:
+        sampler.stop()
     state = "aborted" if run.aborted or error else ("stopped" if run.stopping else "complete")
     return _finish(run, workload.ops, lag_ns, state, error or (run.last_error if run.aborted
                                                                   else None))

@@ -89,6 +89,10 @@ typedef struct {
     /* records: the Recorder's columns during a run */
     int64_t *c_start, *c_end, *c_out, *c_int;
     int64_t n, cap;
+    /* `n` as published to other threads (Engine.published): stored with release order
+     * once per pass of the loop, not per op, so a reader that loads it with acquire
+     * order may read every record below it while the loop writes the next ones. */
+    int64_t published;
     int inflight;
     int epfd, evfd, tmfd;
     pthread_mutex_t lock;
@@ -458,6 +462,7 @@ static int no_more_ops(Engine *e, int64_t t) {
 static int loop(Engine *e) {
     struct epoll_event evs[256];
     for (;;) {
+        __atomic_store_n(&e->published, e->n, __ATOMIC_RELEASE);
         if (e->stop_flag) e->stopping = 1;
         int64_t t = now_ns();
         if (e->cap - e->n <= reserve(e)) return EV_FULL;
@@ -560,11 +565,13 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     e->cap = lens[0];
     for (k = 1; k < 4; k++) if (lens[k] < e->cap) e->cap = lens[k];
     e->n = n;
+    __atomic_store_n(&e->published, n, __ATOMIC_RELEASE);
     e->running = 1;
     int ev;
     Py_BEGIN_ALLOW_THREADS
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  /* open loop wakes within us, not 50 us */
     ev = loop(e);
+    __atomic_store_n(&e->published, e->n, __ATOMIC_RELEASE);
     Py_END_ALLOW_THREADS
     e->running = 0;
     for (k = 0; k < 4; k++) PyBuffer_Release(&views[k]);
@@ -647,6 +654,12 @@ static PyObject *Engine_state(Engine *e, PyObject *Py_UNUSED(ignored)) {
                          "served_at", (long long)e->served_at, "consec", (long long)e->consec,
                          "aborted", e->aborted, "stopping", e->stopping,
                          "inflight", e->inflight);
+}
+
+/* Safe from any thread while the loop runs: the records below the returned count are
+ * written (see `published`); `n` itself is the loop's and may be mid-update. */
+static PyObject *Engine_published(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(__atomic_load_n(&e->published, __ATOMIC_ACQUIRE));
 }
 
 static void Engine_dealloc(Engine *e) {
@@ -834,6 +847,8 @@ static PyMethodDef Engine_methods[] = {
     {"feed", (PyCFunction)Engine_feed, METH_VARARGS,
      "feed(intended, first_seq, last): the next chunk of the open-loop schedule"},
     {"state", (PyCFunction)Engine_state, METH_NOARGS, "state() -> dict of counters"},
+    {"published", (PyCFunction)Engine_published, METH_NOARGS,
+     "published() -> records written so far; any thread, while it runs (acquire order)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -174,6 +174,13 @@ class ClientRun:
         if client.records_attempts:
             client.record_attempt = self.record_attempt
 
+    def published(self) -> int:
+        """How many records are whole and may be read now (`loadgen.live`): the count the
+        native core publishes (release order) while it writes from its own thread, else
+        `rec.n` (the Python paths write on this thread)."""
+        engine = self.native_run.engine if self.native_run is not None else None
+        return engine.published() if engine is not None else self.rec.n
+
     def record_attempt(self, op: int, seq: int, start_ns: int, end_ns: int,
                        status: int) -> None:
         """One more record for op `seq`: an attempt that did not serve it (e.g. a

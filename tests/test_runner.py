@@ -197,7 +197,14 @@ def test_ctrl_c_keeps_the_current_run_as_partial_and_resume_finishes(tmp_path: P
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not _tagged_workers(tag):
         time.sleep(0.05)
-    assert _tagged_workers(tag), "the harness never started a client process"
+    workers = _tagged_workers(tag)
+    assert workers, "the harness never started a client process"
+    # Measuring once released: its go file exists (a fresh interpreter can take over a
+    # second to get there on a busy machine; a Ctrl-C before that finds nothing to keep).
+    config = (Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[-2]).decode()
+    go_file = Path(config.removesuffix(".json") + ".go")
+    while time.monotonic() < deadline and not go_file.exists():
+        time.sleep(0.01)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

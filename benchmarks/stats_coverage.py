@@ -7,6 +7,8 @@ Prints, per setting, the share of simulated experiments whose interval covers th
 - throughput (total ops / total time), mean latency, p50 and p99 (pooled), as
   `harness summary` and `harness compare` print them, at 3, 5 and 10 runs (the built-in
   specs' repetition counts) of 1000 ops;
+- p99.9 at 3, 5 and 10 runs of 10 000 ops (the fewest for which the datastore table
+  prints its interval);
 - the ratio cand/base of compare on identical distributions (coverage of 1) and the share
   of false better/worse verdicts (should be <= alpha = 0.05);
 - `until` (3 runs minimum, ±5% target, max 30): the reported throughput interval after
@@ -74,6 +76,19 @@ def coverage(sims: int, runs: int, ops: int, sigma: float, run_sd: float) -> Non
           f"  false better/worse {false_calls / sims:.3f}")
 
 
+def p999_coverage(sims: int, runs: int, run_sd: float, ops: int = 10_000,
+                  sigma: float = 0.5) -> None:
+    """p99.9 as the datastore table prints it: an interval once every run has 10 000 ops."""
+    rng = np.random.default_rng(runs * 1000 + int(run_sd * 100) + ops)
+    truth = mixture_quantile(0.999, sigma, run_sd)
+    label = np.repeat(np.arange(runs), ops)
+    hits = 0
+    for _ in range(sims):
+        lat = np.exp(rng.normal(0, sigma, (runs, ops)) + rng.normal(0, run_sd, (runs, 1)))
+        hits += intervals.quantile_interval(lat.ravel(), label, 0.999).contains(truth)
+    print(f"{runs:>4} {ops:>5} {sigma:>5} {run_sd:>6}  p99.9 {hits / sims:.3f}")
+
+
 def until_coverage(sims: int, cv: float, pct: float = 5.0, first: int = 3,
                    most: int = 30) -> None:
     rng = np.random.default_rng(int(cv * 1000))
@@ -115,6 +130,9 @@ def main() -> None:
         for run_sd in (0.0, 0.05, 0.1, 0.2):
             coverage(args.sims, runs, 1000, 0.5, run_sd)
     coverage(args.sims, 5, 1000, 1.0, 0.1)
+    for runs in (3, 5, 10):
+        for run_sd in (0.05, 0.1, 0.2):
+            p999_coverage(args.sims, runs, run_sd)
     for cv in (0.02, 0.05, 0.1, 0.2):
         until_coverage(args.sims, cv)
 

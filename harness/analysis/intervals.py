@@ -99,6 +99,11 @@ def ratio_interval(
     return from_leave_one_out(value, loo, confidence=confidence)
 
 
+def ops_needed(q: float, min_tail_ops: int = MIN_TAIL_OPS) -> int:
+    """Ops a run needs for the `q` percentile to get an interval (p99: 1000, p99.9: 10 000)."""
+    return math.ceil(round(min_tail_ops / (1 - q), 6))
+
+
 def quantile_interval(
     latency: np.ndarray, run: np.ndarray, q: float, *, confidence: float = 0.95,
     min_tail_ops: int = MIN_TAIL_OPS,
@@ -117,7 +122,7 @@ def quantile_interval(
         return _no_interval(value, int(labels.size), "one run: no interval", confidence)
     tail = counts.min() * (1 - q)
     if tail < min_tail_ops:
-        need = math.ceil(min_tail_ops / (1 - q))
+        need = ops_needed(q, min_tail_ops)
         return _no_interval(
             value, int(labels.size),
             f"too few ops for an interval of p{q * 100:g} ({counts.min()} in a run; "

@@ -5,6 +5,8 @@
 table as ``<field>_ci_low`` / ``<field>_ci_high`` (NaN with fewer than 2 runs, and for a
 percentile whose runs hold too few ops beyond it). `harness compare` uses the same
 intervals, so a summary and a comparison of the same runs print the same numbers.
+Report tables may ask for `TABLE_METRICS` (p99.9 as well), and `no_ci_reasons` words
+why a percentile has no interval.
 """
 
 from __future__ import annotations

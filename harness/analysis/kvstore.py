@@ -119,16 +119,18 @@ def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
     second, median and p99 latency of the ops that started in the bin."""
     ops = loaded.ops
     if ops.empty:
-        return pd.DataFrame(columns=["run_id", "t_s", "op", "ops_s", "redirects_s",
+        return pd.DataFrame(columns=["run_id", "t_s", "op", "ops_s", "good_s", "redirects_s",
                                      "p50_ms", "p99_ms"])
     frame = pd.DataFrame({"run_id": ops["run_id"].astype(str), "op": ops["op"].astype(str),
                           "t_s": np.floor(ops["start_ns"] / 1e9 / bin_s) * bin_s,
                           "latency_ms": ops["latency_ns"] / 1e6,
+                          "good": ops["status"].isin(GOOD_STATUSES).to_numpy(),
                           "redirect": (ops["status"] == "redirect").to_numpy()})
     keys = ["run_id", "t_s", "op"]
-    real = frame[~frame["redirect"]].groupby(keys, observed=True)["latency_ms"]
-    out = pd.DataFrame({"ops_s": real.size() / bin_s, "p50_ms": real.median(),
-                        "p99_ms": real.quantile(0.99)})
+    real = frame[~frame["redirect"]].groupby(keys, observed=True)
+    lat = real["latency_ms"]
+    out = pd.DataFrame({"ops_s": lat.size() / bin_s, "good_s": real["good"].sum() / bin_s,
+                        "p50_ms": lat.median(), "p99_ms": lat.quantile(0.99)})
     out["redirects_s"] = frame[frame["redirect"]].groupby(keys, observed=True).size() / bin_s
     out = out.fillna({"redirects_s": 0.0}).reset_index()
     last = out.groupby("run_id")["t_s"].transform("max")
@@ -162,7 +164,7 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
     before it, during it, and in the `window_s` after it."""
     rows = []
     total = series.groupby(["run_id", "t_s"]).agg(
-        ops_s=("ops_s", "sum"), redirects_s=("redirects_s", "sum"),
+        ops_s=("ops_s", "sum"), good_s=("good_s", "sum"), redirects_s=("redirects_s", "sum"),
         p99_ms=("p99_ms", "max")).reset_index()
     for ev in events.itertuples():
         run = total[total["run_id"] == ev.run_id]
@@ -172,7 +174,8 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
             sel = run[(run["t_s"] >= np.floor(a)) & (run["t_s"] + 1 <= np.ceil(b))]
             rows.append({"run_id": ev.run_id, "step": ev.step, "action": ev.action,
                          "when": when, "seconds": len(sel),
-                         "ops_s": sel["ops_s"].mean(), "redirects_s": sel["redirects_s"].mean(),
+                         "ops_s": sel["ops_s"].mean(), "good_s": sel["good_s"].mean(),
+                         "redirects_s": sel["redirects_s"].mean(),
                          "p99_ms": sel["p99_ms"].median()})
     return pd.DataFrame(rows)
 
@@ -418,20 +421,25 @@ def events_table_html(study: KVStudy, window_s: float = 5.0) -> Any:
         return study.not_run("elastic")
     around = around_events(study.series, study.events, window_s)
     wide = around.pivot_table(index=["run_id", "step"], columns="when",
-                              values=["ops_s", "redirects_s", "p99_ms"])
+                              values=["ops_s", "good_s", "redirects_s", "p99_ms"])
     wide.columns = [f"{v}_{w}" for v, w in wide.columns]
     ev = study.events.merge(wide.reset_index(), on=["run_id", "step"])
+    failed = has_failures(study.elastic)
     cols = ["repetition", "action", "start_s", "duration_s", "size_after", "moved",
-            "ops_s_before", "ops_s_during", "ops_s_after", "redirects_s_during",
+            "ops_s_before", "ops_s_during", "ops_s_after",
+            *(["good_s_during"] if failed else []), "redirects_s_during",
             "p99_ms_before", "p99_ms_during"]
+    note = ("; goodput: ops answered (ok or miss) per second during the step; p99 includes "
+            "the failed ops (errors and timeouts)" if failed else
+            "; no op failed (no error or timeout): goodput equals throughput")
     return _html(ev[[c for c in cols if c in ev.columns]],
                  caption=f"Each scaling step; throughput (all ops) and redirects per second "
                          f"averaged over the {window_s:g} s before, the step itself, and the "
-                         f"{window_s:g} s after; p99: median of the per-second p99s",
+                         f"{window_s:g} s after; p99: median of the per-second p99s{note}",
                  headers={"start_s": "start [s]", "duration_s": "duration [s]",
                           "size_after": "servers after", "moved": "slots moved",
                           "ops_s_before": "ops/s before", "ops_s_during": "ops/s during",
-                          "ops_s_after": "ops/s after",
+                          "ops_s_after": "ops/s after", "good_s_during": "goodput/s during",
                           "redirects_s_during": "redirects/s during",
                           "p99_ms_before": "p99 before [ms]", "p99_ms_during": "p99 during [ms]"})
 

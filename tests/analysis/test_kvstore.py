@@ -191,3 +191,30 @@ def test_goodput_and_failed_ops_beside_throughput(tmp_path: Path) -> None:
               [client_ops(0, {0: 100, 1: 50 + rep})])
     html = kvstore.scaling_table_html(kvstore.analyse(clean)).data
     assert "goodput (aggregate)" not in html and "goodput equals throughput" in html
+
+
+def test_elastic_step_goodput_where_ops_failed(tmp_path: Path) -> None:
+    """Every 5th op that starts in seconds 1-3 (the step and the bin it ends in) is an
+    error: goodput during the step is 4/5 of the throughput; the table shows it."""
+    from harness.results import ERROR
+
+    parts = []
+    for c in range(2):
+        a = client_ops(c, {0: 1000, 1: 1000}, n=2000)
+        status = a.status.copy()
+        inside = np.flatnonzero((a.start_ns >= 1.0e9) & (a.start_ns < 3.0e9))
+        status[inside[::5]] = ERROR
+        parts.append(OpsArrays(OPS, a.client, a.op, a.start_ns, a.latency_ns, a.intended_ns,
+                               status, a.nbytes, a.warmup))
+    events = [{"at_s": 1.0, "action": "add_node", "service": "kv", "args": {},
+               "start_ns": 1_000_000_000, "end_ns": 2_500_000_000, "duration_s": 1.5,
+               "result": {"masters": 4}, "error": None}]
+    write(tmp_path, "kv_elastic", {}, 1, parts, extra={"timeline": events})
+    study = kvstore.analyse(tmp_path)
+    around = kvstore.around_events(study.series, study.events, window_s=1.0)
+    during = around[around["when"] == "during"].iloc[0]
+    before = around[around["when"] == "before"].iloc[0]
+    assert during["good_s"] == pytest.approx(0.8 * during["ops_s"], rel=1e-3)
+    assert before["good_s"] == before["ops_s"]
+    html = kvstore.events_table_html(study, window_s=1.0).data
+    assert "goodput/s during" in html and "p99 includes the failed ops" in html

@@ -7,10 +7,14 @@ Prints, per setting, the share of simulated experiments whose interval covers th
 - throughput (total ops / total time), mean latency, p50 and p99 (pooled), as
   `harness summary` and `harness compare` print them, at 3, 5 and 10 runs (the built-in
   specs' repetition counts) of 1000 ops;
+- p99.9 at 3, 5 and 10 runs of 10 000 ops (the fewest for which the datastore table
+  prints its interval);
 - the ratio cand/base of compare on identical distributions (coverage of 1) and the share
   of false better/worse verdicts (should be <= alpha = 0.05);
 - `until` (3 runs minimum, ±5% target, max 30): the reported throughput interval after
-  the old rule (stop when the 95% CI is within target) and the kit's rule.
+  the old rule (stop when the 95% CI is within target), after the target is first met
+  with the pessimistic spread, and after the kit's rule (that plus the confirming runs),
+  with the mean number of runs each costs.
 
 Usage: .venv/bin/python benchmarks/stats_coverage.py [--sims N]  (default 2000; ~minutes)
 """
@@ -25,7 +29,7 @@ from scipy import optimize
 from scipy import stats as st
 
 from harness.analysis import intervals, verdict
-from harness.runner import until_met
+from harness.runner import UNTIL_CONFIRM_RUNS, until_first_met
 
 
 def mixture_quantile(q: float, sigma: float, run_sd: float) -> float:
@@ -74,36 +78,47 @@ def coverage(sims: int, runs: int, ops: int, sigma: float, run_sd: float) -> Non
           f"  false better/worse {false_calls / sims:.3f}")
 
 
+def p999_coverage(sims: int, runs: int, run_sd: float, ops: int = 10_000,
+                  sigma: float = 0.5) -> None:
+    """p99.9 as the datastore table prints it: an interval once every run has 10 000 ops."""
+    rng = np.random.default_rng(runs * 1000 + int(run_sd * 100) + ops)
+    truth = mixture_quantile(0.999, sigma, run_sd)
+    label = np.repeat(np.arange(runs), ops)
+    hits = 0
+    for _ in range(sims):
+        lat = np.exp(rng.normal(0, sigma, (runs, ops)) + rng.normal(0, run_sd, (runs, 1)))
+        hits += intervals.quantile_interval(lat.ravel(), label, 0.999).contains(truth)
+    print(f"{runs:>4} {ops:>5} {sigma:>5} {run_sd:>6}  p99.9 {hits / sims:.3f}")
+
+
 def until_coverage(sims: int, cv: float, pct: float = 5.0, first: int = 3,
                    most: int = 30) -> None:
+    """The reported throughput interval where `until` stops, equal-duration runs (ops =
+    rate x 1 s): the old rule (95% CI within target), the pessimistic spread alone (the
+    target met with and without the latest run), and the kit's rule (that, then
+    `UNTIL_CONFIRM_RUNS` more runs); with the mean runs each costs."""
     rng = np.random.default_rng(int(cv * 1000))
     sig = math.sqrt(math.log(1 + cv * cv))
-    old_hits = new_hits = old_n = new_n = 0
+    hits = {"old": 0, "met": 0, "kit": 0}
+    runs = dict.fromkeys(hits, 0)
     for _ in range(sims):
-        rates = np.exp(rng.normal(-sig**2 / 2, sig, most))  # true mean rate 1 (equal times)
-        stops = {}
-        for n in range(first, most + 1):
-            a = rates[:n]
-            old = st.t.ppf(0.975, n - 1) * a.std(ddof=1) / math.sqrt(n) / a.mean() * 100
-            if "old" not in stops and old <= pct:
-                stops["old"] = n
-            reps = {i: (1.0, float(r)) for i, r in enumerate(a)}
-            if "new" not in stops and until_met(reps, pct):
-                stops["new"] = n
-            if len(stops) == 2:
-                break
-        for key in ("old", "new"):
-            n = stops.get(key, most)
-            # The interval the report prints: throughput of equal-duration runs.
-            iv = intervals.ratio_interval(rates[:n], np.ones(n))
-            hit = iv.contains(1.0)
-            if key == "old":
-                old_hits, old_n = old_hits + hit, old_n + n
-            else:
-                new_hits, new_n = new_hits + hit, new_n + n
-    print(f"until cv {cv:<5} old rule: coverage {old_hits / sims:.3f}, mean runs "
-          f"{old_n / sims:5.1f}   kit's rule: coverage {new_hits / sims:.3f}, mean runs "
-          f"{new_n / sims:5.1f}")
+        rates = np.exp(rng.normal(-sig**2 / 2, sig, most))  # true mean rate 1
+        old = next((n for n in range(first, most + 1)
+                    if st.t.ppf(0.975, n - 1) * rates[:n].std(ddof=1) / math.sqrt(n)
+                    / rates[:n].mean() * 100 <= pct), most)
+        # until_first_met looks at prefixes only: where the runner, one round at a
+        # time, would first find the target met.
+        met = until_first_met([(float(r), float(r)) for r in rates], pct)
+        stops = {"old": old, "met": most if met is None else met,
+                 "kit": most if met is None else min(met + UNTIL_CONFIRM_RUNS, most)}
+        for key, n in stops.items():
+            # The interval the report prints: total ops / total time over the runs.
+            hits[key] += intervals.ratio_interval(rates[:n], np.ones(n)).contains(1.0)
+            runs[key] += n
+    cells = "   ".join(f"{name}: coverage {hits[k] / sims:.3f}, mean runs {runs[k] / sims:5.1f}"
+                       for k, name in (("old", "old rule"), ("met", "target met"),
+                                       ("kit", f"kit's rule (+{UNTIL_CONFIRM_RUNS})")))
+    print(f"until cv {cv:<5} {cells}")
 
 
 def main() -> None:
@@ -115,6 +130,9 @@ def main() -> None:
         for run_sd in (0.0, 0.05, 0.1, 0.2):
             coverage(args.sims, runs, 1000, 0.5, run_sd)
     coverage(args.sims, 5, 1000, 1.0, 0.1)
+    for runs in (3, 5, 10):
+        for run_sd in (0.05, 0.1, 0.2):
+            p999_coverage(args.sims, runs, run_sd)
     for cv in (0.02, 0.05, 0.1, 0.2):
         until_coverage(args.sims, cv)
 

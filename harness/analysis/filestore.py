@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats, verdict
+from harness.analysis import intervals, stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
 from harness.analysis.summary_ci import ci_strings, summarise_with_ci
@@ -130,13 +130,16 @@ class Study:
         keys = ["op", "threads", "memcache"]
         tput = stats.config_table(self.per_run, keys, "throughput_ops_s", rate=True)
         lat = stats.config_table(self.per_run, keys, "latency_ms")
+        good = goodput_table(self.per_run, keys)
         ops = self.ops_frame()
         pooled = summarise_with_ci(Loaded(self.per_run, ops), keys)
         for col in ("latency_p50_ms", "latency_p99_ms"):
             pooled[col] = ci_strings(pooled, col)  # CI over runs where the ops allow one
-        pooled = pooled[[*keys, "latency_p50_ms", "latency_p99_ms", "error_rate",
+        pooled["errors"] = np.rint(pooled["error_rate"] * pooled["ops"]).astype(int)
+        pooled = pooled[[*keys, "latency_p50_ms", "latency_p99_ms", "errors", "error_rate",
                          "miss_rate"]]
-        out = tput.merge(lat, on=keys, suffixes=("_tput", "_lat")).merge(pooled, on=keys)
+        out = (tput.merge(lat, on=keys, suffixes=("_tput", "_lat")).merge(good, on=keys)
+               .merge(pooled, on=keys))
         rank = {o: i for i, o in enumerate(OPS)}
         return out.sort_values(keys, key=lambda s: s.map(rank) if s.name == "op" else s,
                                ascending=[True, True, False]).reset_index(drop=True)
@@ -180,6 +183,20 @@ class Study:
         return pd.DataFrame(rows)
 
 
+
+
+def goodput_table(per_run: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per configuration: goodput (ok and miss ops) by the throughput column's rule, total
+    ops over total wall time across runs (for these fixed-count runs, the harmonic mean),
+    with its 95% CI over runs: ``goodput``, ``goodput_low``, ``goodput_high``."""
+    rows = []
+    for key, grp in per_run.groupby(keys, sort=True, observed=True):
+        wall = grp["wall_s"].to_numpy(float)
+        good = grp["goodput_ops_s"].to_numpy(float) * wall  # answered ops per run
+        iv = intervals.ratio_interval(good, wall)
+        rows.append({**dict(zip(keys, key, strict=True)), "goodput": iv.value,
+                     "goodput_low": iv.low, "goodput_high": iv.high})
+    return pd.DataFrame(rows, columns=[*keys, "goodput", "goodput_low", "goodput_high"])
 
 
 def paired_comparison(a: pd.Series, b: pd.Series, *, alpha: float = 0.05,

@@ -141,23 +141,35 @@ def config_table_html(study: Study):
     if not study.ran:
         return None
     t = study.config_table()
+    failed = bool((t["errors"] > 0).any())
     shown = pd.DataFrame({
         "op": t["op"], "threads": t["threads"], "memcache": t["memcache"].map(mc_label),
         "runs": t["n_tput"],
         "tput": tables.ci_column(t, "mean_tput", "ci_low_tput", "ci_high_tput"),
         "lat": tables.ci_column(t, "mean_lat", "ci_low_lat", "ci_high_lat"),
         "p50": t["latency_p50_ms"], "p99": t["latency_p99_ms"],
-        "errors": t["error_rate"], "misses": t["miss_rate"],
+        "errors": t["error_rate"], "failed": t["errors"], "misses": t["miss_rate"],
     })
+    if failed:  # goodput beside throughput, by the same rule, wherever ops failed
+        shown.insert(5, "goodput", tables.ci_column(t, "goodput", "goodput_low",
+                                                    "goodput_high"))
+    else:
+        shown = shown.drop(columns="failed")
+    failures = ("Goodput counts only the ops answered (ok or miss) over the same time. "
+                "p50/p99 include the failed ops (errors and timeouts: a wait the client "
+                "had); their share and count are beside them." if failed else
+                "No op failed (no error or timeout): goodput equals throughput.")
     return _html(tables.to_html(
-        shown, numeric=["runs", "tput", "lat", "p50", "p99", "errors", "misses"],
-        caption="Per configuration: throughput (harmonic mean over runs) and the runs' "
-                "median latency (mean over runs), each with its 95% CI; p50/p99 of all "
-                "ops pooled (failed ops included; errors beside them), with a 95% CI over "
-                "runs where every run has 10 ops beyond the percentile (a p99 of 100 ops "
-                "per run has none: too few ops).",
-        headers={"tput": "ops/s (95% CI)", "lat": "median latency [ms] (95% CI)",
-                 "p50": "p50 [ms]", "p99": "p99 [ms]"},
+        shown, numeric=[c for c in ("runs", "tput", "goodput", "lat", "p50", "p99",
+                                    "errors", "failed", "misses") if c in shown],
+        caption="Per configuration: throughput (total ops / total time over runs: the "
+                "harmonic mean for these fixed-count runs) and the runs' median latency "
+                "(mean over runs), each with its 95% CI; p50/p99 of all ops pooled, with a "
+                "95% CI over runs where every run has 10 ops beyond the percentile (a p99 "
+                f"of 100 ops per run has none: too few ops). {failures}",
+        headers={"tput": "ops/s (95% CI)", "goodput": "goodput ops/s (95% CI)",
+                 "lat": "median latency [ms] (95% CI)", "p50": "p50 [ms]", "p99": "p99 [ms]",
+                 "failed": "failed ops"},
         formats={"errors": tables.pct(), "misses": tables.pct()}))
 
 

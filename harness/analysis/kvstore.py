@@ -23,6 +23,7 @@ import pandas as pd
 from harness.analysis import prose, stats
 from harness.analysis.display import markdown as _md
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.summary import ERROR_STATUSES
 from harness.analysis.summary_ci import ci_strings, summarise_with_ci
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
@@ -31,6 +32,8 @@ OPS = ("put", "get")
 #: Seed 004's time per scaling step with 10,000 pairs on 5 servers.
 SEED_STEP_S = {"add_node": 17.78, "remove_node": 15.56}
 STRATEGIES = ("FIFO", "LRU", "LFU")
+#: Ops that got an answer: what goodput counts (a miss is an answer, not a failure).
+GOOD_STATUSES = ("ok", "miss")
 
 
 def grid_column(runs: pd.DataFrame, suffixes: tuple[str, ...]) -> str | None:
@@ -45,27 +48,35 @@ def per_client(loaded: Loaded) -> pd.DataFrame:
     """One row per run, client and op: ops, busy seconds, throughput, redirects."""
     ops, runs = loaded.ops, loaded.runs
     if ops.empty:
-        return pd.DataFrame(columns=["run_id", "client", "op", "n", "busy_s", "ops_s",
-                                     "redirects", "span_s"])
+        return pd.DataFrame(columns=["run_id", "client", "op", "n", "good", "failed",
+                                     "busy_s", "ops_s", "good_ops_s", "redirects", "span_s",
+                                     "n_all", "good_all"])
     conc = (runs["loadgen_connections"] * runs["loadgen_inflight"]).set_axis(runs["run_id"])
     is_redirect = (ops["status"] == "redirect").to_numpy()
     frame = pd.DataFrame({
         "run_id": ops["run_id"].astype(str), "client": ops["client"],
         "op": ops["op"].astype(str), "latency_s": ops["latency_ns"] / 1e9,
         "start_s": ops["start_ns"] / 1e9, "end_s": (ops["start_ns"] + ops["latency_ns"]) / 1e9,
-        "is_op": ~is_redirect, "redirect": is_redirect})
+        "is_op": ~is_redirect, "redirect": is_redirect,
+        # Goodput counts the ops that got an answer (ok or miss), as the summary does.
+        "good": ops["status"].isin(GOOD_STATUSES).to_numpy(),
+        "failed": ops["status"].isin(ERROR_STATUSES).to_numpy()})
     keys = ["run_id", "client", "op"]
     real = frame[frame["is_op"]]
     out = real.groupby(keys, observed=True).agg(n=("latency_s", "size"),
+                                                good=("good", "sum"), failed=("failed", "sum"),
                                                 lat_s=("latency_s", "sum"))
     out["redirects"] = frame[frame["redirect"]].groupby(keys, observed=True).size()
     out = out.fillna({"redirects": 0}).reset_index()
     out["busy_s"] = out["lat_s"] / out["run_id"].map(conc).astype(float)
     out["ops_s"] = out["n"] / out["busy_s"]
+    out["good_ops_s"] = out["good"] / out["busy_s"]  # the same time rule as ops_s
     span = real.groupby(["run_id", "client"], observed=True).agg(
-        first=("start_s", "min"), last=("end_s", "max"), n_all=("latency_s", "size"))
+        first=("start_s", "min"), last=("end_s", "max"), n_all=("latency_s", "size"),
+        good_all=("good", "sum"))
     span["span_s"] = span["last"] - span["first"]
-    out = out.merge(span[["span_s", "n_all"]].reset_index(), on=["run_id", "client"])
+    out = out.merge(span[["span_s", "n_all", "good_all"]].reset_index(),
+                    on=["run_id", "client"])
     return out.drop(columns=["lat_s"])
 
 
@@ -83,7 +94,9 @@ def per_run(loaded: Loaded, factors: list[str]) -> pd.DataFrame:
         base = {f: runs.at[run_id, f] for f in factors}
         rows.append({"run_id": run_id, "op": op, **base, "clients": len(grp),
                      "throughput_ops_s": grp["ops_s"].sum(),
+                     "goodput_ops_s": grp["good_ops_s"].sum(),
                      "per_client_ops_s": grp["ops_s"].mean(), "ops": int(grp["n"].sum()),
+                     "errors": int(grp["failed"].sum()),
                      "redirect_rate": grp["redirects"].sum() / grp["n"].sum(),
                      "p50_ms": q.at[(run_id, op), 0.5], "p99_ms": q.at[(run_id, op), 0.99],
                      "miss_rate": st.get((run_id, op, "miss"), 0.0),
@@ -94,8 +107,9 @@ def per_run(loaded: Loaded, factors: list[str]) -> pd.DataFrame:
         base = {f: runs.at[run_id, f] for f in factors}
         rows.append({"run_id": run_id, "op": "all", **base, "clients": len(first),
                      "throughput_ops_s": (first["n_all"] / first["span_s"]).sum(),
+                     "goodput_ops_s": (first["good_all"] / first["span_s"]).sum(),
                      "per_client_ops_s": (first["n_all"] / first["span_s"]).mean(),
-                     "ops": int(grp["n"].sum()),
+                     "ops": int(grp["n"].sum()), "errors": int(grp["failed"].sum()),
                      "redirect_rate": grp["redirects"].sum() / grp["n"].sum()})
     return pd.DataFrame(rows)
 
@@ -105,16 +119,18 @@ def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
     second, median and p99 latency of the ops that started in the bin."""
     ops = loaded.ops
     if ops.empty:
-        return pd.DataFrame(columns=["run_id", "t_s", "op", "ops_s", "redirects_s",
+        return pd.DataFrame(columns=["run_id", "t_s", "op", "ops_s", "good_s", "redirects_s",
                                      "p50_ms", "p99_ms"])
     frame = pd.DataFrame({"run_id": ops["run_id"].astype(str), "op": ops["op"].astype(str),
                           "t_s": np.floor(ops["start_ns"] / 1e9 / bin_s) * bin_s,
                           "latency_ms": ops["latency_ns"] / 1e6,
+                          "good": ops["status"].isin(GOOD_STATUSES).to_numpy(),
                           "redirect": (ops["status"] == "redirect").to_numpy()})
     keys = ["run_id", "t_s", "op"]
-    real = frame[~frame["redirect"]].groupby(keys, observed=True)["latency_ms"]
-    out = pd.DataFrame({"ops_s": real.size() / bin_s, "p50_ms": real.median(),
-                        "p99_ms": real.quantile(0.99)})
+    real = frame[~frame["redirect"]].groupby(keys, observed=True)
+    lat = real["latency_ms"]
+    out = pd.DataFrame({"ops_s": lat.size() / bin_s, "good_s": real["good"].sum() / bin_s,
+                        "p50_ms": lat.median(), "p99_ms": lat.quantile(0.99)})
     out["redirects_s"] = frame[frame["redirect"]].groupby(keys, observed=True).size() / bin_s
     out = out.fillna({"redirects_s": 0.0}).reset_index()
     last = out.groupby("run_id")["t_s"].transform("max")
@@ -148,7 +164,7 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
     before it, during it, and in the `window_s` after it."""
     rows = []
     total = series.groupby(["run_id", "t_s"]).agg(
-        ops_s=("ops_s", "sum"), redirects_s=("redirects_s", "sum"),
+        ops_s=("ops_s", "sum"), good_s=("good_s", "sum"), redirects_s=("redirects_s", "sum"),
         p99_ms=("p99_ms", "max")).reset_index()
     for ev in events.itertuples():
         run = total[total["run_id"] == ev.run_id]
@@ -158,7 +174,8 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
             sel = run[(run["t_s"] >= np.floor(a)) & (run["t_s"] + 1 <= np.ceil(b))]
             rows.append({"run_id": ev.run_id, "step": ev.step, "action": ev.action,
                          "when": when, "seconds": len(sel),
-                         "ops_s": sel["ops_s"].mean(), "redirects_s": sel["redirects_s"].mean(),
+                         "ops_s": sel["ops_s"].mean(), "good_s": sel["good_s"].mean(),
+                         "redirects_s": sel["redirects_s"].mean(),
                          "p99_ms": sel["p99_ms"].median()})
     return pd.DataFrame(rows)
 
@@ -301,15 +318,32 @@ def scaling_table_html(study: KVStudy) -> Any:
     lat = lat.assign(op=lat["op"].astype(str), p50_ms=ci_strings(lat, "latency_p50_ms"),
                      p99_ms=ci_strings(lat, "latency_p99_ms"))[[*keys, "p50_ms", "p99_ms"]]
     shown = agg[[*keys, "n"]].assign(aggregate=ci_column(agg), per_client=ci_column(per))
+    failed = has_failures(study.scaling)
+    if failed:  # goodput beside throughput, by the same rule, wherever ops failed
+        shown["goodput"] = ci_column(scaling_table(study, "goodput_ops_s"))
     shown = shown.merge(lat, on=keys, how="left").fillna({"p50_ms": "–", "p99_ms": "–"})
+    if failed:
+        errors = study.scaling.groupby(keys, observed=True)["errors"].sum()
+        shown = shown.merge(errors.reset_index(), on=keys, how="left")
     mean = "harmonic" if harmonic_rates(study.scaling) else "arithmetic (fixed-duration runs)"
+    caption = (f"Throughput [ops/s]: {mean} mean over runs (95% CI); latency: "
+               "percentiles of all ops pooled [ms], with a 95% CI over runs "
+               "where every run has 10 ops beyond the percentile")
+    caption += ("; goodput counts only ops answered (ok or miss) over the same time; the "
+                "percentiles include the failed ops (errors and timeouts: a wait the client "
+                "had), counted beside them" if failed else
+                "; no op failed (no error or timeout), so goodput equals throughput")
     return _html(shown.rename(columns={study.servers: "servers", study.clients: "clients"}),
-                 caption=f"Throughput [ops/s]: {mean} mean over runs (95% CI); latency: "
-                         "percentiles of all ops pooled [ms], with a 95% CI over runs "
-                         "where every run has 10 ops beyond the percentile",
+                 caption=caption,
                  headers={"aggregate": "aggregate (sum over clients)",
-                          "per_client": "per client", "p50_ms": "p50 [ms]",
-                          "p99_ms": "p99 [ms]"})
+                          "per_client": "per client", "goodput": "goodput (aggregate)",
+                          "p50_ms": "p50 [ms]", "p99_ms": "p99 [ms]",
+                          "errors": "failed ops"})
+
+
+def has_failures(frame: pd.DataFrame) -> bool:
+    """Whether any run of a per-run table had an error or timeout op."""
+    return bool(len(frame)) and bool((frame["errors"].fillna(0) > 0).any())
 
 
 def _plural(n: Any, noun: str) -> str:
@@ -387,20 +421,25 @@ def events_table_html(study: KVStudy, window_s: float = 5.0) -> Any:
         return study.not_run("elastic")
     around = around_events(study.series, study.events, window_s)
     wide = around.pivot_table(index=["run_id", "step"], columns="when",
-                              values=["ops_s", "redirects_s", "p99_ms"])
+                              values=["ops_s", "good_s", "redirects_s", "p99_ms"])
     wide.columns = [f"{v}_{w}" for v, w in wide.columns]
     ev = study.events.merge(wide.reset_index(), on=["run_id", "step"])
+    failed = has_failures(study.elastic)
     cols = ["repetition", "action", "start_s", "duration_s", "size_after", "moved",
-            "ops_s_before", "ops_s_during", "ops_s_after", "redirects_s_during",
+            "ops_s_before", "ops_s_during", "ops_s_after",
+            *(["good_s_during"] if failed else []), "redirects_s_during",
             "p99_ms_before", "p99_ms_during"]
+    note = ("; goodput: ops answered (ok or miss) per second during the step; p99 includes "
+            "the failed ops (errors and timeouts)" if failed else
+            "; no op failed (no error or timeout): goodput equals throughput")
     return _html(ev[[c for c in cols if c in ev.columns]],
                  caption=f"Each scaling step; throughput (all ops) and redirects per second "
                          f"averaged over the {window_s:g} s before, the step itself, and the "
-                         f"{window_s:g} s after; p99: median of the per-second p99s",
+                         f"{window_s:g} s after; p99: median of the per-second p99s{note}",
                  headers={"start_s": "start [s]", "duration_s": "duration [s]",
                           "size_after": "servers after", "moved": "slots moved",
                           "ops_s_before": "ops/s before", "ops_s_during": "ops/s during",
-                          "ops_s_after": "ops/s after",
+                          "ops_s_after": "ops/s after", "good_s_during": "goodput/s during",
                           "redirects_s_during": "redirects/s during",
                           "p99_ms_before": "p99 before [ms]", "p99_ms_during": "p99 during [ms]"})
 

@@ -5,6 +5,8 @@
 table as ``<field>_ci_low`` / ``<field>_ci_high`` (NaN with fewer than 2 runs, and for a
 percentile whose runs hold too few ops beyond it). `harness compare` uses the same
 intervals, so a summary and a comparison of the same runs print the same numbers.
+Report tables may ask for `TABLE_METRICS` (p99.9 as well), and `no_ci_reasons` words
+why a percentile has no interval.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ METRICS: dict[str, float | None] = {
     "latency_p50_ms": 0.5,
     "latency_p99_ms": 0.99,
 }
+#: The report's tables also give p99.9 an interval where every run has the ops for one
+#: (10 000 per run); `harness summary`/`compare` keep to `METRICS`, their stable interface.
+TABLE_METRICS: dict[str, float | None] = {**METRICS, "latency_p999_ms": 0.999}
 _NS_PER_MS = 1e6
 #: Said under a table where a percentile of several runs has no interval.
 NO_CI_NOTE = (f"note: a percentile shown without [low, high] has fewer than "
@@ -49,9 +54,11 @@ def _key(values: Sequence[object]) -> tuple[object, ...]:
 
 
 def group_intervals(
-    loaded: Loaded, by: Sequence[str] | None = None
+    loaded: Loaded, by: Sequence[str] | None = None,
+    metrics: dict[str, float | None] = METRICS,
 ) -> dict[tuple[object, ...], dict[str, intervals.RunInterval]]:
-    """{group key (values of `by`, in order): {metric: interval}} for groups with ops."""
+    """{group key (values of `by`, in order): {metric: interval}} for groups with ops;
+    the percentiles are those of `metrics` (throughput and mean always)."""
     explicit = by is not None  # as in `summarise`: only a named op/client is ops-level
     by = list(by) if by is not None else default_by(loaded)
     _check_by(by, loaded.runs)
@@ -94,7 +101,7 @@ def group_intervals(
             "throughput_ops_s": intervals.ratio_interval(unit_ops[mine], wall_s[mine]),
             "latency_mean_ms": intervals.ratio_interval(unit_lat[mine], unit_ops[mine]),
         }
-        for field, q in METRICS.items():
+        for field, q in metrics.items():
             if q is not None:
                 cell[field] = intervals.quantile_interval(lat[idx], op_run[idx], q)
         out[_key([values[c] for c in by])] = cell
@@ -103,13 +110,13 @@ def group_intervals(
 
 def with_ci_columns(
     table: pd.DataFrame, cis: dict[tuple[object, ...], dict[str, intervals.RunInterval]],
-    by: Sequence[str],
+    by: Sequence[str], fields: Sequence[str] = tuple(METRICS),
 ) -> pd.DataFrame:
-    """`table` with ``<field>_ci_low`` / ``_ci_high`` after each field of `METRICS`."""
+    """`table` with ``<field>_ci_low`` / ``_ci_high`` after each of `fields`."""
     table = table.copy()
     keys = [_key(row) for row in table[list(by)].itertuples(index=False, name=None)] \
         if by else [()] * len(table)
-    for field in METRICS:
+    for field in fields:
         pos = table.columns.get_loc(field) + 1
         lows = [cis.get(k, {}).get(field) for k in keys]
         table.insert(pos, f"{field}_ci_low",
@@ -133,11 +140,33 @@ def with_bracketed_ci(table: pd.DataFrame, fields: Sequence[str]) -> pd.DataFram
     return table
 
 
-def summarise_with_ci(loaded: Loaded, by: Sequence[str]) -> pd.DataFrame:
+def summarise_with_ci(loaded: Loaded, by: Sequence[str],
+                      metrics: dict[str, float | None] = METRICS) -> pd.DataFrame:
     """`summary.summarise` with the CI columns of `with_ci_columns` (for report tables)."""
     from harness.analysis.summary import summarise
 
-    return with_ci_columns(summarise(loaded, by), group_intervals(loaded, by), by)
+    return with_ci_columns(summarise(loaded, by), group_intervals(loaded, by, metrics), by,
+                           tuple(metrics))
+
+
+def no_ci_reasons(table: pd.DataFrame, fields: dict[str, float | None],
+                  unit: str = "runs") -> list[str]:
+    """Per percentile of `fields` that lacks an interval in some row of several runs
+    (`ops` over `runs` each), why: the ops one needs per run and the fewest a row had."""
+    out = []
+    several = table["runs"] > 1
+    for field, q in fields.items():
+        if q is None or f"{field}_ci_low" not in table:
+            continue
+        missing = several & table[f"{field}_ci_low"].isna()
+        if not missing.any():
+            continue
+        need = intervals.ops_needed(q)
+        fewest = int((table.loc[missing, "ops"] / table.loc[missing, "runs"]).min())
+        out.append(f"p{q * 100:g} has no interval where a {unit[:-1]} holds fewer than "
+                   f"{need:,} ops ({intervals.MIN_TAIL_OPS} beyond it; here ~{fewest:,} "
+                   f"per {unit[:-1]}): an interval would undercover")
+    return out
 
 
 def ci_strings(table: pd.DataFrame, field: str, digits: int = 3) -> list[str]:

@@ -114,3 +114,43 @@ def test_paired_comparison_on_known_pairs() -> None:
     # Unpaired, the 4× spread between pairs hides the 2× effect; paired, it does not.
     assert not filestore.stats.compare_two(on, off).significant
     assert filestore.paired_comparison(on.iloc[:1], off) is None
+
+
+def test_goodput_beside_throughput_where_ops_failed(tmp_path: Path) -> None:
+    """Every 8th insert with memcache on is an error, each run's last a timeout: the
+    table gains goodput (answered ops over the runs' total wall time, computed here from
+    the records) and failed-op counts; a tree without failures says goodput = throughput."""
+    import numpy as np
+
+    from harness.analysis.load import load
+
+    raw = write_filestore_runs(tmp_path / "raw", reps=3, fail_every=8)
+    study = filestore.analyse(raw)
+    table = study.config_table().set_index(["op", "threads", "memcache"])
+    ops = load(raw).ops
+    for threads in (1, 4):
+        runs = study.select("insert", threads, True)["run_id"]
+        good = wall = failed = 0
+        for run_id in runs:
+            o = ops[ops["run_id"] == run_id]
+            end = (o["start_ns"] + o["latency_ns"]).max()
+            wall += (end - o["start_ns"].min()) / 1e9
+            bad = o["status"].isin(["error", "timeout"]).to_numpy()
+            good, failed = good + int((~bad).sum()), failed + int(bad.sum())
+        row = table.loc[("insert", threads, True)]
+        # 40 ops: errors at 8, 16, 24, 32, and the 40th a timeout; 3 runs.
+        assert failed == 3 * 5 and row["errors"] == failed
+        assert row["goodput"] == pytest.approx(good / wall, rel=1e-9)
+        assert row["goodput_low"] < row["goodput"] < row["goodput_high"]
+        assert row["goodput"] < row["mean_tput"]
+    clean = table.loc[("find", 1, True)]
+    assert clean["errors"] == 0
+    assert clean["goodput"] == pytest.approx(clean["mean_tput"], rel=1e-9)
+    html = filestore_views.config_table_html(study).data
+    assert "goodput ops/s" in html and "failed ops" in html
+    assert "p50/p99 include the failed ops" in html
+    assert np.isfinite(table["goodput"]).all()
+
+    plain = filestore.analyse(write_filestore_runs(tmp_path / "ok", reps=2, ops=12))
+    html = filestore_views.config_table_html(plain).data
+    assert "goodput ops/s" not in html and "goodput equals throughput" in html

@@ -84,3 +84,47 @@ def test_coverage_of_every_printed_interval(runs, run_sd):
     floor = 0.93 - 2 * math.sqrt(0.93 * 0.07 / sims)
     assert all(c >= floor for c in cov.values()), cov
     assert all(c <= 0.995 for c in cov.values()), cov  # not uselessly wide either
+
+
+def test_p999_gets_an_interval_at_10000_ops_per_run_and_it_covers():
+    # The datastore table prints p99.9 with this interval once every run has 10 000 ops
+    # (10 beyond it). 5 runs, 10% run-to-run SD; 250 simulated experiments (~3 s), so the
+    # bar is 0.93 - 2 Monte Carlo SE. benchmarks/stats_coverage.py has more settings.
+    sims, runs, ops, run_sd = 250, 5, 10_000, 0.1
+    rng = np.random.default_rng(999)
+    truth = mixture_quantile(0.999, 0.5, run_sd)
+    label = np.repeat(np.arange(runs), ops)
+    hits = 0
+    for _ in range(sims):
+        x = np.exp(rng.normal(0, 0.5, (runs, ops)) + rng.normal(0, run_sd, (runs, 1)))
+        iv = intervals.quantile_interval(x.ravel(), label, 0.999)
+        assert not math.isnan(iv.low)
+        hits += iv.contains(truth)
+    floor = 0.93 - 2 * math.sqrt(0.93 * 0.07 / sims)
+    assert floor <= hits / sims <= 0.995
+    short = intervals.quantile_interval(x.ravel()[: runs * 9_999], label[: runs * 9_999],
+                                        0.999)
+    assert math.isnan(short.low) and "needs 10000" in short.note
+
+
+def test_tail_runs_counts_the_runs_holding_the_tail():
+    # Beyond a pooled value of 10: run 0 holds 20 ops, runs 1 and 2 hold 10 each ->
+    # shares 1/2, 1/4, 1/4 -> Kish's 1 / (1/4 + 1/16 + 1/16) = 8/3.
+    lat = np.concatenate([np.r_[np.ones(80), np.full(20, 20.0)],
+                          np.r_[np.ones(90), np.full(10, 20.0)],
+                          np.r_[np.ones(90), np.full(10, 20.0)]])
+    run = np.repeat([0, 1, 2], 100)
+    labels = np.arange(3)
+    assert intervals.tail_runs(lat, run, labels, 10.0, 0.9) == pytest.approx(8 / 3)
+    # Below it (q < 0.5): 80, 90, 90 ops.
+    w = np.array([80, 90, 90]) / 260
+    assert intervals.tail_runs(lat, run, labels, 10.0, 0.1) == pytest.approx(1 / (w @ w))
+    # One run holds the whole tail: counted as 2 (t on 1 df), never fewer.
+    one = np.r_[np.full(100, 20.0), np.ones(200)]
+    assert intervals.tail_runs(one, run, labels, 10.0, 0.9) == 2.0
+    # The interval's df is that, less one.
+    x = lat * np.linspace(1, 1.01, 300)
+    iv = intervals.quantile_interval(x, run, 0.5)
+    assert iv.n_runs == 3 and not math.isnan(iv.low)
+    assert iv.df == pytest.approx(intervals.tail_runs(x, run, labels, iv.value, 0.5) - 1)
+    assert iv.df < 2  # the runs' shares beyond the median differ

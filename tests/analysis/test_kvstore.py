@@ -150,3 +150,71 @@ def test_missing_experiments_are_said_not_run(tmp_path: Path) -> None:
     assert "No KV-store runs" in note.data and note.metadata == {"harness_not_run": True}
     assert "No raw results for `kv_cache`" in kvstore_plots.cache_heatmap(empty).data
     assert not kvstore.scaling_findings(empty).metadata  # does not end the section
+
+
+def test_goodput_and_failed_ops_beside_throughput(tmp_path: Path) -> None:
+    """Every 4th GET an error (every 20th of those a timeout instead) at the same latency as
+    the rest: the GET goodput is exactly 3/4 of the throughput (same busy time), PUTs lose
+    nothing; the scaling table shows goodput and the failed-op count, and says that the
+    percentiles include the failed ops. A tree without failures says goodput = throughput."""
+    from harness.results import ERROR, TIMEOUT
+
+    raw = tmp_path / "raw"
+    for rep in (1, 2, 3):
+        for procs in (1, 2):
+            parts = []
+            for c in range(procs):
+                a = client_ops(c, {0: 100 * (1 + rep / 20), 1: 50 * (1 + c / 10)})
+                status = a.status.copy()
+                gets = np.flatnonzero(a.op == 1)
+                status[gets[3::4]] = ERROR
+                status[gets[39]] = TIMEOUT  # the last GET (also a 4th one)
+                parts.append(OpsArrays(OPS, a.client, a.op, a.start_ns, a.latency_ns,
+                                       a.intended_ns, status, a.nbytes, a.warmup))
+            write(raw, "kv_scaling", {"services.kv.masters": 2, "clients.processes": procs},
+                  rep, parts)
+    study = kvstore.analyse(raw)
+    per = study.scaling.set_index("op")
+    assert np.allclose(per.loc["get", "goodput_ops_s"], 0.75 * per.loc["get", "throughput_ops_s"])
+    assert np.allclose(per.loc["put", "goodput_ops_s"], per.loc["put", "throughput_ops_s"])
+    assert (per.loc["get", "errors"] == 10 * per.loc["get", "clients"]).all()
+    assert (per.loc["put", "errors"] == 0).all()
+    html = kvstore.scaling_table_html(study).data
+    assert "goodput (aggregate)" in html and "failed ops" in html
+    assert "percentiles include the failed ops" in html
+    # 3 runs of 1 client: 30 failed GETs in the 1-client row.
+    assert ">30<" in html.replace(" ", "")
+
+    clean = tmp_path / "clean"
+    for rep in (1, 2):
+        write(clean, "kv_scaling", {"services.kv.masters": 2, "clients.processes": 1}, rep,
+              [client_ops(0, {0: 100, 1: 50 + rep})])
+    html = kvstore.scaling_table_html(kvstore.analyse(clean)).data
+    assert "goodput (aggregate)" not in html and "goodput equals throughput" in html
+
+
+def test_elastic_step_goodput_where_ops_failed(tmp_path: Path) -> None:
+    """Every 5th op that starts in seconds 1-3 (the step and the bin it ends in) is an
+    error: goodput during the step is 4/5 of the throughput; the table shows it."""
+    from harness.results import ERROR
+
+    parts = []
+    for c in range(2):
+        a = client_ops(c, {0: 1000, 1: 1000}, n=2000)
+        status = a.status.copy()
+        inside = np.flatnonzero((a.start_ns >= 1.0e9) & (a.start_ns < 3.0e9))
+        status[inside[::5]] = ERROR
+        parts.append(OpsArrays(OPS, a.client, a.op, a.start_ns, a.latency_ns, a.intended_ns,
+                               status, a.nbytes, a.warmup))
+    events = [{"at_s": 1.0, "action": "add_node", "service": "kv", "args": {},
+               "start_ns": 1_000_000_000, "end_ns": 2_500_000_000, "duration_s": 1.5,
+               "result": {"masters": 4}, "error": None}]
+    write(tmp_path, "kv_elastic", {}, 1, parts, extra={"timeline": events})
+    study = kvstore.analyse(tmp_path)
+    around = kvstore.around_events(study.series, study.events, window_s=1.0)
+    during = around[around["when"] == "during"].iloc[0]
+    before = around[around["when"] == "before"].iloc[0]
+    assert during["good_s"] == pytest.approx(0.8 * during["ops_s"], rel=1e-3)
+    assert before["good_s"] == before["ops_s"]
+    html = kvstore.events_table_html(study, window_s=1.0).data
+    assert "goodput/s during" in html and "p99 includes the failed ops" in html

@@ -17,7 +17,12 @@ from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
 from harness.analysis.summary import run_summary
-from harness.analysis.summary_ci import METRICS, ci_strings, summarise_with_ci
+from harness.analysis.summary_ci import (
+    TABLE_METRICS,
+    ci_strings,
+    no_ci_reasons,
+    summarise_with_ci,
+)
 
 EXPERIMENT = "datastore_vs_memcache"
 OPS: tuple[str, ...] = ("store_write", "store_read", "mem_write", "mem_read_hit",
@@ -150,11 +155,12 @@ class Study:
     def latency_table_html(self):
         if not self.ran:
             return None
-        t = summarise_with_ci(self.loaded, ["op"])
+        t = summarise_with_ci(self.loaded, ["op"], TABLE_METRICS)
         t["op"] = t["op"].astype(str)
         t = t.set_index("op").loc[self.order].reset_index()
         t["op"] = t["op"].map(lambda o: LABELS.get(o, o))
-        for col in METRICS:
+        why = no_ci_reasons(t, TABLE_METRICS, unit="sets")
+        for col in TABLE_METRICS:
             t[col] = ci_strings(t, col)
         cols = ["op", "runs", "ops", "throughput_ops_s", "goodput_ops_s", "latency_mean_ms",
                 "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
@@ -164,8 +170,9 @@ class Study:
             caption="Per operation, all measured ops pooled (failed ops included in the "
                     "latencies; errors beside them): throughput and goodput (total ops / "
                     "total wall time) and latency percentiles in ms, with 95% CIs over "
-                    "sets where the sets allow one (a percentile needs "
-                    f"{intervals.MIN_TAIL_OPS} ops beyond it in every set).",
+                    "sets where the sets allow one (p50, p99 and p99.9; a percentile needs "
+                    f"{intervals.MIN_TAIL_OPS} ops beyond it in every set; p90 and max "
+                    "get none)." + "".join(f" {w[0].upper()}{w[1:]}." for w in why),
             headers={"runs": "sets", "throughput_ops_s": "ops/s",
                      "goodput_ops_s": "goodput ops/s", "latency_mean_ms": "mean",
                      "latency_p50_ms": "p50", "latency_p90_ms": "p90", "latency_p99_ms": "p99",

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from harness.analysis import imported
 from harness.cli import main
-from tests.importers.conftest import SEED_FILES, SEEDS
+from tests.importers.conftest import LEGACY, LEGACY_FILES
 
 
 def _seed(number: str) -> Path:
-    p = SEEDS / SEED_FILES[number]
-    if not p.is_file():
-        msg = f"seed document {p} not found (expected the shared/ folder beside the repo)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
+    """The seed report's figures as they travel with the repository (examples/legacy)."""
+    return LEGACY / LEGACY_FILES[number]
 
 
 def test_one_perfctest_run_gets_no_interval_over_its_ops(tmp_path: Path, capsys) -> None:

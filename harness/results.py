@@ -303,7 +303,21 @@ def verify_run(run_dir: Path, manifest: Manifest | None = None) -> Manifest:
             f"{ops_path}: checksum mismatch (manifest {expected}, file {actual}); "
             "the file was changed or truncated after the run"
         )
+    _check_footer(ops_path, manifest)
     return manifest
+
+
+def _check_footer(ops_path: Path, manifest: Manifest) -> None:
+    """The Parquet footer parses and holds the manifest's row count (cheap: footer only).
+
+    Catches a file whose checksum was rewritten by hand but which no engine can read."""
+    try:
+        rows = pq.read_metadata(ops_path).num_rows
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ResultsError(f"{ops_path}: cannot read ops ({exc})") from None
+    expected = manifest.ops_file.get("rows")
+    if expected is not None and rows != expected:
+        raise ResultsError(f"{ops_path}: {rows} rows, the manifest says {expected}")
 
 
 def read_ops(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:

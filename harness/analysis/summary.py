@@ -311,6 +311,15 @@ def run_summary(loaded: Loaded, *, by_op: bool = False) -> pd.DataFrame:
     return merged
 
 
+def check_left(loaded: Loaded, raw_dir: Path) -> None:
+    """Raise when every run was skipped: an empty table would look like "no runs yet"."""
+    if loaded.runs.empty and loaded.skipped:
+        raise ResultsError(
+            f"{raw_dir}: nothing left to summarise: all {len(loaded.skipped)} run(s) were "
+            "skipped (each named above with why); `harness verify` checks them one by one"
+        )
+
+
 def summary_table(
     raw_dir: Path,
     by: list[str] | None = None,
@@ -329,6 +338,7 @@ def summary_table(
     if by and "client" in by:
         columns.append("client")
     loaded = load(Path(raw_dir), experiments=experiments, columns=columns)
+    check_left(loaded, raw_dir)
     table = summarise(loaded, by)
     # Imported runs with aggregated records (every op at the mean) show the tool's
     # stated percentiles, or NaN when pooled: never the mean under a percentile's name.

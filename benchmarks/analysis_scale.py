@@ -24,7 +24,7 @@ EXPERIMENT = "scale"
 
 
 def generate(raw_dir: Path, total_ops: int, runs: int, seed: int = 0) -> None:
-    from harness.results import STATUS_CODE, Manifest, OpsArrays, write_run
+    from harness.results import STATUS_CODE, OpsArrays, new_manifest, write_run
 
     rng = np.random.default_rng(seed)
     per_run = total_ops // runs
@@ -50,11 +50,10 @@ def generate(raw_dir: Path, total_ops: int, runs: int, seed: int = 0) -> None:
             nbytes=np.full(per_run, 100, np.int64),
             warmup=np.arange(per_run) < 1000,
         )
-        manifest = Manifest(
+        manifest = new_manifest(
             run_id=f"scale-{i:04d}", experiment=EXPERIMENT, workload="synthetic",
             config_id=f"clients={1 + i % 4}", repetition=i // 4,
-            params={"clients": 1 + i % 4}, grid_point={"clients": 1 + i % 4},
-            status="complete", started_utc="2024-01-01T00:00:00Z",
+            grid_point={"clients": 1 + i % 4}, started_utc="2024-01-01T00:00:00Z",
             ended_utc="2024-01-01T00:00:00Z",
         )
         write_run(raw_dir, manifest, ops)

@@ -13,6 +13,7 @@ no per-op Python work.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
@@ -33,8 +35,8 @@ from harness.results import (
     iter_run_dirs,
     read_manifest,
     read_ops,
-    verify_run,
 )
+from harness.results.verified import VerifiedCache
 
 #: Fixed run-level columns, in order; parameter columns follow them.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -171,22 +173,28 @@ def _read_manifests(
     where: Filter | None,
     verify: bool,
     skip_unknown_schema: bool,
+    progress: bool = False,
 ) -> tuple[list[tuple[Path, Manifest]], list[SkippedRun]]:
     raw_dir = Path(raw_dir)
     if not raw_dir.exists():
         raise ResultsError(f"{raw_dir}: no such raw-results directory")
     out: list[tuple[Path, Manifest]] = []
     skipped: list[SkippedRun] = []
-    for base in _experiment_dirs(raw_dir, experiments):
-        for run_dir in iter_run_dirs(base):
+    run_dirs = [d for base in _experiment_dirs(raw_dir, experiments)
+                for d in iter_run_dirs(base)]
+    cache = VerifiedCache() if verify else None
+    with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
+              disable=not progress, leave=False) as bar:
+        for run_dir in run_dirs:
+            bar.update(1)
             try:
                 manifest = read_manifest(run_dir)
                 if experiments is not None and manifest.experiment not in experiments:
                     continue
                 if where and not _matches(flatten_manifest(manifest, run_dir), where):
                     continue
-                if verify:
-                    verify_run(run_dir, manifest)
+                if cache is not None:
+                    cache.verify(run_dir, manifest)
             except SchemaVersionError as exc:
                 if not skip_unknown_schema:
                     raise
@@ -196,6 +204,8 @@ def _read_manifests(
                 skipped.append(skip_run(run_dir, exc))
                 continue
             out.append((run_dir, manifest))
+    if cache is not None:
+        cache.save()
     return out, skipped
 
 
@@ -354,6 +364,23 @@ def load(
         grid_keys=grid_keys(m for _, m in pairs),
         skipped=tuple(skipped),
     )
+
+
+def load_runs_only(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None = None,
+    verify: bool = True,
+    progress: bool = False,
+) -> Loaded:
+    """The runs of `raw_dir` as a `Loaded` whose ops table is empty: for the DuckDB queries
+    (`harness.analysis.queries`), which read the ops files themselves. `progress`: runs
+    read / total on stderr."""
+    pairs, skipped = _read_manifests(raw_dir, experiments=experiments, where=None,
+                                     verify=verify, skip_unknown_schema=True,
+                                     progress=progress)
+    return Loaded(runs_frame(pairs), _empty_ops(DEFAULT_OPS_COLUMNS),
+                  grid_keys(m for _, m in pairs), tuple(skipped))
 
 
 def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ together).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -36,52 +37,85 @@ def numpy_linear(n: int, q: float, at: Callable[[int], float]) -> float:
     return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
-def quantile_interval_sorted(
-    lat_sorted: np.ndarray, run_sorted: np.ndarray, q: float, *, confidence: float = 0.95,
-    min_tail_ops: int = intervals.MIN_TAIL_OPS,
-) -> intervals.RunInterval:
+class SortedOps:
+    """One group's ops sorted by latency, with each run's positions in that order: every
+    percentile, per-run and leave-one-run-out, is then O(log n).
+
+    `scale` divides each value as it is read (ns in, ms out: the division happens on the
+    two values an interpolation uses, exactly as on a divided array)."""
+
+    def __init__(self, lat_sorted: np.ndarray, run_sorted: np.ndarray,
+                 scale: float = 1.0) -> None:
+        self.lat = np.asarray(lat_sorted)
+        self.scale = float(scale)
+        self.n = int(self.lat.size)
+        run = np.asarray(run_sorted)
+        self.labels, self.counts = np.unique(run, return_counts=True)
+        order = np.argsort(run, kind="stable")  # grouped by run, in `labels` order
+        bounds = np.concatenate([[0], np.cumsum(self.counts)])
+        self.positions = [order[bounds[j]:bounds[j + 1]] for j in range(self.labels.size)]
+        # Ops of other runs before each of a run's ops (for the leave-one-out search).
+        self.others_before = [pos - np.arange(pos.size) for pos in self.positions]
+
+    def with_scale(self, scale: float) -> SortedOps:
+        """The same ops read divided by `scale` (shares the arrays)."""
+        other = copy.copy(self)
+        other.scale = float(scale)
+        return other
+
+    def at(self, i: int) -> float:
+        return float(self.lat[i]) / self.scale
+
+    def quantile(self, q: float) -> float:
+        """``np.quantile(all ops, q)``."""
+        return numpy_linear(self.n, q, self.at)
+
+    def per_run(self, q: float) -> np.ndarray:
+        return np.array([numpy_linear(pos.size, q, lambda k, pos=pos: self.at(pos[k]))
+                         for pos in self.positions])
+
+    def leave_one_out(self, q: float) -> np.ndarray:
+        """The `q` quantile of all ops without each run in turn (`labels` order): the k-th
+        smallest op of the others sits after the ops of the left-out run that have at
+        most k others before them."""
+        out = np.empty(len(self.positions))
+        for j, ob in enumerate(self.others_before):
+            out[j] = numpy_linear(
+                self.n - ob.size, q,
+                lambda k, ob=ob: self.at(k + int(np.searchsorted(ob, k, side="right"))))
+        return out
+
+    def interval(self, q: float, *, confidence: float = 0.95,
+                 min_tail_ops: int = intervals.MIN_TAIL_OPS) -> intervals.RunInterval:
+        """`intervals.quantile_interval` of these ops, the same to the last bit."""
+        if self.n == 0:
+            return intervals._no_interval(float("nan"), 0, "no ops", confidence)
+        value = self.quantile(q)
+        r = int(self.labels.size)
+        if r < 2:
+            return intervals._no_interval(value, r, "one run: no interval", confidence)
+        tail = self.counts.min() * (1 - q)
+        if tail < min_tail_ops:
+            need = math.ceil(min_tail_ops / (1 - q))
+            return intervals._no_interval(
+                value, r, f"too few ops for an interval of p{q * 100:g} "
+                f"({self.counts.min()} in a run; needs {need})", confidence)
+        jack = intervals.from_leave_one_out(value, self.leave_one_out(q),
+                                            confidence=confidence)
+        per_run = self.per_run(q)
+        if not (value > 0 and np.all(per_run > 0)) or np.isnan(jack.se_log):
+            return jack
+        # As in `intervals.quantile_interval`: the larger of the jackknife SE and the
+        # spread of the per-run percentiles.
+        se = max(jack.se_log, float(np.log(per_run).std(ddof=1)) / math.sqrt(r))
+        half = float(st.t.ppf(0.5 + confidence / 2, r - 1)) * se
+        lv = math.log(value)
+        return intervals.RunInterval(value, math.exp(lv - half), math.exp(lv + half), r,
+                                     se, float(r - 1), intervals.METHOD_QUANTILE, "",
+                                     confidence)
+
+
+def quantile_interval_sorted(lat_sorted: np.ndarray, run_sorted: np.ndarray, q: float,
+                             **kw: object) -> intervals.RunInterval:
     """`intervals.quantile_interval(lat, run, q)`, given the ops sorted by latency."""
-    lat = np.asarray(lat_sorted, dtype=float)
-    n = int(lat.size)
-    if n == 0:
-        return intervals._no_interval(float("nan"), 0, "no ops", confidence)
-    value = numpy_linear(n, q, lat.__getitem__)
-    run = np.asarray(run_sorted)
-    labels, counts = np.unique(run, return_counts=True)
-    if labels.size < 2:
-        return intervals._no_interval(value, int(labels.size), "one run: no interval",
-                                      confidence)
-    tail = counts.min() * (1 - q)
-    if tail < min_tail_ops:
-        need = math.ceil(min_tail_ops / (1 - q))
-        return intervals._no_interval(
-            value, int(labels.size),
-            f"too few ops for an interval of p{q * 100:g} ({counts.min()} in a run; "
-            f"needs {need})", confidence)
-    # Positions of each run's ops in the sorted order, run by run, ascending in each.
-    order = np.argsort(run, kind="stable")  # groups by run, in `labels` order
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    loo = np.empty(labels.size)
-    per_run = np.empty(labels.size)
-    for j in range(labels.size):
-        pos = order[bounds[j]:bounds[j + 1]]
-        # Ops of other runs before each of this run's ops: the k-th smallest op of the
-        # others sits after the ops of this run that have at most k others before them.
-        others_before = pos - np.arange(pos.size)
-
-        def without(k: int, pos: np.ndarray = pos, ob: np.ndarray = others_before) -> float:
-            return lat[k + int(np.searchsorted(ob, k, side="right"))]
-
-        loo[j] = numpy_linear(n - pos.size, q, without)
-        per_run[j] = numpy_linear(pos.size, q, lambda k, pos=pos: lat[pos[k]])
-    jack = intervals.from_leave_one_out(value, loo, confidence=confidence)
-    if not (value > 0 and np.all(per_run > 0)) or np.isnan(jack.se_log):
-        return jack
-    # As in `intervals.quantile_interval`: the larger of the jackknife SE and the spread
-    # of the per-run percentiles.
-    r = labels.size
-    se = max(jack.se_log, float(np.log(per_run).std(ddof=1)) / math.sqrt(r))
-    half = float(st.t.ppf(0.5 + confidence / 2, r - 1)) * se
-    lv = math.log(value)
-    return intervals.RunInterval(value, math.exp(lv - half), math.exp(lv + half), int(r),
-                                 se, float(r - 1), intervals.METHOD_QUANTILE, "", confidence)
+    return SortedOps(lat_sorted, run_sorted).interval(q, **kw)  # type: ignore[arg-type]

@@ -111,21 +111,72 @@ def _quantiles_sql(con: duckdb.DuckDBPyConnection, p: Plan) -> pd.DataFrame:
 
 def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
                   con: duckdb.DuckDBPyConnection | None = None) -> pd.DataFrame:
-    """`summary.summarise(loaded, by)`, computed over the runs' Parquet files."""
-    from harness.analysis.summary import FULL_COLUMNS, _sorted, summarise
+    """`summary.summarise(loaded, by)`, computed over the runs' Parquet files (percentiles
+    by DuckDB's `quantile_cont`: equal to numpy's to the last bit or so)."""
+    from harness.analysis.summary import summarise
 
     if not len(loaded.runs):
         return summarise(loaded, by)  # nothing to read: the empty table of the pandas path
     p = plan(loaded, by)
     con = con or connect()
     _ops_view(con, loaded, p)
+    return _assemble(p, units_sql(con, p), _quantiles_sql(con, p))
+
+
+def summarise_with_intervals(
+    loaded: Loaded, by: Sequence[str] | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
+    """`summarise_sql` and `summary_ci.group_intervals` in one pass per group: each
+    group's ops are read once, sorted, and give both its percentiles (numpy's, to the
+    last bit) and their run-as-unit intervals (`loo`)."""
+    from harness.analysis import intervals
+    from harness.analysis.loo import SortedOps
+    from harness.analysis.summary import summarise
+    from harness.analysis.summary_ci import METRICS, _key
+
+    cis: dict[tuple[object, ...], dict[str, object]] = {}
+    if not len(loaded.runs):
+        return summarise(loaded, by), cis
+    p = plan(loaded, by)
+    con = con or connect()
+    _ops_view(con, loaded, p)
     units = units_sql(con, p)
+    gkeys = ["rgroup", *p.ops_keys]
+    by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
+                for k, g in units.groupby(gkeys, sort=False, dropna=False)}
+    quant_rows = []
+    for g, lat_ns, run in group_latencies(con, p):
+        ops = SortedOps(lat_ns, run)
+        quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.at(ops.n - 1)))
+        u = by_group[g]
+        n = u["n"].to_numpy(np.float64)
+        cell: dict[str, object] = {
+            "throughput_ops_s": intervals.ratio_interval(n, u["wall_ns"].to_numpy() / 1e9),
+            "latency_mean_ms": intervals.ratio_interval(
+                u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
+        }
+        in_ms = ops.with_scale(_NS_PER_MS)
+        for field, q in METRICS.items():
+            if q is not None:
+                cell[field] = in_ms.interval(q)
+        values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
+        values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
+        cis[_key([values[c] for c in p.by])] = cell
+        del ops, in_ms, lat_ns, run
+    quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
+    return _assemble(p, units, quant), cis
+
+
+def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame:
+    """The `summarise` table from per-(group, run) sums and per-group percentiles."""
+    from harness.analysis.summary import FULL_COLUMNS, _sorted
+
     gkeys = ["rgroup", *p.ops_keys]
     agg = units.groupby(gkeys, sort=False, dropna=False).agg(
         runs=("run_pos", "size"), ops=("n", "sum"), wall_ns=("wall_ns", "sum"),
         lat_sum=("lat_sum_ns", "sum"), n_err=("n_err", "sum"), n_miss=("n_miss", "sum"),
     ).reset_index()
-    quant = _quantiles_sql(con, p)
     table = agg.merge(quant, on=gkeys, how="left")
     if not p.ops_keys:
         # Every run-level group, also those whose runs have no measured ops.
@@ -164,46 +215,14 @@ def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
 
 def group_latencies(con: duckdb.DuckDBPyConnection, p: Plan
                     ) -> Iterator[tuple[tuple[int, ...], np.ndarray, np.ndarray]]:
-    """(group key: rgroup then ops-level values, latencies in ms sorted ascending, their
+    """(group key: rgroup then ops-level values, latencies in ns sorted ascending, their
     run positions) per group, one group in memory at a time (12 bytes per op): the
     percentile intervals need the ops themselves, sorted (`loo`)."""
     keys = ["rgroup", *p.ops_keys]
     groups = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM o").fetchall()
     where = " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in keys)
     for g in groups:
-        rel = con.execute(f"SELECT lat / {_NS_PER_MS!r} AS lat, run_pos::INTEGER AS run "
-                          f"FROM o WHERE {where} ORDER BY lat", list(g)).fetchnumpy()
-        yield tuple(g), np.asarray(rel.pop("lat"), np.float64), np.asarray(rel.pop("run"))
+        rel = con.execute(f"SELECT lat, run_pos::INTEGER AS run FROM o WHERE {where} "
+                          "ORDER BY lat", list(g)).fetchnumpy()
+        yield tuple(g), np.asarray(rel.pop("lat"), np.int64), np.asarray(rel.pop("run"))
 
-
-def group_intervals_sql(con: duckdb.DuckDBPyConnection, loaded: Loaded, p: Plan
-                        ) -> dict[tuple[object, ...], dict[str, object]]:
-    """`summary_ci.group_intervals(loaded, by)` from the view of `summarise_sql`: ratio
-    intervals from the per-run sums, percentile intervals from one group's ops at a time."""
-    from harness.analysis import intervals
-    from harness.analysis.loo import quantile_interval_sorted
-    from harness.analysis.summary_ci import METRICS, _key
-
-    out: dict[tuple[object, ...], dict[str, object]] = {}
-    if not len(loaded.runs):
-        return out
-    units = units_sql(con, p)
-    gkeys = ["rgroup", *p.ops_keys]
-    by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
-                for k, g in units.groupby(gkeys, sort=False, dropna=False)}
-    for g, lat, run in group_latencies(con, p):
-        u = by_group[g]
-        values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
-        values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
-        n = u["n"].to_numpy(np.float64)
-        cell = {
-            "throughput_ops_s": intervals.ratio_interval(n, u["wall_ns"].to_numpy() / 1e9),
-            "latency_mean_ms": intervals.ratio_interval(
-                u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
-        }
-        for field, q in METRICS.items():
-            if q is not None:
-                cell[field] = quantile_interval_sorted(lat, run, q)
-        del lat, run
-        out[_key([values[c] for c in p.by])] = cell
-    return out

@@ -342,8 +342,10 @@ def summary_table(
 
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress)
     check_left(loaded, raw_dir)
-    con = queries.connect()
-    table = queries.summarise_sql(loaded, by, con)
+    if intervals:
+        table, cis = queries.summarise_with_intervals(loaded, by)
+    else:
+        table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's
     # stated percentiles, or NaN when pooled: never the mean under a percentile's name.
     # Only those runs' ops are loaded for it (they are small: one record per op kind).
@@ -363,7 +365,6 @@ def summary_table(
     if intervals:
         from harness.analysis.summary_ci import with_ci_columns
 
-        cis = queries.group_intervals_sql(con, loaded, queries.plan(loaded, by))
         table = with_ci_columns(table, cis, group_by)
         for field in ("latency_p50_ms", "latency_p99_ms"):
             table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan

@@ -42,3 +42,16 @@ def test_interval_equals_the_one_pass_per_run_version(runs: int, per_run: int) -
     order = np.argsort(lat_ns, kind="stable")
     for q in (0.5, 0.9, 0.99):
         _same(quantile_interval(lat, run, q), quantile_interval_sorted(lat[order], run[order], q))
+
+
+def test_scaled_values_are_those_of_the_divided_array() -> None:
+    from harness.analysis.loo import SortedOps
+
+    rng = np.random.default_rng(9)
+    ns = np.sort(rng.lognormal(np.log(1e5), 0.5, 3001).astype(np.int64))
+    run = rng.integers(0, 4, ns.size).astype(np.int32)
+    scaled, divided = SortedOps(ns, run, 1e6), SortedOps(ns / 1e6, run)
+    for q in QS:
+        assert scaled.quantile(q) == divided.quantile(q) == np.quantile(ns / 1e6, q)
+        assert np.array_equal(scaled.leave_one_out(q), divided.leave_one_out(q))
+    assert SortedOps(ns, run).quantile(0.99) == np.quantile(ns, 0.99)

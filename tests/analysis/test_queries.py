@@ -125,3 +125,21 @@ def test_verification_is_remembered_until_a_file_changes(tiny_raw: Path, tmp_pat
     with pytest.warns(UserWarning, match="tiny-2-1.*checksum mismatch"):
         loaded = load_runs_only(raw)
     assert hashed == ["tiny-2-1"] and len(loaded.runs) == 3
+
+
+@pytest.mark.parametrize("by", BYS, ids=str)
+def test_sorted_pass_is_the_pandas_path_to_the_last_bit(mixed_raw: Path, by) -> None:
+    """The pass that also gives the intervals takes its percentiles from the sorted ops
+    with numpy's interpolation: equal to the pandas path bit for bit, intervals too."""
+    from harness.analysis.queries import summarise_with_intervals
+
+    loaded = load(mixed_raw, columns=COLUMNS)
+    table, cis = summarise_with_intervals(load_runs_only(mixed_raw), by)
+    ref = summarise(loaded, by)
+    lat_cols = [c for c in ref.columns if c.startswith("latency_p") or c == "latency_max_ms"]
+    pd.testing.assert_frame_equal(ref[lat_cols], table[lat_cols], check_exact=True)
+    _same(ref, table)
+    assert cis.keys() == group_intervals(loaded, by).keys()
+    for key, cell in group_intervals(loaded, by).items():
+        for field in ("latency_p50_ms", "latency_p99_ms"):
+            assert repr(cell[field]) == repr(cis[key][field]), (key, field)

@@ -50,12 +50,20 @@ class SortedOps:
         self.scale = float(scale)
         self.n = int(self.lat.size)
         run = np.asarray(run_sorted)
-        self.labels, self.counts = np.unique(run, return_counts=True)
+        if run.dtype.kind in "iu" and run.size and run.min() >= 0:
+            counts = np.bincount(run)  # run positions: no sorted copy of the runs needed
+            self.labels = np.flatnonzero(counts)
+            self.counts = counts[self.labels]
+        else:
+            self.labels, self.counts = np.unique(run, return_counts=True)
         order = np.argsort(run, kind="stable")  # grouped by run, in `labels` order
+        if self.n < 2**31:
+            order = order.astype(np.int32)  # 4 bytes per op instead of 8 (100 M: 400 MB)
         bounds = np.concatenate([[0], np.cumsum(self.counts)])
         self.positions = [order[bounds[j]:bounds[j + 1]] for j in range(self.labels.size)]
         # Ops of other runs before each of a run's ops (for the leave-one-out search).
-        self.others_before = [pos - np.arange(pos.size) for pos in self.positions]
+        self.others_before = [pos - np.arange(pos.size, dtype=pos.dtype)
+                              for pos in self.positions]
 
     def with_scale(self, scale: float) -> SortedOps:
         """The same ops read divided by `scale` (shares the arrays)."""

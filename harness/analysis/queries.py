@@ -13,6 +13,7 @@ counts, wall times and latency sums that the run-as-unit intervals need, and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from harness.analysis.load import Loaded
 from harness.results import ERROR_STATUSES, OPS_FILE
@@ -125,11 +127,12 @@ def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
 
 def summarise_with_intervals(
     loaded: Loaded, by: Sequence[str] | None = None,
-    con: duckdb.DuckDBPyConnection | None = None,
+    con: duckdb.DuckDBPyConnection | None = None, *, progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
     """`summarise_sql` and `summary_ci.group_intervals` in one pass per group: each
     group's ops are read once, sorted, and give both its percentiles (numpy's, to the
-    last bit) and their run-as-unit intervals (`loo`)."""
+    last bit) and their run-as-unit intervals (`loo`). `progress`: groups done / total
+    on stderr."""
     from harness.analysis import intervals
     from harness.analysis.loo import SortedOps
     from harness.analysis.summary import summarise
@@ -146,7 +149,11 @@ def summarise_with_intervals(
     by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
                 for k, g in units.groupby(gkeys, sort=False, dropna=False)}
     quant_rows = []
-    for g, lat_ns, run in group_latencies(con, p):
+    bar = tqdm(total=len(by_group), unit="group", desc="percentiles", file=sys.stderr,
+               disable=not progress, leave=False)
+    groups = [tuple(k) for k in units[gkeys].drop_duplicates().itertuples(index=False)]
+    for g, lat_ns, run in group_latencies(con, p, groups):
+        bar.update(1)
         ops = SortedOps(lat_ns, run)
         quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.at(ops.n - 1)))
         u = by_group[g]
@@ -164,6 +171,7 @@ def summarise_with_intervals(
         values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
         cis[_key([values[c] for c in p.by])] = cell
         del ops, in_ms, lat_ns, run
+    bar.close()
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
     return _assemble(p, units, quant), cis
 
@@ -213,16 +221,34 @@ def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame
     return _sorted(result[[*p.by, *FULL_COLUMNS]], p.by)
 
 
-def group_latencies(con: duckdb.DuckDBPyConnection, p: Plan
-                    ) -> Iterator[tuple[tuple[int, ...], np.ndarray, np.ndarray]]:
+def group_latencies(con: duckdb.DuckDBPyConnection, p: Plan,
+                    groups: Sequence[tuple[object, ...]] | None = None,
+                    ) -> Iterator[tuple[tuple[object, ...], np.ndarray, np.ndarray]]:
     """(group key: rgroup then ops-level values, latencies in ns sorted ascending, their
     run positions) per group, one group in memory at a time (12 bytes per op): the
-    percentile intervals need the ops themselves, sorted (`loo`)."""
+    percentile intervals need the ops themselves, sorted (`loo`). `groups`: the keys, if
+    known already (saves a scan)."""
     keys = ["rgroup", *p.ops_keys]
-    groups = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM o").fetchall()
+    if groups is None:
+        groups = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM o").fetchall()
     where = " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in keys)
+    n_runs = max(len(p.run_codes), 1)
     for g in groups:
-        rel = con.execute(f"SELECT lat, run_pos::INTEGER AS run FROM o WHERE {where} "
-                          "ORDER BY lat", list(g)).fetchnumpy()
-        yield tuple(g), np.asarray(rel.pop("lat"), np.int64), np.asarray(rel.pop("run"))
-
+        rel = con.execute(f"SELECT lat, run_pos::INTEGER AS run FROM o WHERE {where}",
+                          [v.item() if isinstance(v, np.generic) else v for v in g]
+                          ).fetchnumpy()
+        lat = np.asarray(rel.pop("lat"), np.int64)
+        run = np.asarray(rel.pop("run"), np.int32)
+        # Sorting here beats DuckDB's ORDER BY + fetch (measured: 2.0 s vs 3.2 s for 9 M
+        # ops): latency and run packed into one int64 key, one in-place sort.
+        if lat.size and lat.min() >= 0 and lat.max() < np.iinfo(np.int64).max // n_runs:
+            lat *= n_runs
+            lat += run
+            del run
+            lat.sort()
+            run = (lat % n_runs).astype(np.int32)
+            lat //= n_runs
+        else:  # negative or huge latencies (a damaged import): the general sort
+            order = np.lexsort((run, lat))
+            lat, run = lat[order], run[order]
+        yield tuple(g), lat, run

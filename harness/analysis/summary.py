@@ -335,7 +335,8 @@ def summary_table(
 
     Computed by DuckDB over the Parquet files (`harness.analysis.queries`): only the
     manifests and, for intervals, one group's latencies at a time are held in memory.
-    `progress`: runs read / total on stderr while the manifests are read and verified.
+    `progress`: runs read / total on stderr while the manifests are read and verified,
+    then groups done / total.
     """
     from harness.analysis import queries
     from harness.analysis.load import load_ops, load_runs_only
@@ -343,7 +344,7 @@ def summary_table(
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress)
     check_left(loaded, raw_dir)
     if intervals:
-        table, cis = queries.summarise_with_intervals(loaded, by)
+        table, cis = queries.summarise_with_intervals(loaded, by, progress=progress)
     else:
         table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's

@@ -56,6 +56,8 @@ class SortedOps:
             self.counts = counts[self.labels]
         else:
             self.labels, self.counts = np.unique(run, return_counts=True)
+        if run.dtype.kind in "iu" and run.size and run.max() < 2**15 and run.min() >= 0:
+            run = run.astype(np.int16)  # a stable argsort of 16-bit ints is a radix sort
         order = np.argsort(run, kind="stable")  # grouped by run, in `labels` order
         if self.n < 2**31:
             order = order.astype(np.int32)  # 4 bytes per op instead of 8 (100 M: 400 MB)

@@ -36,6 +36,7 @@ from harness.results import (
     read_manifest,
     read_ops,
 )
+from harness.results.manifest import COUNT_PREFIX, KIT_PREFIX, LOADGEN_PREFIX
 from harness.results.verified import VerifiedCache
 
 #: Fixed run-level columns, in order; parameter columns follow them.
@@ -111,9 +112,9 @@ def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[st
                 continue  # never let a parameter shadow an identity column
             row[key] = value
     for prefix, mapping in (
-        ("loadgen_", manifest.loadgen),
-        ("count_", manifest.counts),
-        ("kit_", manifest.kit),
+        (LOADGEN_PREFIX, manifest.loadgen),
+        (COUNT_PREFIX, manifest.counts),
+        (KIT_PREFIX, manifest.kit),
     ):
         for key, value in mapping.items():
             row[prefix + key] = value

@@ -1,20 +1,25 @@
-"""How fast and how big is analysis on large runs? Load + per-run summary of 10 M ops.
+"""`harness summary RAW --by op` against a plain DuckDB query over the same Parquet files.
 
-Usage: python benchmarks/analysis_scale.py [--ops 10000000] [--runs 100] [--dir DIR]
+Usage: python benchmarks/analysis_scale.py [--records 100000000] [--runs 200] [--dir DIR]
+       [--repeats 1]
 
-Writes synthetic raw results (once; reused if present) with `harness.results.write_run`,
-then measures, in a fresh child process so generation does not count: `load` (manifest
-checksums, Parquet columns) and `run_summary` + `summary_table`-style grouping. Prints the
-wall time of each step and the child's peak resident memory.
+Writes synthetic raw results once (reused if present; 8 closed-loop clients per run, two
+ops, 0.1% errors, 1000 warm-up ops per run) through `new_manifest` and `write_run`, then
+runs each side in its own process and prints its wall time and peak RSS (from wait4),
+and the ratios. Sides: the summary the first time (it hashes every ops file and
+remembers it), the summary again (verification remembered), and the plain query:
+count, mean and exact p50/p99 per op over the measured ops, no checksums, no intervals.
+Goal (issue 16): the summary within 1.5x the plain query's time and 4 GB.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import resource
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,13 +27,24 @@ import numpy as np
 
 EXPERIMENT = "scale"
 
+PLAIN_QUERY = """
+import sys, duckdb
+print(duckdb.sql(f'''
+    SELECT op::VARCHAR AS op, count(*) AS ops, avg(latency_ns) / 1e6 AS mean_ms,
+           quantile_cont(latency_ns, [0.5, 0.99]) AS p_ns,
+           count(*) FILTER (WHERE status::VARCHAR IN ('error', 'timeout')) AS errors
+    FROM read_parquet('{sys.argv[1]}/*/*/ops.parquet')
+    WHERE NOT warmup AND status::VARCHAR <> 'redirect'
+    GROUP BY ALL ORDER BY op
+''').df().to_string())
+"""
 
-def generate(raw_dir: Path, total_ops: int, runs: int, seed: int = 0) -> None:
-    from harness.results import STATUS_CODE, Manifest, OpsArrays, write_run
+
+def generate(raw_dir: Path, records: int, runs: int, seed: int = 0) -> None:
+    from harness.results import STATUS_CODE, OpsArrays, new_manifest, write_run
 
     rng = np.random.default_rng(seed)
-    per_run = total_ops // runs
-    ops_names = ("get", "set")
+    per_run = records // runs
     for i in range(runs):
         lat = rng.lognormal(np.log(100_000), 0.4, per_run).astype(np.int64)
         clients = rng.integers(0, 8, per_run).astype(np.int32)
@@ -40,84 +56,78 @@ def generate(raw_dir: Path, total_ops: int, runs: int, seed: int = 0) -> None:
         status = np.where(rng.random(per_run) < 0.001, STATUS_CODE["error"],
                           STATUS_CODE["ok"]).astype(np.int8)
         ops = OpsArrays(
-            op_names=ops_names,
-            client=clients,
-            op=(rng.random(per_run) < 0.1).astype(np.int8),
-            start_ns=start,
-            latency_ns=lat,
-            intended_ns=np.full(per_run, -1, np.int64),
-            status=status,
-            nbytes=np.full(per_run, 100, np.int64),
-            warmup=np.arange(per_run) < 1000,
+            op_names=("get", "set"), client=clients,
+            op=(rng.random(per_run) < 0.1).astype(np.int8), start_ns=start, latency_ns=lat,
+            intended_ns=np.full(per_run, -1, np.int64), status=status,
+            nbytes=np.full(per_run, 100, np.int64), warmup=np.arange(per_run) < 1000,
         )
-        manifest = Manifest(
+        manifest = new_manifest(
             run_id=f"scale-{i:04d}", experiment=EXPERIMENT, workload="synthetic",
-            config_id=f"clients={1 + i % 4}", repetition=i // 4,
-            params={"clients": 1 + i % 4}, grid_point={"clients": 1 + i % 4},
-            status="complete", started_utc="2024-01-01T00:00:00Z",
-            ended_utc="2024-01-01T00:00:00Z",
+            repetition=i // 4 + 1, grid_point={"clients": 1 + i % 4},
+            started_utc="2024-01-01T00:00:00Z", ended_utc="2024-01-01T00:00:00Z",
         )
         write_run(raw_dir, manifest, ops)
+        if (i + 1) % 20 == 0:
+            print(f"  generated {i + 1}/{runs} runs", file=sys.stderr)
 
 
-def measure(raw_dir: Path) -> dict[str, float]:
-    """Runs in the child: times and peak RSS of load + summaries."""
-    from harness.analysis.load import load
-    from harness.analysis.summary import run_summary, summarise
-
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (GiB) and stdout of one child process."""
     t0 = time.perf_counter()
-    loaded = load(raw_dir)
-    t1 = time.perf_counter()
-    per_run = run_summary(loaded)
-    t2 = time.perf_counter()
-    by_op = summarise(loaded, ["clients", "op"])
-    t3 = time.perf_counter()
-    return {
-        "ops": len(loaded.ops),
-        "runs": len(per_run),
-        "groups": len(by_op),
-        "load_s": t1 - t0,
-        "run_summary_s": t2 - t1,
-        "grouped_summary_s": t3 - t2,
-        "total_s": t3 - t0,
-        "rss_after_imports_mib": rss_before,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode()
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[:4]} exited {proc.returncode}")
+    return wall, usage.ru_maxrss / 2**20, text  # ru_maxrss is in KiB on Linux
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=10_000_000)
-    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--records", type=int, default=100_000_000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="repeat the cached summary and the plain query; medians")
     parser.add_argument("--dir", type=Path,
                         default=Path(__file__).resolve().parent / "out" / "analysis_scale")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    raw_dir = args.dir / f"{args.ops}ops-{args.runs}runs"
-    if args.measure:
-        print(json.dumps(measure(raw_dir)))
-        return 0
+    raw_dir = args.dir / f"{args.records}records-{args.runs}runs"
     if not raw_dir.exists():
         t = time.perf_counter()
         tmp = raw_dir.with_name(raw_dir.name + ".partial")
-        generate(tmp, args.ops, args.runs)
+        shutil.rmtree(tmp, ignore_errors=True)
+        generate(tmp, args.records, args.runs)
         tmp.rename(raw_dir)
-        print(f"generated {args.ops:,} ops in {args.runs} runs in "
-              f"{time.perf_counter() - t:.1f} s under {raw_dir}")
-    child = subprocess.run(
-        [sys.executable, __file__, "--measure", "--ops", str(args.ops), "--runs",
-         str(args.runs), "--dir", str(args.dir)],
-        capture_output=True, text=True, check=True,
-    )
-    r = json.loads(child.stdout.strip().splitlines()[-1])
-    print(f"ops loaded (measured): {r['ops']:,} in {r['runs']} runs")
-    print(f"load (checksums + Parquet columns): {r['load_s']:.2f} s")
-    print(f"per-run summary:                    {r['run_summary_s']:.2f} s")
-    print(f"summary by clients x op:            {r['grouped_summary_s']:.2f} s")
-    print(f"total:                              {r['total_s']:.2f} s")
-    print(f"peak RSS: {r['peak_rss_mib']:.0f} MiB "
-          f"(after imports: {r['rss_after_imports_mib']:.0f} MiB)")
+        print(f"generated {args.records:,} records in {args.runs} runs in "
+              f"{time.perf_counter() - t:.0f} s under {raw_dir}")
+    size = sum(p.stat().st_size for p in raw_dir.rglob("ops.parquet"))
+    print(f"{args.records:,} records in {args.runs} runs, {size / 2**30:.2f} GiB of Parquet")
+    # A fresh verification cache: the first summary hashes, the second remembers.
+    cache = tempfile.mkdtemp(prefix="kvbench-cache-")
+    env = {**os.environ, "XDG_CACHE_HOME": cache}
+    summary = [sys.executable, "-m", "harness.cli", "summary", str(raw_dir), "--by", "op"]
+    first = timed(summary, env)
+    again = [timed(summary, env) for _ in range(args.repeats)]
+    plain = [timed([sys.executable, "-c", PLAIN_QUERY, str(raw_dir)], env)
+             for _ in range(args.repeats)]
+    shutil.rmtree(cache, ignore_errors=True)
+
+    def med(xs: list[tuple[float, float, str]], i: int) -> float:
+        return float(np.median([x[i] for x in xs]))
+
+    print(f"{'':40s} {'wall s':>8s} {'peak RSS GiB':>13s}")
+    print(f"{'harness summary --by op (hashing)':40s} {first[0]:8.1f} {first[1]:13.2f}")
+    print(f"{'harness summary --by op (remembered)':40s} {med(again, 0):8.1f} "
+          f"{med(again, 1):13.2f}")
+    print(f"{'plain DuckDB query':40s} {med(plain, 0):8.1f} {med(plain, 1):13.2f}")
+    print(f"ratio summary/plain: time {med(again, 0) / med(plain, 0):.2f}x "
+          f"(goal <= 1.5x), memory {med(again, 1) / med(plain, 1):.2f}x "
+          f"(goal: summary <= 4 GiB)")
+    print("summary:\n" + again[-1][2] + "plain query:\n" + plain[-1][2])
     return 0
 
 

@@ -107,7 +107,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
-    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True)
+    # Progress only on a terminal: piped stderr keeps one line per warning.
+    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True,
+                          progress=sys.stderr.isatty())
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":

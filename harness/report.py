@@ -219,8 +219,9 @@ def _git_commit(root: Path) -> str:
 
 
 def appendix_html(raw_dir: Path) -> str:
-    """Every run, one line each."""
+    """Every run, one line each; then the runs that were skipped, and why."""
     from harness.analysis import provenance, tables
+    from harness.analysis.load import SkippedRunWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -239,10 +240,15 @@ def appendix_html(raw_dir: Path) -> str:
         ))
     table = "\n".join(parts)
     for w in caught:  # listed in the report, and still told to whoever ran it
-        warnings.warn(str(w.message), UserWarning, stacklevel=2)
-    skipped = "".join(f"<li>{html.escape(str(w.message))}</li>" for w in caught)
+        warnings.warn(w.message if isinstance(w.message, Warning) else str(w.message),
+                      stacklevel=2)
+    skipped = "".join(
+        f"<li>{html.escape(str(w.message))}</li>" for w in caught
+        if issubclass(w.category, SkippedRunWarning) or "skipping run" in str(w.message))
     if skipped:
-        table += f'<div class="failed"><strong>Skipped runs:</strong><ul>{skipped}</ul></div>'
+        table += ('<div class="failed"><strong>Skipped runs</strong> (not in any figure or '
+                  "table of this report; <code>harness verify</code> checks them):"
+                  f"<ul>{skipped}</ul></div>")
     return table
 
 

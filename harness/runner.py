@@ -30,7 +30,7 @@ from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.provenance import host_info, kit_info
-from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, Manifest, OpsArrays, write_run
+from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, OpsArrays, new_manifest, write_run
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
@@ -485,7 +485,7 @@ class Runner:
         status = run_status(plan, n, err, errors, workers, interrupted)
         if interrupted:
             errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
-        manifest = Manifest(
+        manifest = new_manifest(
             run_id=run_id_for(plan), experiment=plan.experiment, workload=plan.workload,
             config_id=plan.config_id, repetition=plan.repetition, params=dict(plan.params),
             grid_point=dict(plan.grid_point), status=status, started_utc=started,

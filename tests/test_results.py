@@ -17,6 +17,7 @@ from harness.results import (
     Manifest,
     OpsArrays,
     iter_run_dirs,
+    new_manifest,
     read_manifest,
     read_ops,
     verify_run,
@@ -46,7 +47,7 @@ def manifest(run_id: str = "r1", **kw: object) -> Manifest:
                 params={"op": "get"}, grid_point={"op": "get"}, status="complete",
                 started_utc="2026-01-01T00:00:00Z", ended_utc="2026-01-01T00:00:01Z")
     base.update(kw)
-    return Manifest(**base)  # type: ignore[arg-type]
+    return new_manifest(**base)  # type: ignore[arg-type]
 
 
 def test_parquet_round_trip_keeps_every_field(tmp_path: Path) -> None:

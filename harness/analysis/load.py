@@ -13,6 +13,7 @@ no per-op Python work.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,16 +24,20 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
+    MANIFEST,
+    OPS_FILE,
     OPS_SCHEMA,
     Manifest,
     iter_run_dirs,
     read_manifest,
     read_ops,
-    verify_run,
 )
+from harness.results.manifest import COUNT_PREFIX, KIT_PREFIX, LOADGEN_PREFIX
+from harness.results.verified import VerifiedCache
 
 #: Fixed run-level columns, in order; parameter columns follow them.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -58,6 +63,29 @@ DEFAULT_OPS_COLUMNS: tuple[str, ...] = ("op", "start_ns", "latency_ns", "status"
 Filter = Mapping[str, Any]
 
 
+class SkippedRunWarning(UserWarning):
+    """A run left out of an analysis; the message names its directory and why."""
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A run the analysis could not use: where it is and why (for the report's appendix)."""
+
+    run_dir: str
+    reason: str
+    run_id: str | None = None
+
+
+def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None) -> SkippedRun:
+    """Warn (stderr, via the CLI) that `run_dir` is skipped, and say so as a record."""
+    reason = str(exc)
+    # The reason usually starts with the file's path; the directory is named once already.
+    for name in (MANIFEST, OPS_FILE):
+        reason = reason.removeprefix(f"{Path(run_dir) / name}: ")
+    warnings.warn(SkippedRunWarning(f"skipping run {run_dir}: {reason}"), stacklevel=3)
+    return SkippedRun(str(run_dir), reason, run_id)
+
+
 @dataclass(frozen=True)
 class Loaded:
     """Result of `load`: the runs table and the ops table (ops may be empty)."""
@@ -66,6 +94,8 @@ class Loaded:
     ops: pd.DataFrame
     #: Union of the manifests' grid_point keys, in first-seen order.
     grid_keys: tuple[str, ...] = ()
+    #: Runs left out (newer schema, damaged manifest or ops file), each named with why.
+    skipped: tuple[SkippedRun, ...] = ()
 
     @property
     def experiments(self) -> list[str]:
@@ -82,9 +112,9 @@ def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[st
                 continue  # never let a parameter shadow an identity column
             row[key] = value
     for prefix, mapping in (
-        ("loadgen_", manifest.loadgen),
-        ("count_", manifest.counts),
-        ("kit_", manifest.kit),
+        (LOADGEN_PREFIX, manifest.loadgen),
+        (COUNT_PREFIX, manifest.counts),
+        (KIT_PREFIX, manifest.kit),
     ):
         for key, value in mapping.items():
             row[prefix + key] = value
@@ -124,37 +154,60 @@ def read_manifests(
     experiments: Sequence[str] | None = None,
     where: Filter | None = None,
     verify: bool = True,
-    skip_unknown_schema: bool = False,
+    skip_unknown_schema: bool = True,
 ) -> list[tuple[Path, Manifest]]:
     """(run_dir, manifest) for every readable run, filtered.
 
-    A corrupt or unreadable run is skipped with a warning naming its directory; an unknown
-    schema_version raises `SchemaVersionError` unless `skip_unknown_schema`.
+    A run this kit cannot read (a newer schema_version, a corrupt manifest, an ops file
+    that fails its checksum) is skipped with a `SkippedRunWarning` naming its directory
+    and why: one foreign run never stops the analysis of the others. With
+    ``skip_unknown_schema=False`` a newer schema raises `SchemaVersionError` instead.
     """
+    return _read_manifests(raw_dir, experiments=experiments, where=where, verify=verify,
+                           skip_unknown_schema=skip_unknown_schema)[0]
+
+
+def _read_manifests(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None,
+    where: Filter | None,
+    verify: bool,
+    skip_unknown_schema: bool,
+    progress: bool = False,
+) -> tuple[list[tuple[Path, Manifest]], list[SkippedRun]]:
     raw_dir = Path(raw_dir)
     if not raw_dir.exists():
         raise ResultsError(f"{raw_dir}: no such raw-results directory")
     out: list[tuple[Path, Manifest]] = []
-    for base in _experiment_dirs(raw_dir, experiments):
-        for run_dir in iter_run_dirs(base):
+    skipped: list[SkippedRun] = []
+    run_dirs = [d for base in _experiment_dirs(raw_dir, experiments)
+                for d in iter_run_dirs(base)]
+    cache = VerifiedCache() if verify else None
+    with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
+              disable=not progress, leave=False) as bar:
+        for run_dir in run_dirs:
+            bar.update(1)
             try:
                 manifest = read_manifest(run_dir)
                 if experiments is not None and manifest.experiment not in experiments:
                     continue
                 if where and not _matches(flatten_manifest(manifest, run_dir), where):
                     continue
-                if verify:
-                    verify_run(run_dir, manifest)
+                if cache is not None:
+                    cache.verify(run_dir, manifest)
             except SchemaVersionError as exc:
                 if not skip_unknown_schema:
                     raise
-                warnings.warn(f"skipping run {run_dir}: {exc}", stacklevel=2)
+                skipped.append(skip_run(run_dir, exc))
                 continue
             except ResultsError as exc:
-                warnings.warn(f"skipping run {run_dir}: {exc}", stacklevel=2)
+                skipped.append(skip_run(run_dir, exc))
                 continue
             out.append((run_dir, manifest))
-    return out
+    if cache is not None:
+        cache.save()
+    return out, skipped
 
 
 def runs_frame(pairs: Iterable[tuple[Path, Manifest]]) -> pd.DataFrame:
@@ -177,7 +230,7 @@ def load_runs(
     experiments: Sequence[str] | None = None,
     where: Filter | None = None,
     verify: bool = True,
-    skip_unknown_schema: bool = False,
+    skip_unknown_schema: bool = True,
 ) -> pd.DataFrame:
     """The runs table of `raw_dir` (one or many experiments, filtered on any run column).
 
@@ -215,10 +268,13 @@ def read_ops_table(
     columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
     *,
     measured_only: bool = True,
+    skipped: list[SkippedRun] | None = None,
 ) -> pa.Table:
     """Ops of the given (run_id, run_dir) pairs as one Arrow table (run_id first).
 
-    Dictionary columns are unified so runs with different op names concatenate.
+    Dictionary columns are unified so runs with different op names concatenate. A run
+    whose ops file cannot be read raises `ResultsError`, or, given a `skipped` list, is
+    left out with a `SkippedRunWarning` and appended to it.
     """
     columns = list(columns)
     unknown = [c for c in columns if c not in OPS_COLUMNS]
@@ -229,7 +285,13 @@ def read_ops_table(
         read_cols.append("warmup")
     parts: list[pa.Table] = []
     for run_id, run_dir in run_dirs:
-        table = read_ops(run_dir, read_cols)
+        try:
+            table = read_ops(run_dir, read_cols)
+        except ResultsError as exc:
+            if skipped is None:
+                raise
+            skipped.append(skip_run(run_dir, exc, run_id))
+            continue
         if measured_only:
             table = table.filter(pc.invert(table.column("warmup")))
             if "warmup" not in columns:
@@ -272,10 +334,13 @@ def load(
     columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
     measured_only: bool = True,
     verify: bool = True,
-    skip_unknown_schema: bool = False,
+    skip_unknown_schema: bool = True,
 ) -> Loaded:
-    """Runs and ops of `raw_dir`, filtered by experiment and any run-level column."""
-    pairs = read_manifests(
+    """Runs and ops of `raw_dir`, filtered by experiment and any run-level column.
+
+    Runs that cannot be read are left out of both tables and listed in `Loaded.skipped`
+    (see `read_manifests`)."""
+    pairs, skipped = _read_manifests(
         raw_dir,
         experiments=experiments,
         where=where,
@@ -283,11 +348,40 @@ def load(
         skip_unknown_schema=skip_unknown_schema,
     )
     runs = runs_frame(pairs)
+    if not len(runs):
+        return Loaded(runs, _empty_ops(columns), grid_keys(m for _, m in pairs),
+                      tuple(skipped))
+    pairs_ops = [(str(r), Path(d)) for r, d in zip(runs["run_id"], runs["run_dir"],
+                                                    strict=True)]
+    before = len(skipped)
+    table = read_ops_table(pairs_ops, columns, measured_only=measured_only, skipped=skipped)
+    if len(skipped) > before:  # an ops file that passed no checksum and does not parse
+        gone = {s.run_id for s in skipped[before:]}
+        runs = runs[~runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
+        pairs = [(d, m) for d, m in pairs if m.run_id not in gone]
     return Loaded(
         runs=runs,
-        ops=load_ops(runs, columns, measured_only=measured_only),
+        ops=_to_pandas(table),
         grid_keys=grid_keys(m for _, m in pairs),
+        skipped=tuple(skipped),
     )
+
+
+def load_runs_only(
+    raw_dir: Path,
+    *,
+    experiments: Sequence[str] | None = None,
+    verify: bool = True,
+    progress: bool = False,
+) -> Loaded:
+    """The runs of `raw_dir` as a `Loaded` whose ops table is empty: for the DuckDB queries
+    (`harness.analysis.queries`), which read the ops files themselves. `progress`: runs
+    read / total on stderr."""
+    pairs, skipped = _read_manifests(raw_dir, experiments=experiments, where=None,
+                                     verify=verify, skip_unknown_schema=True,
+                                     progress=progress)
+    return Loaded(runs_frame(pairs), _empty_ops(DEFAULT_OPS_COLUMNS),
+                  grid_keys(m for _, m in pairs), tuple(skipped))
 
 
 def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:

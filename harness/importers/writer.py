@@ -26,7 +26,15 @@ import numpy as np
 
 from harness.errors import ResultsError
 from harness.importers.base import ImportResult, ParsedRun, Records
-from harness.results import MANIFEST, STATUS_CODE, Manifest, OpsArrays, sha256_file, write_run
+from harness.results import (
+    MANIFEST,
+    STATUS_CODE,
+    Manifest,
+    OpsArrays,
+    new_manifest,
+    sha256_file,
+    write_run,
+)
 from harness.spec import config_id
 
 
@@ -107,14 +115,14 @@ def _manifest(run: ParsedRun, result: ImportResult, experiment: str, cfg: str, r
         "notes": [*result.notes, *run.notes],
         **run.extra,
     }
-    return Manifest(
+    return new_manifest(
         run_id=f"imported-{stamp}-{cfg[:50]}-r{rep:03d}-{secrets.token_hex(3)}",
         experiment=experiment,
         workload=result.format,
         config_id=cfg,
         repetition=rep,
-        params={**run.params, **run.grid_point},
-        grid_point=dict(run.grid_point),
+        params=run.params,
+        grid_point=run.grid_point,
         status="complete",
         started_utc="",
         ended_utc="",

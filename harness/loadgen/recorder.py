@@ -6,14 +6,7 @@ from array import array
 
 import numpy as np
 
-from harness.results import (
-    OUTCOME_BYTES_SHIFT,
-    OUTCOME_OP_MASK,
-    OUTCOME_STATUS_SHIFT,
-    OUTCOME_WARMUP,
-    OpsArrays,
-    outcome,
-)
+from harness.results import OpsArrays, outcome, unpack_outcomes
 
 #: Type code of the int64 columns: C `long` where it has 8 bytes (Linux, macOS). Storing a
 #: multi-digit int (a clock reading) into an 'l' item converts with PyLong_AsLong; into a
@@ -104,15 +97,16 @@ class Recorder:
         else:
             latency, timed_warm = end - start, start < self.warmup_end_ns
             intended_ns = np.full(n, -1, np.int64)
+        op, status, nbytes, counted_warm = unpack_outcomes(packed)
         return OpsArrays(
             op_names=op_names,
             client=np.full(n, client_id, np.int32),
-            op=(packed & OUTCOME_OP_MASK).astype(np.int8),
+            op=op,
             start_ns=start - self.base_ns + offset_ns,
             latency_ns=latency,
             intended_ns=intended_ns,
-            status=((packed >> OUTCOME_STATUS_SHIFT) & 0xFF).astype(np.int8),
-            nbytes=packed >> OUTCOME_BYTES_SHIFT,
-            warmup=((packed & OUTCOME_WARMUP) != 0) | timed_warm,
+            status=status,
+            nbytes=nbytes,
+            warmup=counted_warm | timed_warm,
         )
 

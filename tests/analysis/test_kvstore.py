@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.analysis import kvstore, kvstore_plots
-from harness.results import OK, REDIRECT, Manifest, OpsArrays, write_run
+from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 
 OPS = ("put", "get")
 
@@ -36,7 +36,7 @@ def client_ops(client: int, lat_us: dict[int, float], n: int = 40, t0_ns: int = 
 
 def write(raw: Path, experiment: str, grid: dict[str, Any], rep: int, parts: list[OpsArrays],
           extra: dict[str, Any] | None = None, connections: int = 1) -> None:
-    man = Manifest(
+    man = new_manifest(
         run_id=f"{experiment}-{'-'.join(map(str, grid.values()))}-r{rep}",
         experiment=experiment, workload="kvstore", config_id="c", repetition=rep, params={},
         grid_point=grid, status="complete", started_utc="2026-01-01T00:00:00+00:00",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.load import RUN_COLUMNS, load, load_runs
+from harness.analysis.load import RUN_COLUMNS, SkippedRunWarning, load, load_runs
 from harness.errors import ResultsError, SchemaVersionError
 
 
@@ -80,16 +80,19 @@ def test_unreadable_manifest_is_skipped_with_warning(tiny_raw: Path, tmp_path: P
     assert len(runs) == 3
 
 
-def test_unknown_schema_version_refused_unless_skipped(tiny_raw: Path, tmp_path: Path):
+def test_unknown_schema_version_skipped_unless_strict(tiny_raw: Path, tmp_path: Path):
     raw = _copy(tiny_raw, tmp_path / "raw")
     path = raw / "tiny" / "tiny-2-1" / "manifest.json"
     data = json.loads(path.read_text())
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
+    with pytest.warns(SkippedRunWarning, match="tiny-2-1.*schema_version 99"):
+        loaded = load(raw)
+    assert len(loaded.runs) == 3 and set(loaded.ops["run_id"]) == set(loaded.runs["run_id"])
+    assert [(Path(s.run_dir).name, "schema_version 99" in s.reason)
+            for s in loaded.skipped] == [("tiny-2-1", True)]
     with pytest.raises(SchemaVersionError, match="schema_version 99"):
-        load(raw)
-    with pytest.warns(UserWarning, match="tiny-2-1"):
-        assert len(load_runs(raw, skip_unknown_schema=True)) == 3
+        load_runs(raw, skip_unknown_schema=False)
 
 
 def test_missing_dir_and_empty_dir(tmp_path: Path, empty_raw: Path):

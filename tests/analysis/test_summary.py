@@ -113,7 +113,7 @@ def test_redirect_records_are_attempts_not_ops(tmp_path):
     import numpy as np
 
     from harness.analysis.summary import summary_table
-    from harness.results import OK, REDIRECT, Manifest, OpsArrays, write_run
+    from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 
     n = 10
     status = np.array([REDIRECT, OK] * (n // 2), np.int8)
@@ -121,8 +121,9 @@ def test_redirect_records_are_attempts_not_ops(tmp_path):
                     np.arange(n, dtype=np.int64) * 1_000_000, np.full(n, 500_000, np.int64),
                     np.full(n, -1, np.int64), status, np.zeros(n, np.int64),
                     np.zeros(n, bool))
-    write_run(tmp_path, Manifest("r", "kv", "kvstore", "c", 1, {}, {"op": "get"}, "complete",
-                                 "t0", "t1"), ops)
+    write_run(tmp_path, new_manifest(run_id="r", experiment="kv", workload="kvstore",
+                                     config_id="c", repetition=1, grid_point={"op": "get"},
+                                     started_utc="t0", ended_utc="t1"), ops)
     [row] = summary_table(tmp_path).to_dict("records")
     assert row["ops"] == 5
     assert row["latency_mean_ms"] == 0.5

@@ -1,0 +1,150 @@
+"""Reading, writing and verifying run directories.
+
+Layout: ``<raw_dir>/<experiment>/<run_id>/{manifest.json, ops.parquet}``. A run directory
+is built under a hidden temp name, fsynced and renamed into place, so it is whole or
+absent. Manifests are upgraded to the current schema on read (`migrations`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.errors import ResultsError
+from harness.results.arrays import OpsArrays
+from harness.results.manifest import Manifest
+from harness.results.schema import MANIFEST, OPS_FILE, TMP_PREFIX
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table) -> Path:
+    """Write one run atomically and return its final directory.
+
+    The manifest's `ops_file` and `counts` are filled in here from what was written.
+    """
+    exp_dir = Path(raw_dir) / manifest.experiment
+    final = exp_dir / manifest.run_id
+    if final.exists():
+        raise ResultsError(f"{final}: run directory exists already; runs are never overwritten")
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = exp_dir / f"{TMP_PREFIX}{manifest.run_id}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        table = ops.to_table() if isinstance(ops, OpsArrays) else ops
+        ops_path = tmp / OPS_FILE
+        pq.write_table(table, ops_path, compression="zstd")
+        _fsync_file(ops_path)
+        data = manifest.to_dict()
+        data["ops_file"] = {
+            "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": table.num_rows,
+        }
+        if isinstance(ops, OpsArrays) and not data.get("counts"):
+            data["counts"] = ops.counts()
+        man_path = tmp / MANIFEST
+        man_path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        _fsync_file(man_path)
+        _fsync_dir(tmp)
+        os.rename(tmp, final)
+        _fsync_dir(exp_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    path = Path(run_dir) / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: missing manifest") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: manifest must be a JSON object")
+    return Manifest.from_dict(data, where=str(path))
+
+
+def verify_run(run_dir: Path, manifest: Manifest | None = None) -> Manifest:
+    """Check the ops file against the manifest's checksum and row count."""
+    manifest = manifest or read_manifest(run_dir)
+    ops_path = Path(run_dir) / OPS_FILE
+    expected = manifest.ops_file.get("sha256")
+    if not ops_path.exists():
+        raise ResultsError(f"{ops_path}: missing ops file")
+    actual = sha256_file(ops_path)
+    if expected != actual:
+        raise ResultsError(
+            f"{ops_path}: checksum mismatch (manifest {expected}, file {actual}); "
+            "the file was changed or truncated after the run"
+        )
+    _check_footer(ops_path, manifest)
+    return manifest
+
+
+def _check_footer(ops_path: Path, manifest: Manifest) -> None:
+    """The Parquet footer parses and holds the manifest's row count (cheap: footer only).
+
+    Catches a file whose checksum was rewritten by hand but which no engine can read."""
+    try:
+        rows = pq.read_metadata(ops_path).num_rows
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ResultsError(f"{ops_path}: cannot read ops ({exc})") from None
+    expected = manifest.ops_file.get("rows")
+    if expected is not None and rows != expected:
+        raise ResultsError(f"{ops_path}: {rows} rows, the manifest says {expected}")
+
+
+def read_ops(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    path = Path(run_dir) / OPS_FILE
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ResultsError(f"{path}: cannot read ops ({exc})") from None
+
+
+def iter_run_dirs(raw_dir: Path) -> Iterator[Path]:
+    """Run directories under `raw_dir` (which may itself be one experiment, or one run)."""
+    raw_dir = Path(raw_dir)
+    if (raw_dir / MANIFEST).exists():
+        yield raw_dir
+        return
+    if not raw_dir.is_dir():
+        raise ResultsError(f"{raw_dir}: no such raw-results directory")
+    for manifest in sorted(raw_dir.rglob(MANIFEST)):
+        run_dir = manifest.parent
+        if any(part.startswith(TMP_PREFIX) for part in run_dir.relative_to(raw_dir).parts):
+            continue
+        yield run_dir

@@ -1,0 +1,57 @@
+"""One-sort leave-one-out percentiles equal numpy's and `intervals.quantile_interval`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from harness.analysis.intervals import quantile_interval
+from harness.analysis.loo import numpy_linear, quantile_interval_sorted
+
+QS = (0.0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000, 4097])
+def test_numpy_linear_is_np_quantile_bit_for_bit(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for x in (rng.lognormal(0, 1, n), rng.integers(0, 5, n) / 1e6):  # ties too
+        s = np.sort(x)
+        for q in QS:
+            assert numpy_linear(n, q, s.__getitem__) == np.quantile(x, q), (n, q)
+
+
+def _same(a, b) -> None:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, float) and np.isnan(x):
+            assert np.isnan(y), f.name
+        else:
+            assert x == y, (f.name, x, y)
+
+
+@pytest.mark.parametrize("runs,per_run", [(2, 2000), (5, 1000), (7, 333), (3, 50), (1, 500)])
+def test_interval_equals_the_one_pass_per_run_version(runs: int, per_run: int) -> None:
+    rng = np.random.default_rng(runs * per_run)
+    lat_ns = np.concatenate([rng.lognormal(np.log(1e5 * rng.uniform(0.8, 1.2)), 0.4,
+                                           per_run + r).astype(np.int64)
+                             for r in range(runs)])
+    run = np.repeat(np.arange(runs) * 3 + 1, [per_run + r for r in range(runs)])
+    lat = lat_ns / 1e6
+    order = np.argsort(lat_ns, kind="stable")
+    for q in (0.5, 0.9, 0.99):
+        _same(quantile_interval(lat, run, q), quantile_interval_sorted(lat[order], run[order], q))
+
+
+def test_scaled_values_are_those_of_the_divided_array() -> None:
+    from harness.analysis.loo import SortedOps
+
+    rng = np.random.default_rng(9)
+    ns = np.sort(rng.lognormal(np.log(1e5), 0.5, 3001).astype(np.int64))
+    run = rng.integers(0, 4, ns.size).astype(np.int32)
+    scaled, divided = SortedOps(ns, run, 1e6), SortedOps(ns / 1e6, run)
+    for q in QS:
+        assert scaled.quantile(q) == divided.quantile(q) == np.quantile(ns / 1e6, q)
+        assert np.array_equal(scaled.leave_one_out(q), divided.leave_one_out(q))
+    assert SortedOps(ns, run).quantile(0.99) == np.quantile(ns, 0.99)

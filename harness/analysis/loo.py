@@ -106,7 +106,7 @@ class SortedOps:
             return intervals._no_interval(value, r, "one run: no interval", confidence)
         tail = self.counts.min() * (1 - q)
         if tail < min_tail_ops:
-            need = math.ceil(min_tail_ops / (1 - q))
+            need = intervals.ops_needed(q, min_tail_ops)
             return intervals._no_interval(
                 value, r, f"too few ops for an interval of p{q * 100:g} "
                 f"({self.counts.min()} in a run; needs {need})", confidence)
@@ -118,11 +118,42 @@ class SortedOps:
         # As in `intervals.quantile_interval`: the larger of the jackknife SE and the
         # spread of the per-run percentiles.
         se = max(jack.se_log, float(np.log(per_run).std(ddof=1)) / math.sqrt(r))
-        half = float(st.t.ppf(0.5 + confidence / 2, r - 1)) * se
+        df = self.tail_runs(value, q) - 1
+        half = float(st.t.ppf(0.5 + confidence / 2, df)) * se
         lv = math.log(value)
         return intervals.RunInterval(value, math.exp(lv - half), math.exp(lv + half), r,
-                                     se, float(r - 1), intervals.METHOD_QUANTILE, "",
-                                     confidence)
+                                     se, df, intervals.METHOD_QUANTILE, "", confidence)
+
+    def _first(self, value: float, strictly_above: bool) -> int:
+        """First sorted index whose value is > `value` (or >= when not strictly): a
+        search on the raw values, then corrected on the scaled ones that are compared."""
+        k = int(np.searchsorted(self.lat, value * self.scale, side="left"))
+        k = min(max(k, 0), self.n)
+
+        def past(i: int) -> bool:
+            v = self.at(i)
+            return v > value if strictly_above else v >= value
+
+        while k > 0 and past(k - 1):
+            k -= 1
+        while k < self.n and not past(k):
+            k += 1
+        return k
+
+    def tail_runs(self, value: float, q: float) -> float:
+        """`intervals.tail_runs` from the sorted ops: each run's ops beyond `value`
+        (above for q >= 0.5, else below) counted by a search in its positions."""
+        if q >= 0.5:
+            k = self._first(value, strictly_above=True)
+            counts = np.array([pos.size - np.searchsorted(pos, k) for pos in self.positions],
+                              float)
+        else:
+            k = self._first(value, strictly_above=False)
+            counts = np.array([np.searchsorted(pos, k) for pos in self.positions], float)
+        if counts.sum() <= 0:
+            return float(self.labels.size)
+        w = counts / counts.sum()
+        return max(2.0, float(1.0 / np.sum(w * w)))
 
 
 def quantile_interval_sorted(lat_sorted: np.ndarray, run_sorted: np.ndarray, q: float,

@@ -162,6 +162,25 @@ def _factorize_ints(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), first
 
 
+def group_codes(
+    runs: pd.DataFrame, ops: pd.DataFrame, run_keys: Sequence[str], ops_keys: Sequence[str],
+) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, list]:
+    """Each op's group as integer codes: (run codes, their key rows, each op's run
+    position, each op's group, the first op of each group, per op-level key its
+    (column, codes, uniques)). Shared by `summarise` and the interval code, so both
+    form groups the same way."""
+    run_codes, run_key_rows = _factorize_rows(runs[list(run_keys)].reset_index(drop=True))
+    op_run = _run_positions(runs, ops)
+    combined = run_codes[op_run]
+    extra = []
+    for col in ops_keys:
+        codes, uniques = _codes(ops[col])
+        combined = combined * (len(uniques) + 1) + codes
+        extra.append((col, codes, uniques))
+    group, first = _factorize_ints(combined)
+    return run_codes, run_key_rows, op_run, group, first, extra
+
+
 def op_begin_ns(ops: pd.DataFrame) -> np.ndarray:
     """When each op began for the user: its intended start in open loop (where
     `latency_ns` counts from), else its actual start; so end = begin + latency_ns."""
@@ -202,15 +221,8 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
 
     # Run-level group of every run, then carried to each op through its run's position.
     # Everything per op is integer codes: no strings are materialised per op.
-    run_codes, run_key_rows = _factorize_rows(runs[run_keys].reset_index(drop=True))
-    op_run = _run_positions(runs, ops)
-    combined = run_codes[op_run]
-    extra_codes = []
-    for col in ops_keys:
-        codes, uniques = _codes(ops[col])
-        combined = combined * (len(uniques) + 1) + codes
-        extra_codes.append((col, codes, uniques))
-    op_group, first = _factorize_ints(combined)
+    run_codes, run_key_rows, op_run, op_group, first, extra_codes = group_codes(
+        runs, ops, run_keys, ops_keys)
     n_groups = len(first)
     group_rows = pd.DataFrame({"_run_group": run_codes[op_run[first]]})
     for col, codes, uniques in extra_codes:

@@ -21,11 +21,9 @@ from harness.analysis.load import Loaded
 from harness.analysis.summary import (
     OPS_LEVEL,
     _check_by,
-    _codes,
     _factorize_ints,
-    _factorize_rows,
-    _run_positions,
     default_by,
+    group_codes,
     measured_ops,
     op_begin_ns,
 )
@@ -69,15 +67,8 @@ def group_intervals(
     if not len(ops):
         return out
     # Group code per op exactly as `summarise` forms it (integer codes, no strings per op).
-    run_codes, run_key_rows = _factorize_rows(runs[run_keys].reset_index(drop=True))
-    op_run = _run_positions(runs, ops)
-    combined = run_codes[op_run]
-    extra = []
-    for col in ops_keys:
-        codes, uniques = _codes(ops[col])
-        combined = combined * (len(uniques) + 1) + codes
-        extra.append((col, codes, uniques))
-    group, first = _factorize_ints(combined)
+    run_codes, run_key_rows, op_run, group, first, extra = group_codes(
+        runs, ops, run_keys, ops_keys)
     lat_ns = ops["latency_ns"].to_numpy(np.int64)
     begin = op_begin_ns(ops)
     lat = lat_ns / _NS_PER_MS

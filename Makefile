@@ -5,12 +5,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 RAW ?= raw_results
 LEGACY ?= examples/legacy
-# format:file:experiment -- the seed reports' figures (in the repository, in the layouts
-# the importers read) that `make demo` imports
-SEED_IMPORTS := perfctest:seed000-perfctest.result:seed000-filestore \
-	gae-bench:seed001-gae-bench.txt:seed001-datastore-memcache \
-	cluster-perf:seed002-cluster-perf.log:seed002-cluster \
-	kv-report:seed003-kv-report.txt:seed003-kvstore
 REPORT ?= report
 STAMP := $(VENV)/.installed
 
@@ -33,21 +27,22 @@ setup: $(STAMP) ## create .venv, install the kit and any missing servers
 	@echo "setup done: activate with 'source $(BIN)/activate'"
 
 demo: setup demo-import ## run the built-in studies at demo scale on localhost, then write the report
-	$(BIN)/harness run experiments/datastore_vs_memcache.yaml --out $(RAW) --resume
-	$(BIN)/harness run experiments/cluster_modes.yaml --out $(RAW) --resume \
-	  $$([ "$$(id -u)" = 0 ] || echo --set services.db.settings.netns=false)  # namespaces need root
-	$(BIN)/harness run experiments/filestore_memcache.yaml --out $(RAW) --resume
-	$(BIN)/harness run experiments/kv_scaling.yaml --out $(RAW) --resume
-	$(BIN)/harness run experiments/kv_cache.yaml --out $(RAW) --resume
-	$(BIN)/harness run experiments/kv_elastic.yaml --out $(RAW) --resume
+	@# `harness list --demo`: each registered study's specs, one per line with the options a
+	@# run needs here (without root: no network namespaces); the registry is the one list.
+	@$(BIN)/harness list --demo > $(VENV)/demo-runs || exit 1; \
+	while read -r spec opts; do \
+	  echo "harness run experiments/$$spec $$opts"; \
+	  $(BIN)/harness run "experiments/$$spec" --out $(RAW) --resume $$opts < /dev/null || exit 1; \
+	done < $(VENV)/demo-runs
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)
 
 demo-import: setup ## import the seed reports' own numbers (once; re-import is refused)
-	@for item in $(SEED_IMPORTS); do \
-	  IFS=: read -r fmt file exp <<< "$$item"; \
+	@# `harness list --legacy`: format, file (in $(LEGACY)), experiment per registered study
+	@$(BIN)/harness list --legacy > $(VENV)/demo-imports || exit 1; \
+	while read -r fmt file exp; do \
 	  if [ -d "$(RAW)/imported/$$exp" ]; then echo "$$exp: imported already"; \
-	  else $(BIN)/harness import "$$fmt" "$(LEGACY)/$$file" -o $(RAW)/imported --experiment "$$exp" || exit 1; fi; \
-	done
+	  else $(BIN)/harness import "$$fmt" "$(LEGACY)/$$file" -o $(RAW)/imported --experiment "$$exp" < /dev/null || exit 1; fi; \
+	done < $(VENV)/demo-imports
 
 report: setup ## regenerate report/report.{html,pdf} from existing raw results
 	$(BIN)/harness report --raw $(RAW) --out $(REPORT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -270,14 +271,52 @@ def cmd_list(args: argparse.Namespace) -> int:
     from harness.services import SERVICES
     from harness.workloads import WORKLOADS
 
-    for name in WORKLOADS:
-        w = WORKLOADS.get(name)
-        print(f"workload {name}: {w.description}\n  ops: {', '.join(w.ops)}")
-        for p, s in w.params.items():
-            print(f"  param {p} (default {s.default!r}): {s.help}")
-    for name in SERVICES:
-        s = SERVICES.get(name)
-        print(f"service {name}: settings {', '.join(s.settings)}")
+    if args.what == "studies" or args.demo or args.legacy:
+        return _list_studies(args)
+    if args.what in ("all", "workloads"):
+        for name in WORKLOADS:
+            w = WORKLOADS.get(name)
+            print(f"workload {name}: {w.description}\n  ops: {', '.join(w.ops)}")
+            for p, s in w.params.items():
+                print(f"  param {p} (default {s.default!r}): {s.help}")
+    if args.what in ("all", "services"):
+        for name in SERVICES:
+            s = SERVICES.get(name)
+            print(f"service {name}: settings {', '.join(s.settings)}")
+    return _list_studies(args) if args.what == "all" else EXIT_OK
+
+
+def _list_studies(args: argparse.Namespace) -> int:
+    """The registered studies; `--demo` and `--legacy` print what `make demo` loops over."""
+    from harness.studies import STUDIES
+
+    infos = sorted((STUDIES.get(name) for name in STUDIES), key=lambda i: i.notebook)
+    if args.demo:  # one line per spec: file name under experiments/, then run options
+        root = os.geteuid() == 0 if hasattr(os, "geteuid") else False
+        for info in infos:
+            for spec in info.specs:
+                if spec.demo:
+                    sets = () if root else spec.unprivileged_set
+                    print(" ".join([spec.file, *(f"--set {s}" for s in sets)]))
+        return EXIT_OK
+    if args.legacy:  # one line per seed report: importer, file under examples/legacy/, experiment
+        for info in infos:
+            if info.legacy is not None:
+                print(f"{info.legacy.format} {info.legacy.file} {info.legacy.experiment}")
+        return EXIT_OK
+    for info in infos:
+        print(f"study {info.name}: {info.title}\n  notebook: notebooks/{info.notebook}\n"
+              f"  workloads: {', '.join(info.workloads)}")
+        for spec in info.specs:
+            how = [f"experiment {spec.experiment()}"]
+            if spec.parameter:
+                how.append(f"notebook parameter {spec.parameter}")
+            if not spec.demo:
+                how.append("not in make demo")
+            print(f"  spec experiments/{spec.file} ({', '.join(how)})")
+        if info.legacy is not None:
+            print(f"  legacy: harness import {info.legacy.format} "
+                  f"examples/legacy/{info.legacy.file} --experiment {info.legacy.experiment}")
     return EXIT_OK
 
 
@@ -418,7 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_gen_files)
 
-    p = sub.add_parser("list", help="workloads and services this kit knows")
+    p = sub.add_parser("list", help="workloads, services and studies this kit knows")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=("all", "workloads", "services", "studies"))
+    p.add_argument("--demo", action="store_true",
+                   help="studies: the specs `make demo` runs, one per line with its options")
+    p.add_argument("--legacy", action="store_true",
+                   help="studies: the seed reports `make demo` imports (format file experiment)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("netem", help="emulated networks (namespaces, links, relays)")

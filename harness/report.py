@@ -37,8 +37,8 @@ from harness.errors import HarnessError
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
 KERNEL_NAME = "kvbench-harness"
-NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.studies.NOT_RUN_MARKER
-OMIT_MARKER = "harness_omit_section"  # == harness.analysis.studies.OMIT_MARKER
+NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.display.NOT_RUN_MARKER
+OMIT_MARKER = "harness_omit_section"  # == harness.analysis.display.OMIT_MARKER
 REPORT_TITLE = "Key-value stores and caches: evaluation report"
 _NOTEBOOK_TIMEOUT_S = 600
 
@@ -320,7 +320,8 @@ def build_report(
         for nb in notebooks:
             bar.set_postfix_str(nb.stem)
             target = executed_dir / nb.name
-            failed = execute_notebook(nb, target, parameters, kernel)
+            failed = execute_notebook(nb, target, {**parameters, **_study_parameters(nb)},
+                                      kernel)
             result[nb.stem] = target
             section = render_notebook(target, len(sections) + 1, failed)
             if not section.omit:
@@ -337,6 +338,15 @@ def build_report(
     if pdf:
         result["pdf"] = write_pdf(html_text, out_dir / "report.pdf", out_dir)
     return result
+
+
+def _study_parameters(notebook: Path) -> dict[str, object]:
+    """A study notebook's experiment names, from its registered specs' ``name:``, so a
+    renamed spec cannot leave its section reading no runs."""
+    from harness.studies import for_notebook
+
+    info = for_notebook(notebook.name)
+    return dict(info.notebook_parameters()) if info is not None else {}
 
 
 def _template_dir(out_dir: Path) -> Path:

@@ -10,5 +10,6 @@ CLI's `harness summary` does not pay for matplotlib):
 - `prose`    sentences for the report from the statistics
 - `tables`   HTML rendering of tables for notebooks and the report
 - `provenance` what ran where: hosts, services, versions, failures, the run listing
-- `studies`  one module per study (and the overview/methodology notebooks) to call
+- `overview`, `methodology` the report's first two notebooks; each study's own analysis is
+  in `harness.studies.<name>`
 """

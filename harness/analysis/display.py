@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.analysis.studies import NOT_RUN_MARKER, OMIT_MARKER
+#: Output metadata key of a study's "not run" note; the report ends the section there.
+NOT_RUN_MARKER = "harness_not_run"
+#: Output metadata key of an optional section with nothing to show: the report leaves the
+#: whole section out (e.g. "imported results" when nothing was imported).
+OMIT_MARKER = "harness_omit_section"
 
 
 def markdown(text: str, *, not_run: bool = False, omit: bool = False) -> Any:

@@ -121,7 +121,7 @@ def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):
 
 def test_report_section_is_omitted_unless_configured(trees):
     from harness.analysis.compare import section
-    from harness.analysis.studies import OMIT_MARKER
+    from harness.analysis.display import OMIT_MARKER
 
     assert OMIT_MARKER in section(None, None).metadata
     base, cand = trees

@@ -23,10 +23,10 @@ from harness.analysis.summary_ci import (
     no_ci_reasons,
     summarise_with_ci,
 )
+from harness.studies.base import StudyBase, as_path
+from harness.workloads.datastore_memcache import OPS
 
 EXPERIMENT = "datastore_vs_memcache"
-OPS: tuple[str, ...] = ("store_write", "store_read", "mem_write", "mem_read_hit",
-                        "mem_read_miss")
 #: The seed's names for the operations.
 LABELS: dict[str, str] = {
     "store_write": "Store/W",
@@ -38,16 +38,20 @@ LABELS: dict[str, str] = {
 #: Seed 001's table (App Engine, 2011): mean ms per op, for the record beside ours.
 SEED_MS: dict[str, float] = {"store_write": 17.94, "store_read": 7.1, "mem_write": 2.29,
                              "mem_read_hit": 2.12, "mem_read_miss": 2.07}
+__all__ = ["LABELS", "OPS", "SEED_MS", "Study", "analyse"]
 
 
 @dataclass
-class Study:
-    raw_dir: Path
-    experiment: str
-    alpha: float
-    figures_dir: Path | None
+class Study(StudyBase):
+    experiment: str = EXPERIMENT
     loaded: Loaded | None = None
     per_set: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    name = "datastore_memcache"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return (self.experiment,)
 
     @property
     def ran(self) -> bool:
@@ -63,11 +67,7 @@ class Study:
         return self.per_set.loc[self.per_set["op"] == op, "latency_mean_ms"].to_numpy()
 
     # --- text -----------------------------------------------------------------------
-    def status(self):
-        """What data this section is about, or that the study was not run."""
-        if not self.ran:
-            sentence = prose.not_run_sentence(self.experiment, str(self.raw_dir))
-            return _markdown(f"**Not run.** {sentence}", not_run=True)
+    def describe(self) -> Any:
         runs = self.loaded.runs
         sets = self.per_set.groupby("op", observed=True).size()
         per = self.per_set.groupby("op", observed=True)["ops"].median()
@@ -182,9 +182,6 @@ class Study:
         ))
 
     # --- figures --------------------------------------------------------------------
-    def _publish(self, fig, name: str):
-        return plots.publish(fig, f"{self.experiment}-{name}", self.figures_dir)
-
     def _ops_labelled(self) -> pd.DataFrame:
         ops = self.loaded.ops
         return ops.assign(op=ops["op"].astype(str).map(lambda o: LABELS.get(o, o)))
@@ -199,7 +196,7 @@ class Study:
         fig = plots.bars_with_ci(table, "op", title="Mean time per operation",
                                  ylabel="mean time per op [ms] (log scale)", log=True,
                                  order=self._label_order(), unit="sets", xlabel="operation")
-        return self._publish(fig, "time-bars")
+        return self.publish(fig, "time-bars")
 
     def throughput_bars(self):
         if not self.ran:
@@ -209,14 +206,14 @@ class Study:
         fig = plots.bars_with_ci(table, "op", title="Throughput per operation (one client)",
                                  ylabel="throughput [ops/s]", order=self._label_order(),
                                  unit="sets (harmonic mean)", xlabel="operation")
-        return self._publish(fig, "throughput")
+        return self.publish(fig, "throughput")
 
     def ecdf(self):
         if not self.ran:
             return None
         fig = plots.latency_ecdf(self._ops_labelled(), title="Latency distribution per op",
                                  order=self._label_order())
-        return self._publish(fig, "ecdf")
+        return self.publish(fig, "ecdf")
 
     def per_set_figure(self):
         if not self.ran:
@@ -224,21 +221,21 @@ class Study:
         per = self.per_set.assign(op=self.per_set["op"].map(lambda o: LABELS.get(o, o)))
         fig = plots.per_set(per, title="Mean time per op in each set (cf. the seed's chart)",
                             order=self._label_order())
-        return self._publish(fig, "per-set")
+        return self.publish(fig, "per-set")
 
     def over_time(self):
         if not self.ran:
             return None
         fig = plots.latency_over_time(self._ops_labelled(), title="Latency over the run",
                                       order=self._label_order())
-        return self._publish(fig, "over-time")
+        return self.publish(fig, "over-time")
 
     def percentile_figure(self):
         if not self.ran:
             return None
         fig = plots.percentiles(self._ops_labelled(), title="Latency percentiles per op",
                                 order=self._label_order())
-        return self._publish(fig, "percentiles")
+        return self.publish(fig, "percentiles")
 
 
 def analyse(
@@ -250,7 +247,7 @@ def analyse(
 ) -> Study:
     """Load the study's runs; an absent experiment gives a Study that reports "not run"."""
     raw_dir = Path(raw_dir)
-    study = Study(raw_dir, experiment, alpha, Path(figures_dir) if figures_dir else None)
+    study = Study(raw_dir, alpha, as_path(figures_dir), experiment)
     if experiment not in available_experiments(raw_dir):
         return study
     loaded = load(raw_dir, experiments=[experiment])

@@ -1,0 +1,111 @@
+"""The study registry agrees with everything that names a study's experiments: the
+specs' ``name:``, the notebooks' parameters, the README's study table, `make demo` and
+the report's injected parameters. Renaming any one of them alone fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from harness import paths
+from harness.importers import IMPORTERS
+from harness.report import _study_parameters, discover_notebooks
+from harness.studies import STUDIES, StudyInfo
+from harness.workloads import WORKLOADS
+
+INFOS = [STUDIES.get(name) for name in STUDIES]
+IDS = [info.name for info in INFOS]
+SPEC_PATH = re.compile(r"`experiments/([\w.-]+\.yaml)`")
+
+
+def _notebook_defaults(info: StudyInfo) -> dict[str, object]:
+    """The notebook's parameters cell, evaluated literally: name -> default."""
+    nb = nbformat.read(paths.notebooks_dir() / info.notebook, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    out = {}
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+@pytest.mark.parametrize("info", INFOS, ids=IDS)
+def test_notebook_parameters_default_to_the_specs_names(info: StudyInfo):
+    defaults = _notebook_defaults(info)
+    for param, experiment in info.notebook_parameters().items():
+        assert defaults.get(param) == experiment, (
+            f"{info.notebook}: parameter {param} = {defaults.get(param)!r}, but the spec "
+            f"that feeds it is named {experiment!r}")
+
+
+@pytest.mark.parametrize("info", INFOS, ids=IDS)
+def test_specs_run_the_studys_workloads(info: StudyInfo):
+    assert set(info.workloads) <= set(WORKLOADS.names())
+    for spec in info.specs:
+        data = yaml.safe_load(spec.path().read_text())
+        assert data["workload"] in info.workloads, f"{spec.file}: workload {data['workload']}"
+
+
+@pytest.mark.parametrize("info", INFOS, ids=IDS)
+def test_legacy_import_exists(info: StudyInfo):
+    if info.legacy is None:
+        pytest.skip("no legacy import")
+    assert info.legacy.format in IMPORTERS
+    assert (paths.project_root() / "examples" / "legacy" / info.legacy.file).is_file()
+
+
+def test_every_spec_and_study_notebook_is_registered_once():
+    specs = [s.file for info in INFOS for s in info.specs]
+    assert sorted(specs) == sorted(p.name for p in paths.experiments_dir().glob("*.yaml"))
+    notebooks = [info.notebook for info in INFOS]
+    assert len(set(notebooks)) == len(notebooks)
+    on_disk = {p.name for p in discover_notebooks(paths.notebooks_dir())}
+    assert set(notebooks) <= on_disk
+    for name in on_disk - set(notebooks):  # the others are no study's
+        assert "harness.studies" not in (paths.notebooks_dir() / name).read_text()
+
+
+def test_readme_study_table_has_one_row_per_study():
+    readme = (paths.project_root() / "README.md").read_text()
+    section = readme.split("## Built-in studies", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `experiments/")]
+    in_rows = sorted(sorted(SPEC_PATH.findall(row)) for row in rows)
+    registered = sorted(sorted(s.file for s in info.specs) for info in INFOS)
+    assert in_rows == registered
+
+
+def test_report_injects_the_specs_names(tmp_path: Path):
+    for info in INFOS:
+        assert _study_parameters(paths.notebooks_dir() / info.notebook) == \
+            info.notebook_parameters()
+    assert _study_parameters(paths.notebooks_dir() / "00-overview.ipynb") == {}
+    # A renamed spec renames what the notebook is told to read.
+    info = STUDIES.get("datastore_memcache")
+    shutil.copytree(paths.experiments_dir(), tmp_path, dirs_exist_ok=True)
+    spec = tmp_path / info.specs[0].file
+    spec.write_text(spec.read_text().replace("name: datastore_vs_memcache",
+                                              "name: renamed_study"))
+    assert info.notebook_parameters(tmp_path) == {"experiment": "renamed_study"}
+
+
+def test_make_demo_runs_what_the_registry_lists():
+    makefile = (paths.project_root() / "Makefile").read_text()
+    assert not re.search(r"experiments/\w+\.yaml", makefile), "a spec named in the Makefile"
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "list", "--demo"],
+                         capture_output=True, text=True, check=True).stdout
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert listed == [s.file for info in sorted(INFOS, key=lambda i: i.notebook)
+                      for s in info.specs if s.demo]
+    assert "filestore_external.yaml" not in listed
+    legacy = subprocess.run([sys.executable, "-m", "harness.cli", "list", "--legacy"],
+                            capture_output=True, text=True, check=True).stdout
+    assert sorted(legacy.split()[2::3]) == sorted(i.legacy.experiment for i in INFOS
+                                                   if i.legacy)

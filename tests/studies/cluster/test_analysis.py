@@ -1,4 +1,4 @@
-"""harness.analysis.cluster and notebook 30-cluster on synthetic runs with known effects.
+"""harness.studies.cluster and notebook 30-cluster on synthetic runs with known effects.
 
 The synthetic study: every object of an op takes its setup's time (plus noise), where a
 write costs 100 µs on one node, + 200 µs per standby in a cluster, + the round trip over
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from harness import paths
-from harness.analysis import cluster, cluster_views
 from harness.report import execute_notebook, venv_kernel
 from harness.results import OK, write_run
+from harness.studies import cluster as cluster_views
+from harness.studies.cluster import analysis as cluster
 from tests.fixtures.rawdata import make_ops, manifest_for
 
 SETUPS = [("single", 1, "none", 0.0), ("local-cluster", 2, "none", 0.0),
@@ -131,11 +132,11 @@ def test_the_notebook_executes_and_draws(raw: Path, tmp_path: Path) -> None:
         params = {"raw_results": str(raw), "figures_dir": str(tmp_path / "fig")}
         assert execute_notebook(nb, out, params, kernel) is None
         text = out.read_text()
-        assert "image/png" in text and "No cluster runs" not in text
+        assert "image/png" in text and "Not run" not in text
         for name in ("us-per-object", "decomposition", "insert-growth"):
             assert (tmp_path / "fig" / f"cluster-modes-{name}.png").exists()
         empty = tmp_path / "empty"
         empty.mkdir()
         params = {"raw_results": str(empty), "figures_dir": str(tmp_path / "fig2")}
         assert execute_notebook(nb, tmp_path / "empty.ipynb", params, kernel) is None
-        assert "No cluster runs" in (tmp_path / "empty.ipynb").read_text()
+        assert "Not run" in (tmp_path / "empty.ipynb").read_text()

@@ -1,6 +1,6 @@
 """What notebook 30-cluster shows: `analyse(raw_dir)` returns a `Study` whose methods
 return displayable tables, figures and sentences (None, or a "not run" note, without
-data). The numbers come from `harness.analysis.cluster`."""
+data). The numbers come from `analysis`, the figures from `plots`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import cluster, cluster_plots, plots, prose, tables
+from harness.analysis import prose, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
+from harness.studies.base import StudyBase, as_path
+from harness.studies.cluster import analysis as cluster
+from harness.studies.cluster import plots as cluster_plots
 
 WRITE_OPS = ("insert", "search_delete")
 
@@ -26,13 +29,16 @@ def _ci(v: float, low: float, high: float, digits: int = 3, unit: str = "") -> s
 
 
 @dataclass
-class Study:
-    raw_dir: Path
-    experiment: str
-    alpha: float
-    figures_dir: Path | None
+class Study(StudyBase):
+    experiment: str = cluster.EXPERIMENT
     loaded: Loaded | None = None
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    name = "cluster"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return (self.experiment,)
 
     @property
     def ran(self) -> bool:
@@ -52,17 +58,8 @@ class Study:
     def decomposition(self) -> pd.DataFrame:
         return cluster.decomposition(self.runs, self.alpha)
 
-    def _publish(self, fig, name: str):
-        return plots.publish(fig, f"{self.experiment}-{name}", self.figures_dir)
-
     # --- text ------------------------------------------------------------------------
-    def status(self):
-        if not self.ran:
-            return _markdown(
-                f"**No cluster runs** under `{self.raw_dir}` (experiment "
-                f"`{self.experiment}`): nothing to show. Run `harness run "
-                "experiments/cluster_modes.yaml` first (as root for the network cluster).",
-                not_run=True)
+    def describe(self):
         r = self.runs
         reps = r.groupby(["setup", "op"]).size()
         n = f"{reps.min()}" if reps.min() == reps.max() else f"{reps.min()}–{reps.max()}"
@@ -221,7 +218,7 @@ class Study:
         if not self.ran:
             return None
         fig = cluster_plots.us_bars(self.table(), self.ops, self.setups, cluster.LABELS)
-        return self._publish(fig, "us-per-object")
+        return self.publish(fig, "us-per-object")
 
     def decomposition_figure(self):
         if not self.ran:
@@ -234,19 +231,18 @@ class Study:
             ["nodes", "local", "rtt_ms"])
         fig = cluster_plots.decomposition_bars(self.table(), self.decomposition(), ops,
                                                cluster.LABELS, list(rows["setup"]))
-        return self._publish(fig, "decomposition")
+        return self.publish(fig, "decomposition")
 
     def growth_figure(self, op: str = "insert"):
         if not self.ran or op not in self.ops:
             return None
         fig = cluster_plots.growth(cluster.point_table(self.runs, op),
                                    cluster.rtt_fit(self.runs, op), cluster.LABELS[op])
-        return self._publish(fig, f"{op}-growth")
+        return self.publish(fig, f"{op}-growth")
 
 
 def analyse(raw_dir: Path | str, experiment: str = cluster.EXPERIMENT, *,
             alpha: float = 0.05, figures_dir: Path | str | None = None) -> Study:
     """Load the study's runs; without them the Study reports "not run"."""
     loaded, runs = cluster.load_study(raw_dir, experiment)
-    return Study(Path(raw_dir), experiment, alpha, Path(figures_dir) if figures_dir else None,
-                 loaded, runs)
+    return Study(Path(raw_dir), alpha, as_path(figures_dir), experiment, loaded, runs)

@@ -23,7 +23,7 @@ from harness.spec import expand, load_spec
 from tests.fixtures.netns import assert_no_leftovers, need_root
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = """\
 name: {name}
 workload: cluster

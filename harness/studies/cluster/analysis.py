@@ -27,10 +27,9 @@ from scipy import stats as st
 from harness.analysis import stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
+from harness.workloads.cluster import OPS
 
 EXPERIMENT = "cluster_modes"
-OPS: tuple[str, ...] = ("insert", "hash_search", "tree_search", "sequential",
-                        "search_delete")
 LABELS: dict[str, str] = {"insert": "Insert", "hash_search": "Hash search",
                           "tree_search": "Tree search", "sequential": "Sequential",
                           "search_delete": "Search/delete"}

@@ -9,8 +9,10 @@ import nbformat
 import pytest
 
 from harness import paths
-from harness.analysis import filestore, filestore_plots, filestore_views
 from harness.report import execute_notebook, venv_kernel
+from harness.studies import filestore
+from harness.studies.filestore import analysis
+from harness.workloads.filestore import OPS
 from tests.fixtures.filestore import write_filestore_runs
 
 NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
@@ -27,7 +29,7 @@ def study(fs_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> filestore.S
 
 
 def test_per_run_table_has_configuration_and_baseline(study: filestore.Study) -> None:
-    assert study.ran and study.threads == [1, 4] and study.ops_present == list(filestore.OPS)
+    assert study.ran and study.threads == [1, 4] and study.ops_present == list(OPS)
     per = study.per_run
     assert len(per) == 48 and set(per["memcache"]) == {True, False}
     assert (per["noop_ms"] == 0.18).all() and (per["connect_ms"] == 0.05).all()
@@ -48,28 +50,26 @@ def test_memcache_effect_finds_the_planted_effects(study: filestore.Study) -> No
 
 
 def test_tables_and_sentences(study: filestore.Study) -> None:
-    assert "48 runs of 12 configurations (4 runs each)" in filestore_views.status(study).data
+    assert "48 runs of 12 configurations (4 runs each)" in study.status().data
     table = study.config_table()
     assert len(table) == 12 and list(table["op"][:4]) == ["insert"] * 4
-    summary = filestore_views.summary(study).data
+    summary = study.summary().data
     assert "Removes with memcache on (Holm-adjusted, α = 0.05): 1 thread: **slower**" in summary
     assert "slows inserts down is" in summary and "no-op HTTP round trip" in summary
-    assert "Holm-adjusted" in filestore_views.memcache_findings(study).data
-    threads = filestore_views.thread_findings(study).data
+    assert "Holm-adjusted" in study.memcache_findings().data
+    threads = study.thread_findings().data
     assert "Latency, 4 vs 1 threads: worse in" in threads and "one family" in threads
-    for view in (filestore_views.config_table_html, filestore_views.memcache_effect_html,
-                 filestore_views.baseline_html, filestore_views.service_time_html,
-                 filestore_views.size_table_html):
-        assert "<table" in view(study).data
+    for view in (study.config_table_html, study.memcache_effect_html,
+                 study.baseline_html, study.service_time_html, study.size_table_html):
+        assert "<table" in view().data
     st = study.service_time()
     assert list(st["threads"].unique()) == [1] and len(st) == 6
 
 
 def test_figures_are_saved(study: filestore.Study) -> None:
-    for figure in (filestore_plots.throughput, filestore_plots.latency,
-                   filestore_plots.latency_by_size, filestore_plots.baseline,
-                   filestore_plots.ecdf):
-        assert figure(study) is not None
+    for figure in (study.throughput, study.latency, study.latency_by_size,
+                   study.baseline, study.ecdf):
+        assert figure() is not None
     assert study.figures_dir is not None
     names = {p.name for p in study.figures_dir.glob("*.png")}
     assert names == {f"filestore-memcache-{n}.png" for n in
@@ -79,9 +79,10 @@ def test_figures_are_saved(study: filestore.Study) -> None:
 def test_absent_experiment_says_not_run(tmp_path: Path) -> None:
     empty = filestore.analyse(tmp_path)
     assert not empty.ran
-    note = filestore_views.status(empty)
-    assert "No file-store runs" in note.data and note.metadata == {"harness_not_run": True}
-    assert filestore_views.summary(empty) is None and filestore_plots.latency(empty) is None
+    note = empty.status()
+    assert "**Not run.**" in note.data and "experiments/filestore_memcache.yaml" in note.data
+    assert note.metadata == {"harness_not_run": True}
+    assert empty.summary() is None and empty.latency() is None
 
 
 def test_notebook_executes_on_study_data(fs_raw: Path, tmp_path: Path) -> None:
@@ -107,13 +108,13 @@ def test_paired_comparison_on_known_pairs() -> None:
 
     off = pd.Series([1.0, 2.0, 4.0, 1.5, 3.0], index=[1, 2, 3, 4, 5])
     on = off * pd.Series([2.1, 1.9, 2.0, 2.05, 1.95], index=off.index)
-    c = filestore.paired_comparison(on, off)
+    c = analysis.paired_comparison(on, off)
     assert c is not None and c.n_a == 5 and c.significant
     assert c.ratio.value == pytest.approx(2.0, rel=0.02) and c.ratio.low > 1.8
     assert c.effect_size_name == "Cohen's d_z" and c.effect_size > 5
     # Unpaired, the 4× spread between pairs hides the 2× effect; paired, it does not.
-    assert not filestore.stats.compare_two(on, off).significant
-    assert filestore.paired_comparison(on.iloc[:1], off) is None
+    assert not analysis.stats.compare_two(on, off).significant
+    assert analysis.paired_comparison(on.iloc[:1], off) is None
 
 
 def test_goodput_beside_throughput_where_ops_failed(tmp_path: Path) -> None:
@@ -146,11 +147,11 @@ def test_goodput_beside_throughput_where_ops_failed(tmp_path: Path) -> None:
     clean = table.loc[("find", 1, True)]
     assert clean["errors"] == 0
     assert clean["goodput"] == pytest.approx(clean["mean_tput"], rel=1e-9)
-    html = filestore_views.config_table_html(study).data
+    html = study.config_table_html().data
     assert "goodput ops/s" in html and "failed ops" in html
     assert "p50/p99 include the failed ops" in html
     assert np.isfinite(table["goodput"]).all()
 
     plain = filestore.analyse(write_filestore_runs(tmp_path / "ok", reps=2, ops=12))
-    html = filestore_views.config_table_html(plain).data
+    html = plain.config_table_html().data
     assert "goodput ops/s" not in html and "goodput equals throughput" in html

@@ -7,15 +7,15 @@ per-run values: throughput, the run's median latency, and that median minus the 
 median no-op round trip. Medians per run, because on a shared machine a few ops stalled
 by other processes (10-20 ms, against sub-millisecond ops) swing a run's mean latency far
 more than anything the app does; the pooled p99 keeps the tail in view.
-This module loads and computes; `filestore_views` words it (tables, sentences) and
-`filestore_plots` draws it, both as functions of a `Study`.
+This module loads and computes; `views` words it (tables, sentences) and `plots` draws
+it, both as methods of `harness.studies.filestore.Study`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -24,9 +24,11 @@ from harness.analysis import intervals, stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
 from harness.analysis.summary_ci import ci_strings, summarise_with_ci
+from harness.studies.base import StudyBase
+from harness.workloads.filestore import OPS
 
 EXPERIMENT = "filestore_memcache"
-OPS: tuple[str, ...] = ("insert", "find", "remove")
+N = TypeVar("N", bound="Numbers")
 OP_PLURAL = {"insert": "inserts", "find": "finds", "remove": "removes"}
 DEFAULT_THRESHOLD_BYTES = 102400
 OPS_COLUMNS = ("op", "start_ns", "latency_ns", "status", "warmup", "bytes")
@@ -61,16 +63,22 @@ def _baselines(raw_dir: Path, experiment: str) -> tuple[pd.DataFrame, int]:
 
 
 @dataclass
-class Study:
-    raw_dir: Path
-    experiment: str
-    alpha: float
-    figures_dir: Path | None
+class Numbers(StudyBase):
+    """The study's data and numbers; `harness.studies.filestore.Study` adds its tables,
+    sentences (`views`) and figures (`plots`)."""
+
+    experiment: str = EXPERIMENT
     loaded: Loaded | None = None
     #: One row per run: op, memcache, threads, repetition, per-run statistics, baseline;
     #: `latency_ms` is the run's median latency, `service_ms` that minus `noop_ms`.
     per_run: pd.DataFrame = field(default_factory=pd.DataFrame)
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
+
+    name = "filestore"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return (self.experiment,)
 
     @property
     def ran(self) -> bool:
@@ -232,11 +240,9 @@ def paired_comparison(a: pd.Series, b: pd.Series, *, alpha: float = 0.05,
         effect_size_name="Cohen's d_z", ratio=ratio, normality_a=norm, normality_b=norm)
 
 
-def analyse(raw_dir: Path | str, experiment: str = EXPERIMENT, *, alpha: float = 0.05,
-            figures_dir: Path | str | None = None) -> Study:
-    """Load the study; an absent experiment gives a Study that reports "not run"."""
-    raw_dir = Path(raw_dir)
-    study = Study(raw_dir, experiment, alpha, Path(figures_dir) if figures_dir else None)
+def load_into(study: N) -> N:
+    """Load `study`'s runs into it; an absent experiment leaves it "not run"."""
+    raw_dir, experiment = study.raw_dir, study.experiment
     if experiment not in available_experiments(raw_dir):
         return study
     loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS)

@@ -141,6 +141,6 @@ def test_memcached_after_the_app_is_a_clear_failure(tmp_path: Path) -> None:
 
 
 def test_built_in_specs_validate() -> None:
-    root = Path(__file__).resolve().parent.parent / "experiments"
+    root = Path(__file__).resolve().parents[3] / "experiments"
     assert len(expand(load_spec(root / "filestore_memcache.yaml"))) == 60
     assert len(expand(load_spec(root / "filestore_external.yaml"))) >= 1

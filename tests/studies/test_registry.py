@@ -19,6 +19,7 @@ from harness import paths
 from harness.importers import IMPORTERS
 from harness.report import _study_parameters, discover_notebooks
 from harness.studies import STUDIES, StudyInfo
+from harness.studies.base import StudyBase
 from harness.workloads import WORKLOADS
 
 INFOS = [STUDIES.get(name) for name in STUDIES]
@@ -52,6 +53,13 @@ def test_specs_run_the_studys_workloads(info: StudyInfo):
     for spec in info.specs:
         data = yaml.safe_load(spec.path().read_text())
         assert data["workload"] in info.workloads, f"{spec.file}: workload {data['workload']}"
+
+
+@pytest.mark.parametrize("info", INFOS, ids=IDS)
+def test_analysis_is_on_the_base_class(info: StudyInfo):
+    module = info.module
+    assert issubclass(module.Study, StudyBase) and module.Study.name == info.name
+    assert callable(module.analyse)
 
 
 @pytest.mark.parametrize("info", INFOS, ids=IDS)

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis import kvstore, kvstore_plots
 from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
+from harness.studies import kvstore
+from harness.studies.kvstore.analysis import around_events
 
 OPS = ("put", "get")
 
@@ -85,12 +86,12 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def study(raw: Path, tmp_path_factory: pytest.TempPathFactory) -> kvstore.KVStudy:
+def study(raw: Path, tmp_path_factory: pytest.TempPathFactory) -> kvstore.Study:
     return kvstore.analyse(raw, figures_dir=tmp_path_factory.mktemp("fig"))
 
 
 def test_throughput_is_per_client_ops_over_their_time_summed_over_clients(
-        study: kvstore.KVStudy) -> None:
+        study: kvstore.Study) -> None:
     assert study.servers == "services.kv.masters"
     run = study.scaling[(study.scaling["services.kv.masters"] == 2)
                         & (study.scaling["clients.processes"] == 2)]
@@ -99,28 +100,28 @@ def test_throughput_is_per_client_ops_over_their_time_summed_over_clients(
     assert np.allclose(per_client * 1e6, 50, rtol=0.06)  # 50 us GETs ~ 20,000 ops/s each
     assert np.allclose(get["throughput_ops_s"], 2 * get["per_client_ops_s"])
     assert np.allclose(get["p50_ms"], 0.05, rtol=0.06)
-    table = kvstore.scaling_table(study)
+    table = study.scaling_table()
     puts = table[(table["op"] == "put") & (table["clients.processes"] == 1)]
     assert puts.set_index("services.kv.masters")["mean"].pipe(
         lambda s: s[2] / s[4]) == pytest.approx(2, rel=0.1)
 
 
-def test_strategy_verdict_per_cache_size(study: kvstore.KVStudy) -> None:
-    verdicts = dict(kvstore.strategy_verdicts(study))
+def test_strategy_verdict_per_cache_size(study: kvstore.Study) -> None:
+    verdicts = dict(study.strategy_verdicts())
     assert verdicts[100].significant
     assert not verdicts[1000].significant or verdicts[1000].p_value > 0.001
-    text = kvstore.cache_findings(study).data
+    text = study.cache_findings().data
     assert "strategies at cache size 100 differ significantly" in text
 
 
-def test_elastic_series_events_and_redirects(study: kvstore.KVStudy) -> None:
+def test_elastic_series_events_and_redirects(study: kvstore.Study) -> None:
     ev = study.events
     assert list(ev["action"]) == ["add_node"]  # the skipped step has no times
     assert ev.iloc[0][["start_s", "end_s", "size_after", "moved"]].tolist() == \
         [1.0, 2.5, 4, 4096]
     assert ev.iloc[0]["phase_rebalance"] == 1.0
     assert study.series["t_s"].max() < 3.0  # 4 s of ops; the last, partial bin dropped
-    around = kvstore.around_events(study.series, study.events, window_s=1.0)
+    around = around_events(study.series, study.events, window_s=1.0)
     during = around[around["when"] == "during"].iloc[0]
     before = around[around["when"] == "before"].iloc[0]
     assert during["redirects_s"] > 0 and before["redirects_s"] == 0
@@ -128,17 +129,17 @@ def test_elastic_series_events_and_redirects(study: kvstore.KVStudy) -> None:
     elastic_all = study.elastic[study.elastic["op"] == "all"].iloc[0]
     assert elastic_all["redirect_rate"] == pytest.approx(300 / 8000, rel=0.05)
     assert "add_node: 1.5 s per step (1 step; seed 004 took 17.78 s)." in \
-        kvstore.steps_summary(study).data
+        study.steps_summary().data
 
 
-def test_views_and_figures(study: kvstore.KVStudy) -> None:
-    for view in (kvstore.status, kvstore.scaling_table_html, kvstore.events_table_html,
-                 kvstore.redirect_table_html):
-        assert "<table" in view(study).data
-    assert "servers" in kvstore.scaling_findings(study).data
-    for fig in (kvstore_plots.scaling(study), kvstore_plots.cache_heatmap(study),
-                kvstore_plots.cache_heatmap(study, "p50_ms"),
-                kvstore_plots.elastic_timeline(study), kvstore_plots.step_times(study)):
+def test_views_and_figures(study: kvstore.Study) -> None:
+    for view in (study.status, study.scaling_table_html, study.events_table_html,
+                 study.redirect_table_html):
+        assert "<table" in view().data
+    assert "servers" in study.scaling_findings().data
+    for fig in (study.scaling_figure(), study.cache_heatmap(),
+                study.cache_heatmap("p50_ms"),
+                study.elastic_timeline(), study.step_times()):
         assert fig.format == "png"
     assert study.figures_dir is not None
     assert (study.figures_dir / "kvstore-elastic-timeline-1.svg").exists()
@@ -146,10 +147,10 @@ def test_views_and_figures(study: kvstore.KVStudy) -> None:
 
 def test_missing_experiments_are_said_not_run(tmp_path: Path) -> None:
     empty = kvstore.analyse(tmp_path)
-    note = kvstore.status(empty)
-    assert "No KV-store runs" in note.data and note.metadata == {"harness_not_run": True}
-    assert "No raw results for `kv_cache`" in kvstore_plots.cache_heatmap(empty).data
-    assert not kvstore.scaling_findings(empty).metadata  # does not end the section
+    note = empty.status()
+    assert "**Not run.**" in note.data and note.metadata == {"harness_not_run": True}
+    assert "No raw results for `kv_cache`" in empty.cache_heatmap().data
+    assert not empty.scaling_findings().metadata  # does not end the section
 
 
 def test_goodput_and_failed_ops_beside_throughput(tmp_path: Path) -> None:
@@ -179,7 +180,7 @@ def test_goodput_and_failed_ops_beside_throughput(tmp_path: Path) -> None:
     assert np.allclose(per.loc["put", "goodput_ops_s"], per.loc["put", "throughput_ops_s"])
     assert (per.loc["get", "errors"] == 10 * per.loc["get", "clients"]).all()
     assert (per.loc["put", "errors"] == 0).all()
-    html = kvstore.scaling_table_html(study).data
+    html = study.scaling_table_html().data
     assert "goodput (aggregate)" in html and "failed ops" in html
     assert "percentiles include the failed ops" in html
     # 3 runs of 1 client: 30 failed GETs in the 1-client row.
@@ -189,7 +190,7 @@ def test_goodput_and_failed_ops_beside_throughput(tmp_path: Path) -> None:
     for rep in (1, 2):
         write(clean, "kv_scaling", {"services.kv.masters": 2, "clients.processes": 1}, rep,
               [client_ops(0, {0: 100, 1: 50 + rep})])
-    html = kvstore.scaling_table_html(kvstore.analyse(clean)).data
+    html = kvstore.analyse(clean).scaling_table_html().data
     assert "goodput (aggregate)" not in html and "goodput equals throughput" in html
 
 
@@ -211,10 +212,10 @@ def test_elastic_step_goodput_where_ops_failed(tmp_path: Path) -> None:
                "result": {"masters": 4}, "error": None}]
     write(tmp_path, "kv_elastic", {}, 1, parts, extra={"timeline": events})
     study = kvstore.analyse(tmp_path)
-    around = kvstore.around_events(study.series, study.events, window_s=1.0)
+    around = around_events(study.series, study.events, window_s=1.0)
     during = around[around["when"] == "during"].iloc[0]
     before = around[around["when"] == "before"].iloc[0]
     assert during["good_s"] == pytest.approx(0.8 * during["ops_s"], rel=1e-3)
     assert before["good_s"] == before["ops_s"]
-    html = kvstore.events_table_html(study, window_s=1.0).data
+    html = study.events_table_html(window_s=1.0).data
     assert "goodput/s during" in html and "p99 includes the failed ops" in html

@@ -1,0 +1,300 @@
+"""Study of seeds 003/004: a sharded KV store. Scaling (servers x clients), cache (size
+x strategy) and elasticity (servers added and removed under load).
+
+Throughput is counted per client and summed over clients (aggregate); a client's
+throughput of one operation is its ops of that kind over the time it spent on them
+(the sum of their latencies over its requests in flight: exactly the seeds' "count /
+total time" with one request in flight). Latency comes from each op's own time, never
+from 1/throughput. Redirect records (an attempt turned away, see the kvstore workload)
+are not ops: they are counted per op as the redirect rate. Runs are the samples: each
+configuration's means and CIs are over its runs (harmonic means for rates).
+`views` words it and `plots` draws it, as methods of `harness.studies.kvstore.Study`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import stats
+from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.summary import ERROR_STATUSES
+from harness.studies.base import StudyBase
+
+EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
+OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
+N = TypeVar("N", bound="Numbers")
+#: Seed 004's time per scaling step with 10,000 pairs on 5 servers.
+SEED_STEP_S = {"add_node": 17.78, "remove_node": 15.56}
+STRATEGIES = ("FIFO", "LRU", "LFU")
+#: Ops that got an answer: what goodput counts (a miss is an answer, not a failure).
+GOOD_STATUSES = ("ok", "miss")
+
+
+def plural(n: Any, noun: str) -> str:
+    """`1 server`, `3 servers`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def grid_column(runs: pd.DataFrame, suffixes: tuple[str, ...]) -> str | None:
+    """The runs column of a grid key such as ``services.kv.masters`` (any service name)."""
+    for col in runs.columns:
+        if col.startswith("services.") and col.rsplit(".", 1)[-1] in suffixes:
+            return str(col)
+    return None
+
+
+def per_client(loaded: Loaded) -> pd.DataFrame:
+    """One row per run, client and op: ops, busy seconds, throughput, redirects."""
+    ops, runs = loaded.ops, loaded.runs
+    if ops.empty:
+        return pd.DataFrame(columns=["run_id", "client", "op", "n", "good", "failed",
+                                     "busy_s", "ops_s", "good_ops_s", "redirects", "span_s",
+                                     "n_all", "good_all"])
+    conc = (runs["loadgen_connections"] * runs["loadgen_inflight"]).set_axis(runs["run_id"])
+    is_redirect = (ops["status"] == "redirect").to_numpy()
+    frame = pd.DataFrame({
+        "run_id": ops["run_id"].astype(str), "client": ops["client"],
+        "op": ops["op"].astype(str), "latency_s": ops["latency_ns"] / 1e9,
+        "start_s": ops["start_ns"] / 1e9, "end_s": (ops["start_ns"] + ops["latency_ns"]) / 1e9,
+        "is_op": ~is_redirect, "redirect": is_redirect,
+        # Goodput counts the ops that got an answer (ok or miss), as the summary does.
+        "good": ops["status"].isin(GOOD_STATUSES).to_numpy(),
+        "failed": ops["status"].isin(ERROR_STATUSES).to_numpy()})
+    keys = ["run_id", "client", "op"]
+    real = frame[frame["is_op"]]
+    out = real.groupby(keys, observed=True).agg(n=("latency_s", "size"),
+                                                good=("good", "sum"), failed=("failed", "sum"),
+                                                lat_s=("latency_s", "sum"))
+    out["redirects"] = frame[frame["redirect"]].groupby(keys, observed=True).size()
+    out = out.fillna({"redirects": 0}).reset_index()
+    out["busy_s"] = out["lat_s"] / out["run_id"].map(conc).astype(float)
+    out["ops_s"] = out["n"] / out["busy_s"]
+    out["good_ops_s"] = out["good"] / out["busy_s"]  # the same time rule as ops_s
+    span = real.groupby(["run_id", "client"], observed=True).agg(
+        first=("start_s", "min"), last=("end_s", "max"), n_all=("latency_s", "size"),
+        good_all=("good", "sum"))
+    span["span_s"] = span["last"] - span["first"]
+    out = out.merge(span[["span_s", "n_all", "good_all"]].reset_index(),
+                    on=["run_id", "client"])
+    return out.drop(columns=["lat_s"])
+
+
+def per_run(loaded: Loaded, factors: list[str]) -> pd.DataFrame:
+    """One row per run and op (put, get, all): aggregate and per-client throughput,
+    latency percentiles, redirect, miss and error rates, with the run's `factors`."""
+    clients = per_client(loaded)
+    ops = loaded.ops[loaded.ops["status"] != "redirect"]
+    rows: list[dict[str, Any]] = []
+    runs = loaded.runs.set_index("run_id")
+    lat = ops.groupby(["run_id", "op"], observed=True)["latency_ns"]
+    q = lat.quantile([0.5, 0.99]).unstack() / 1e6
+    st = ops.groupby(["run_id", "op"], observed=True)["status"].value_counts(normalize=True)
+    for (run_id, op), grp in clients.groupby(["run_id", "op"]):
+        base = {f: runs.at[run_id, f] for f in factors}
+        rows.append({"run_id": run_id, "op": op, **base, "clients": len(grp),
+                     "throughput_ops_s": grp["ops_s"].sum(),
+                     "goodput_ops_s": grp["good_ops_s"].sum(),
+                     "per_client_ops_s": grp["ops_s"].mean(), "ops": int(grp["n"].sum()),
+                     "errors": int(grp["failed"].sum()),
+                     "redirect_rate": grp["redirects"].sum() / grp["n"].sum(),
+                     "p50_ms": q.at[(run_id, op), 0.5], "p99_ms": q.at[(run_id, op), 0.99],
+                     "miss_rate": st.get((run_id, op, "miss"), 0.0),
+                     "error_rate": st.get((run_id, op, "error"), 0.0)
+                     + st.get((run_id, op, "timeout"), 0.0)})
+    for run_id, grp in clients.groupby("run_id"):
+        first = grp.drop_duplicates("client")
+        base = {f: runs.at[run_id, f] for f in factors}
+        rows.append({"run_id": run_id, "op": "all", **base, "clients": len(first),
+                     "throughput_ops_s": (first["n_all"] / first["span_s"]).sum(),
+                     "goodput_ops_s": (first["good_all"] / first["span_s"]).sum(),
+                     "per_client_ops_s": (first["n_all"] / first["span_s"]).mean(),
+                     "ops": int(grp["n"].sum()), "errors": int(grp["failed"].sum()),
+                     "redirect_rate": grp["redirects"].sum() / grp["n"].sum()})
+    return pd.DataFrame(rows)
+
+
+def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
+    """Per run, op and time bin (by op start): completed ops per second, redirects per
+    second, median and p99 latency of the ops that started in the bin."""
+    ops = loaded.ops
+    if ops.empty:
+        return pd.DataFrame(columns=["run_id", "t_s", "op", "ops_s", "good_s", "redirects_s",
+                                     "p50_ms", "p99_ms"])
+    frame = pd.DataFrame({"run_id": ops["run_id"].astype(str), "op": ops["op"].astype(str),
+                          "t_s": np.floor(ops["start_ns"] / 1e9 / bin_s) * bin_s,
+                          "latency_ms": ops["latency_ns"] / 1e6,
+                          "good": ops["status"].isin(GOOD_STATUSES).to_numpy(),
+                          "redirect": (ops["status"] == "redirect").to_numpy()})
+    keys = ["run_id", "t_s", "op"]
+    real = frame[~frame["redirect"]].groupby(keys, observed=True)
+    lat = real["latency_ms"]
+    out = pd.DataFrame({"ops_s": lat.size() / bin_s, "good_s": real["good"].sum() / bin_s,
+                        "p50_ms": lat.median(), "p99_ms": lat.quantile(0.99)})
+    out["redirects_s"] = frame[frame["redirect"]].groupby(keys, observed=True).size() / bin_s
+    out = out.fillna({"redirects_s": 0.0}).reset_index()
+    last = out.groupby("run_id")["t_s"].transform("max")
+    # The first and last bins are cut short by the start (ops a few ms early, by the
+    # clients' start lag) and the end of the run.
+    return out[(out["t_s"] >= 0) & (out["t_s"] < last)]
+
+
+def timeline_events(raw_dir: Path, experiment: str) -> pd.DataFrame:
+    """The manifests' `extra.timeline`: one row per executed step, phases as columns."""
+    rows = []
+    for _, man in read_manifests(raw_dir, experiments=[experiment]):
+        for i, ev in enumerate(man.extra.get("timeline", [])):
+            if "start_ns" not in ev:
+                continue  # skipped: the clients had finished
+            result = ev.get("result") or {}
+            rows.append({"run_id": man.run_id, "repetition": man.repetition, "step": i,
+                         "action": ev["action"], "start_s": ev["start_ns"] / 1e9,
+                         "end_s": ev["end_ns"] / 1e9, "duration_s": ev["duration_s"],
+                         "error": ev.get("error"), "size_after": result.get(
+                             "masters", result.get("servers")),
+                         "moved": result.get("slots_moved"),
+                         **{f"phase_{k[:-2]}": v for k, v in result.items()
+                            if k.endswith("_s") and isinstance(v, int | float)}})
+    return pd.DataFrame(rows)
+
+
+def around_events(series: pd.DataFrame, events: pd.DataFrame,
+                  window_s: float = 5.0) -> pd.DataFrame:
+    """Per step: all-op throughput, p99 and redirects per second in the `window_s`
+    before it, during it, and in the `window_s` after it."""
+    rows = []
+    total = series.groupby(["run_id", "t_s"]).agg(
+        ops_s=("ops_s", "sum"), good_s=("good_s", "sum"), redirects_s=("redirects_s", "sum"),
+        p99_ms=("p99_ms", "max")).reset_index()
+    for ev in events.itertuples():
+        run = total[total["run_id"] == ev.run_id]
+        spans = {"before": (ev.start_s - window_s, ev.start_s),
+                 "during": (ev.start_s, ev.end_s), "after": (ev.end_s, ev.end_s + window_s)}
+        for when, (a, b) in spans.items():
+            sel = run[(run["t_s"] >= np.floor(a)) & (run["t_s"] + 1 <= np.ceil(b))]
+            rows.append({"run_id": ev.run_id, "step": ev.step, "action": ev.action,
+                         "when": when, "seconds": len(sel),
+                         "ops_s": sel["ops_s"].mean(), "good_s": sel["good_s"].mean(),
+                         "redirects_s": sel["redirects_s"].mean(),
+                         "p99_ms": sel["p99_ms"].median()})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Numbers(StudyBase):
+    """The study's data and numbers; `harness.studies.kvstore.Study` adds its tables,
+    sentences (`views`) and figures (`plots`)."""
+
+    #: Part (scaling, cache, elastic) -> its experiment's name; any part may be absent.
+    parts: dict[str, str] = field(default_factory=lambda: dict(EXPERIMENTS))
+    scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The scaling runs and ops, for pooled percentiles with intervals over runs.
+    scaling_loaded: Loaded | None = None
+    cache: pd.DataFrame = field(default_factory=pd.DataFrame)
+    elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
+    series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    servers: str = "servers"
+    clients: str = "clients.processes"
+    cache_size: str = "cache_size"
+    strategy: str = "strategy"
+
+    name = "kvstore"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return tuple(self.parts.values())
+
+    @property
+    def figure_prefix(self) -> str:
+        return "kvstore"
+
+    @property
+    def ran(self) -> bool:
+        return any(self.part_ran(p) for p in self.parts)
+
+    def part_ran(self, part: str) -> bool:
+        return not getattr(self, part).empty
+
+    def part_not_run(self, part: str) -> Any:
+        """A part's note, without the report's not-run marker: the other parts still show."""
+        return self.not_run(self.parts[part], end_section=False)
+
+    def scaling_table(self, value: str = "throughput_ops_s") -> pd.DataFrame:
+        """Per op, servers and clients: the mean over runs of `value` with its CI
+        (arithmetic for fixed-duration runs, harmonic for fixed-count: `harmonic_rates`)."""
+        return stats.config_table(self.scaling, ["op", self.servers, self.clients], value,
+                                  rate=harmonic_rates(self.scaling))
+
+    def cache_table(self, value: str = "throughput_ops_s", op: str = "get",
+                    rate: bool | None = None) -> pd.DataFrame:
+        data = self.cache[self.cache["op"] == op]
+        rate = harmonic_rates(self.cache) if rate is None else rate
+        return stats.config_table(data, [self.cache_size, self.strategy], value, rate=rate)
+
+    def strategy_verdicts(self, op: str = "get", value: str = "throughput_ops_s"
+                          ) -> list[tuple[Any, stats.MultiComparison]]:
+        """Per cache size: does the strategy matter? (Welch's ANOVA on log values over runs)"""
+        data = self.cache[self.cache["op"] == op]
+        out = []
+        for size, grp in data.groupby(self.cache_size, sort=True):
+            groups = {str(k): g[value].to_numpy(float) for k, g in grp.groupby(self.strategy)}
+            if len(groups) >= 2 and all(len(v) >= 2 for v in groups.values()):
+                out.append((size, stats.compare_many(groups, alpha=self.alpha,
+                                                     rate=harmonic_rates(self.cache))))
+        return out
+
+    def step_table(self) -> pd.DataFrame:
+        """Time per scaling step: mean over steps of each action, with CI and the seed's."""
+        if self.events.empty:
+            return pd.DataFrame(columns=["action", "n", "mean", "ci_low", "ci_high", "seed_s"])
+        table = stats.config_table(self.events, ["action"], "duration_s")
+        table["seed_s"] = table["action"].map(SEED_STEP_S)
+        return table
+
+
+def _load(raw_dir: Path, experiment: str) -> Loaded | None:
+    if experiment not in available_experiments(raw_dir):
+        return None
+    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS)
+    return loaded if len(loaded.runs) else None
+
+
+def load_into(study: N) -> N:
+    """Load the three experiments into `study` (any may be missing) and compute their
+    tables."""
+    raw_dir = study.raw_dir
+    if (lo := _load(raw_dir, study.parts["scaling"])) is not None:
+        study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
+        factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
+        study.scaling = per_run(lo, factors)
+        study.scaling_loaded = lo
+    if (lo := _load(raw_dir, study.parts["cache"])) is not None:
+        study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
+        study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
+        factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
+        study.cache = per_run(lo, factors)
+    if (lo := _load(raw_dir, study.parts["elastic"])) is not None:
+        study.elastic = per_run(lo, ["repetition"])
+        study.series = per_second(lo)
+        study.events = timeline_events(raw_dir, study.parts["elastic"])
+    return study
+
+
+def harmonic_rates(frame: pd.DataFrame) -> bool:
+    """The kit's averaging rule for rates: total ops / total time. Runs of a fixed op
+    count: that is the harmonic mean of the run rates; runs of a fixed duration
+    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean."""
+    col = frame.get("loadgen_duration_s")
+    return col is None or bool(pd.to_numeric(col, errors="coerce").isna().all())
+
+
+
+
+
+
+

@@ -1,0 +1,215 @@
+"""Tables and sentences of the KV-store study (seeds 003/004) for its notebook: methods of
+the study returning HTML or Markdown, or a part's not-run note."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import prose, stats
+from harness.analysis.display import markdown as _md
+from harness.analysis.summary_ci import ci_strings, summarise_with_ci
+from harness.studies.kvstore.analysis import (
+    Numbers,
+    around_events,
+    harmonic_rates,
+    plural,
+)
+from harness.workloads.kvstore import OPS
+
+
+def _html(df: pd.DataFrame, **kwargs: Any) -> Any:
+    from harness.analysis.tables import show
+
+    return show(df, **kwargs)
+
+
+def has_failures(frame: pd.DataFrame) -> bool:
+    """Whether any run of a per-run table had an error or timeout op."""
+    return bool(len(frame)) and bool((frame["errors"].fillna(0) > 0).any())
+
+
+def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float) -> Any:
+    x = data.loc[data[col] == a, "throughput_ops_s"].to_numpy(float)
+    y = data.loc[data[col] == b, "throughput_ops_s"].to_numpy(float)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
+                             rate=harmonic_rates(data))
+
+
+class Views(Numbers):
+    """The study's tables and sentences, as methods of the study."""
+
+    def describe(self) -> Any:
+        """Which of the three experiments have results, and how much."""
+        rows = []
+        for part, name in self.parts.items():
+            data = getattr(self, part)
+            runs = data["run_id"].nunique() if len(data) else 0
+            ops = int(data.loc[data["op"] == "all", "ops"].sum()) if len(data) else 0
+            rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops})
+        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}")
+
+    def scaling_table_html(self) -> Any:
+        if not self.part_ran("scaling"):
+            return self.part_not_run("scaling")
+        from harness.analysis.tables import ci_column
+
+        agg = self.scaling_table()
+        per = self.scaling_table("per_client_ops_s")
+        keys = ["op", self.servers, self.clients]
+        lat = summarise_with_ci(self.scaling_loaded, keys)
+        lat = lat.assign(op=lat["op"].astype(str), p50_ms=ci_strings(lat, "latency_p50_ms"),
+                         p99_ms=ci_strings(lat, "latency_p99_ms"))[[*keys, "p50_ms", "p99_ms"]]
+        shown = agg[[*keys, "n"]].assign(aggregate=ci_column(agg), per_client=ci_column(per))
+        failed = has_failures(self.scaling)
+        if failed:  # goodput beside throughput, by the same rule, wherever ops failed
+            shown["goodput"] = ci_column(self.scaling_table("goodput_ops_s"))
+        shown = shown.merge(lat, on=keys, how="left").fillna({"p50_ms": "–", "p99_ms": "–"})
+        if failed:
+            errors = self.scaling.groupby(keys, observed=True)["errors"].sum()
+            shown = shown.merge(errors.reset_index(), on=keys, how="left")
+        mean = "harmonic" if harmonic_rates(self.scaling) else "arithmetic (fixed-duration runs)"
+        caption = (f"Throughput [ops/s]: {mean} mean over runs (95% CI); latency: "
+                   "percentiles of all ops pooled [ms], with a 95% CI over runs "
+                   "where every run has 10 ops beyond the percentile")
+        caption += ("; goodput counts only ops answered (ok or miss) over the same time; the "
+                    "percentiles include the failed ops (errors and timeouts: a wait the client "
+                    "had), counted beside them" if failed else
+                    "; no op failed (no error or timeout), so goodput equals throughput")
+        return _html(shown.rename(columns={self.servers: "servers", self.clients: "clients"}),
+                     caption=caption,
+                     headers={"aggregate": "aggregate (sum over clients)",
+                              "per_client": "per client", "goodput": "goodput (aggregate)",
+                              "p50_ms": "p50 [ms]", "p99_ms": "p99 [ms]",
+                              "errors": "failed ops"})
+
+    def scaling_findings(self) -> Any:
+        """Per op: more servers at each client count; more clients at the most servers."""
+        if not self.part_ran("scaling"):
+            return self.part_not_run("scaling")
+        claims: list[tuple[str, stats.Comparison, str, str]] = []
+        data = self.scaling
+        servers = sorted(data[self.servers].unique())
+        clients = sorted(data[self.clients].unique())
+        for op in OPS:
+            d = data[data["op"] == op]
+            for c in clients:
+                cmp = _compare(d[d[self.clients] == c], self.servers, servers[-1], servers[0],
+                               self.alpha)
+                if cmp is not None:
+                    claims.append((f"{op.upper()}, {plural(c, 'client')}: ", cmp,
+                                   plural(servers[-1], "server"), plural(servers[0], "server")))
+            top = d[d[self.servers] == servers[-1]]
+            cmp = _compare(top, self.clients, clients[-1], clients[0], self.alpha)
+            if cmp is not None:
+                claims.append((f"{op.upper()}, {plural(servers[-1], 'server')}: ", cmp,
+                               plural(clients[-1], "client"), plural(clients[0], "client")))
+        # The section's claims are one family: Holm-adjusted together, and said so.
+        p_holm = stats.holm([c.p_value for _, c, _, _ in claims]) if claims else []
+        out = [head + prose.compare_sentence(c, a, b, lower_is_better=False,
+                                             better="faster (aggregate throughput)",
+                                             p_adjusted=float(p))
+               for (head, c, a, b), p in zip(claims, p_holm, strict=True)]
+        if len(claims) > 1:
+            out.append(f"These {len(claims)} comparisons are one family: p-values Holm-adjusted "
+                       "together.")
+        return _md("\n\n".join(out))
+
+    def cache_findings(self, op: str = "get") -> Any:
+        """Does the strategy matter, per cache size? Does the cache size matter?"""
+        if not self.part_ran("cache"):
+            return self.part_not_run("cache")
+        tests = [(m, f"{op.upper()} throughputs of the strategies at cache size {size}")
+                 for size, m in self.strategy_verdicts(op)]
+        data = self.cache[self.cache["op"] == op]
+        groups = {str(k): g["throughput_ops_s"].to_numpy(float)
+                  for k, g in data.groupby(self.cache_size, sort=True)}
+        if len(groups) >= 2:
+            tests.append((stats.compare_many(groups, alpha=self.alpha,
+                                             rate=harmonic_rates(self.cache)),
+                          f"{op.upper()} throughputs of the cache sizes (strategies pooled)"))
+        # One family: the omnibus p-values Holm-adjusted together.
+        p_holm = stats.holm([m.p_value for m, _ in tests]) if tests else []
+        out = [prose.multi_sentence(replace(m, p_value=float(p), test=f"{m.test}, Holm-adjusted"),
+                                    what)
+               for (m, what), p in zip(tests, p_holm, strict=True)]
+        if len(tests) > 1:
+            out.append(f"These {len(tests)} tests are one family: p-values Holm-adjusted "
+                       "together.")
+        return _md("\n\n".join(out))
+
+    def events_table_html(self, window_s: float = 5.0) -> Any:
+        if self.events.empty:
+            return self.part_not_run("elastic")
+        around = around_events(self.series, self.events, window_s)
+        wide = around.pivot_table(index=["run_id", "step"], columns="when",
+                                  values=["ops_s", "good_s", "redirects_s", "p99_ms"])
+        wide.columns = [f"{v}_{w}" for v, w in wide.columns]
+        ev = self.events.merge(wide.reset_index(), on=["run_id", "step"])
+        failed = has_failures(self.elastic)
+        cols = ["repetition", "action", "start_s", "duration_s", "size_after", "moved",
+                "ops_s_before", "ops_s_during", "ops_s_after",
+                *(["good_s_during"] if failed else []), "redirects_s_during",
+                "p99_ms_before", "p99_ms_during"]
+        note = ("; goodput: ops answered (ok or miss) per second during the step; p99 includes "
+                "the failed ops (errors and timeouts)" if failed else
+                "; no op failed (no error or timeout): goodput equals throughput")
+        return _html(ev[[c for c in cols if c in ev.columns]],
+                     caption=f"Each scaling step; throughput (all ops) and redirects per second "
+                             f"averaged over the {window_s:g} s before, the step itself, and the "
+                             f"{window_s:g} s after; p99: median of the per-second p99s{note}",
+                     headers={"start_s": "start [s]", "duration_s": "duration [s]",
+                              "size_after": "servers after", "moved": "slots moved",
+                              "ops_s_before": "ops/s before", "ops_s_during": "ops/s during",
+                              "ops_s_after": "ops/s after", "good_s_during": "goodput/s during",
+                              "redirects_s_during": "redirects/s during",
+                              "p99_ms_before": "p99 before [ms]",
+                              "p99_ms_during": "p99 during [ms]"})
+
+    def steps_summary(self) -> Any:
+        if self.events.empty:
+            return self.part_not_run("elastic")
+        out = []
+        for row in self.step_table().itertuples():
+            est = stats.Estimate(row.mean, row.ci_low, row.ci_high, row.n, row.method)
+            seed = f"; seed 004 took {row.seed_s:g} s" if row.seed_s == row.seed_s else ""
+            steps = f"{row.n} step{'s' if row.n != 1 else ''}"
+            out.append(f"{row.action}: {prose.fmt_estimate(est, 's')} per step ({steps}{seed}).")
+        errors = self.events["error"].dropna()
+        if len(errors):
+            out.append(f"{len(errors)} step(s) failed: {errors.iloc[0]}")
+        return _md("\n\n".join(out))
+
+    def redirect_table_html(self) -> Any:
+        """Redirect records per op, per experiment and op; for the elastic runs also within
+        the scaling steps and outside them."""
+        rows = []
+        for part in ("scaling", "cache", "elastic"):
+            data = getattr(self, part)
+            for op, grp in data[data["op"].isin(OPS)].groupby("op") if len(data) else []:
+                rows.append({"experiment": self.parts[part], "op": op, "when": "whole run",
+                             "ops": int(grp["ops"].sum()),
+                             "redirect_rate": (grp["redirect_rate"] * grp["ops"]).sum()
+                             / grp["ops"].sum()})
+        if not self.events.empty:
+            s = self.series.copy()
+            inside = np.zeros(len(s), bool)
+            for ev in self.events.itertuples():
+                inside |= ((s["run_id"] == ev.run_id) & (s["t_s"] + 1 > ev.start_s)
+                           & (s["t_s"] < ev.end_s)).to_numpy()
+            for flag, when in ((True, "during steps"), (False, "outside steps")):
+                sel = s[inside == flag]
+                rows.append({"experiment": self.parts["elastic"], "op": "all", "when": when,
+                             "ops": int(sel["ops_s"].sum()),
+                             "redirect_rate": sel["redirects_s"].sum()
+                             / max(sel["ops_s"].sum(), 1)})
+        from harness.analysis.tables import pct
+
+        return _html(pd.DataFrame(rows), caption="Redirected attempts per op (MOVED/ASK, "
+                     "server_not_responsible, write locks)", formats={"redirect_rate": pct(2)},
+                     headers={"redirect_rate": "redirects per op"})

@@ -84,10 +84,16 @@ def test_every_spec_and_study_notebook_is_registered_once():
 def test_readme_study_table_has_one_row_per_study():
     readme = (paths.project_root() / "README.md").read_text()
     section = readme.split("## Built-in studies", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `experiments/")]
-    in_rows = sorted(sorted(SPEC_PATH.findall(row)) for row in rows)
-    registered = sorted(sorted(s.file for s in info.specs) for info in INFOS)
-    assert in_rows == registered
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`") and cells[0] != "study":
+            rows[cells[0].strip("`")] = cells
+    assert sorted(rows) == sorted(IDS)
+    for info in INFOS:
+        _, specs, notebook, _, _ = rows[info.name]
+        assert sorted(SPEC_PATH.findall(specs)) == sorted(s.file for s in info.specs)
+        assert notebook == f"`{Path(info.notebook).stem}`"
 
 
 def test_report_injects_the_specs_names(tmp_path: Path):

@@ -56,6 +56,21 @@ class StudyBase:
         """The data this section is about (only called when the study ran)."""
         raise NotImplementedError
 
+    def design(self) -> Any:
+        """What the study's specs run (configurations, repetitions, ops per run, clients),
+        read from the registered specs of its experiments, for the notebook's prose."""
+        from harness.studies import STUDIES
+        from harness.studies.design import spec_design
+
+        lines = []
+        for spec in STUDIES.get(self.name).specs:
+            if spec.path().exists() and spec.experiment() in self.experiments:
+                lines.append(f"- {spec_design(spec.path()).sentence()}")
+        if not lines:
+            return None
+        return _markdown("As the spec" + ("s say" if len(lines) > 1 else " says") + ":\n\n"
+                         + "\n".join(lines))
+
     def publish(self, fig: Any, name: str) -> Any:
         """Save `fig` under figures_dir (if set) and return its image for the notebook."""
         return plots.publish(fig, f"{self.figure_prefix}-{name}", self.figures_dir)

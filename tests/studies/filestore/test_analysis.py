@@ -10,7 +10,8 @@ import pytest
 
 from harness import paths
 from harness.report import execute_notebook, venv_kernel
-from harness.studies import filestore
+from harness.studies import STUDIES, filestore
+from harness.studies.design import spec_design
 from harness.studies.filestore import analysis
 from harness.workloads.filestore import OPS
 from tests.fixtures.filestore import write_filestore_runs
@@ -99,6 +100,9 @@ def test_notebook_executes_on_study_data(fs_raw: Path, tmp_path: Path) -> None:
             images += "image/png" in output.get("data", {})
     text = "\n".join(texts)
     assert "Not run" not in text and "seed's claim" in text
+    # The spec's facts, from the spec (the prose no longer types them in).
+    spec = STUDIES.get("filestore").specs[0].path()
+    assert spec_design(spec).sentence() in text
     assert images == 5
     assert len(list((tmp_path / "figures").glob("*.svg"))) == 5
 

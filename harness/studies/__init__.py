@@ -66,9 +66,10 @@ class StudyInfo:
         return importlib.import_module(f"{__name__}.{self.name}")
 
     def notebook_parameters(self, experiments_dir: Path | None = None) -> dict[str, str]:
-        """Notebook parameter -> experiment name, read from the specs."""
+        """Notebook parameter -> experiment name, read from the specs (a spec file that is
+        absent, as in an installed kit without experiments/, leaves the notebook's own)."""
         return {s.parameter: s.experiment(experiments_dir) for s in self.specs
-                if s.parameter is not None}
+                if s.parameter is not None and s.path(experiments_dir).is_file()}
 
 
 STUDIES: Registry[StudyInfo] = Registry("study")

@@ -123,3 +123,15 @@ def test_make_demo_runs_what_the_registry_lists():
                             capture_output=True, text=True, check=True).stdout
     assert sorted(legacy.split()[2::3]) == sorted(i.legacy.experiment for i in INFOS
                                                    if i.legacy)
+
+
+def test_make_demo_without_root_gets_the_unprivileged_options(monkeypatch, capsys):
+    from harness.cli import main
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["list", "--demo"]) == 0
+    lines = dict(line.split(" ", 1) if " " in line else (line, "")
+                 for line in capsys.readouterr().out.splitlines())
+    cluster = STUDIES.get("cluster").specs[0]
+    assert lines[cluster.file] == " ".join(f"--set {s}" for s in cluster.unprivileged_set)
+    assert lines["datastore_vs_memcache.yaml"] == ""

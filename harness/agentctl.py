@@ -5,7 +5,7 @@ An `AgentLink` runs ``python -m harness.agent`` over one SSH exec channel (or as
 local child process) and matches replies to requests by id in a reader thread, so many
 requests can be in flight on one link and the links of all machines work in parallel.
 A link whose channel ends (a dropped connection, a silent link closed by
-`harness.sshwatch`) fails every pending request with a HostError naming the machine;
+`harness.hosts.sshwatch`) fails every pending request with a HostError naming the machine;
 `AgentPool.get` then starts a new agent (reconnecting first).
 """
 

@@ -198,7 +198,7 @@ class ClientGroup:
         Survives a dropped SSH connection: the processes run in sessions of their own and
         go on without it, so the host reconnects (with backoff), a new agent starts and
         the wait starts over, for up to `RECONNECT_DEADLINE_S`; a note says so in the
-        manifest. A link gone silent (`harness.sshwatch`) ends the wait at once.
+        manifest. A link gone silent (`harness.hosts.sshwatch`) ends the wait at once.
         """
         try:
             asked = {name: self.agents.get(ws[0].host).send(

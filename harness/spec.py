@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from harness.errors import RegistryError, SpecError
-from harness.hosts import HostSpec
+from harness.hostspec import HostSpec
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
 
 TOP_LEVEL = {

@@ -13,7 +13,7 @@ import pytest
 from harness.agentctl import AgentLink, AgentPool
 from harness.errors import HostError
 from harness.hosts import LocalHost
-from harness.ssh import SSHHost
+from harness.hosts.ssh import SSHHost
 from harness.workerctl import alive, sha256_of
 from tests.fixtures.sshd import SSHServer
 

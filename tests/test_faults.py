@@ -26,10 +26,10 @@ import pytest
 from harness.cli import main as cli_main
 from harness.errors import HostError
 from harness.hosts import LocalHost
+from harness.hosts.ssh import SSHHost
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.runner import Runner
 from harness.spec import load_spec
-from harness.ssh import SSHHost
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd import SSHServer
 from tests.test_runner import _is_zombie, _tagged_workers
@@ -390,7 +390,7 @@ def test_a_client_machine_gone_silent_is_noticed_in_time_and_the_grid_goes_on(
     `harness collect` fetches run 1's records from the machine."""
     import yaml
 
-    from harness.sshwatch import NOTICE_BOUND_S
+    from harness.hosts.sshwatch import NOTICE_BOUND_S
     from tests.fixtures.machines import machine_bed
 
     assert NOTICE_BOUND_S <= 10

@@ -17,12 +17,12 @@ import yaml
 
 from harness import paths
 from harness.hosts import LocalHost
+from harness.hosts.ssh import SSHHost
 from harness.report import build_report
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.runner import Runner
 from harness.services import SERVICES
 from harness.spec import load_spec
-from harness.ssh import SSHHost
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd import SSHServer
 from tests.services.test_command import KVSERVER

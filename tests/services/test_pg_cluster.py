@@ -17,10 +17,10 @@ import pytest
 
 from harness.errors import ServiceError
 from harness.hosts import LocalHost
+from harness.hosts.ssh import SSHHost
 from harness.netem import netem_supported
 from harness.services import SERVICES
 from harness.services.pg_cluster import ClusterService, PgCluster
-from harness.ssh import SSHHost
 from tests.fixtures.netns import assert_no_leftovers, need_root
 from tests.fixtures.servers import require_service
 

@@ -71,7 +71,7 @@ def host(request: pytest.FixtureRequest) -> Iterator[Host]:
         with LocalHost() as local:
             yield local
         return
-    from harness.ssh import SSHHost
+    from harness.hosts.ssh import SSHHost
 
     sshd = request.getfixturevalue("sshd")
     with SSHHost.connect(sshd.host_spec()) as remote:

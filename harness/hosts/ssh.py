@@ -25,9 +25,10 @@ from typing import Any
 import paramiko
 
 from harness.errors import HostError, HostKeyError
-from harness.hosts import CommandResult, Host, HostSpec, Process, check_result
-from harness.sshcopy import NoSFTPError, get_by_exec, put_by_exec
-from harness.sshwatch import LinkWatch
+from harness.hosts.base import CommandResult, Host, Process, check_result
+from harness.hosts.sshcopy import NoSFTPError, get_by_exec, put_by_exec
+from harness.hosts.sshwatch import LinkWatch
+from harness.hostspec import HostSpec
 
 _CHUNK = 1 << 16
 #: Pauses before each attempt to replace a dead connection: bounded, growing backoff.

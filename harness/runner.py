@@ -26,10 +26,10 @@ from harness.agentctl import AgentPool
 from harness.clients import ClientGroup, Collected
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
+from harness.inventory import host_info, kit_info
 from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
-from harness.provenance import host_info, kit_info
 from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, OpsArrays, new_manifest, write_run
 from harness.services import SERVICES
 from harness.services.access import access_for

@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
+from harness.services.base import Endpoint
 from harness.settings import Setting
 from harness.workloads.base import Issue, NativeOps, Pipeline, Workload, WorkloadClient
 
@@ -26,6 +27,8 @@ GET, SET = 0, 1
 #: Different lengths (the key one odd) so the (op, key) pairs repeat far less often.
 OP_PATTERN_LEN = 1 << 16
 KEY_SEQ_LEN = (1 << 17) + 1
+#: Sets per pipelined batch in `prepare`.
+PREPARE_BATCH = 1000
 
 
 def key_of(prefix: bytes, i: int, key_size: int) -> bytes:
@@ -57,6 +60,8 @@ class KeyValueMix(Workload):
     max_key_bytes: int
     max_value_bytes: int
     server: str
+    #: The client class: its encoders and connection also serve `prepare`.
+    client_class: type[MixClient]
 
     @staticmethod
     def mix_params(get_help: str, key_help: str) -> dict[str, Setting]:
@@ -100,6 +105,32 @@ class KeyValueMix(Workload):
         if problems:
             raise WorkloadError(f"{self.name}: {'; '.join(problems)}")
 
+    def client(
+        self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any], client_id: int
+    ) -> WorkloadClient:
+        self.check(params)
+        return self.client_class(endpoints[self.requires[0]], params, client_id)
+
+    async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
+        """Set every key, with the client's own encoders, in pipelined batches: one
+        round trip per batch, not per key (the driver coalesces the writes)."""
+        self.check(params)
+        cls = self.client_class
+        size = params["value_size_bytes"]
+        tail = cls.set_tail(b"x" * size)
+        keys = [self.key(i, params["key_size_bytes"]) for i in range(params["key_space"])]
+        conn = await cls.open(endpoints[self.requires[0]])
+        try:
+            for lo in range(0, len(keys), PREPARE_BATCH):
+                batch = keys[lo:lo + PREPARE_BATCH]
+                futs = [conn.call(cls.set_head(k, size) + tail) for k in batch]
+                for k, fut in zip(batch, futs, strict=True):
+                    reply = await fut
+                    if reply != cls.stored:
+                        raise WorkloadError(f"{self.server} answered {reply!r} to set {k!r}")
+        finally:
+            conn.close()
+
 
 class MixClient(WorkloadClient):
     """One process's client of a mix: requests encoded once per key, op pattern and key
@@ -113,6 +144,8 @@ class MixClient(WorkloadClient):
     stored: bytes
     #: The native core's name of the protocol (see `NativeOps`).
     native_protocol: str
+    #: Set by subclasses, which are made as `(endpoint, params, client_id)`.
+    endpoint: Endpoint
 
     def __init__(self, params: Mapping[str, Any], keys: list[bytes],
                  rng: np.random.Generator) -> None:
@@ -130,17 +163,29 @@ class MixClient(WorkloadClient):
         self._picks = np.asarray(picks, np.int64)
         self.value_tail = self.set_tail(b"x" * self.size)
 
+    # The encoders and `open` are static: `KeyValueMix.prepare` uses them without a client.
+    @staticmethod
     @abc.abstractmethod
-    def get_request(self, key: bytes) -> bytes:
+    def get_request(key: bytes) -> bytes:
         """The encoded get of `key`."""
 
+    @staticmethod
     @abc.abstractmethod
-    def set_head(self, key: bytes, size: int) -> bytes:
+    def set_head(key: bytes, size: int) -> bytes:
         """The encoded set of `key` up to its value."""
 
+    @staticmethod
     @abc.abstractmethod
-    def set_tail(self, value: bytes) -> bytes:
+    def set_tail(value: bytes) -> bytes:
         """The rest of every set request: the value as the protocol frames it."""
+
+    @staticmethod
+    @abc.abstractmethod
+    async def open(endpoint: Endpoint) -> Any:
+        """A connection to the server at `endpoint` (a driver with `send` and `call`)."""
+
+    async def connect(self) -> Any:
+        return await self.open(self.endpoint)
 
     async def close(self, conn: Any) -> None:
         conn.close()

@@ -1,4 +1,4 @@
-"""What a manifest records about the machines and the kit. Never credentials."""
+"""What a manifest records about the machines and the kit (its inventory). Never credentials."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from harness.analysis.summary import summary_table
+    from harness.analysis.summary_table import summary_table
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None

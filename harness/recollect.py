@@ -37,6 +37,7 @@ from harness.results import (
     verify_run,
     write_run,
 )
+from harness.runstatus import quick_stats, run_status, target_met
 from harness.spec import RunPlan, Spec, expand
 from harness.transfer import fetch_records, remove_files
 from harness.workloads import WORKLOADS
@@ -105,9 +106,6 @@ def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays) -> Path:
 def collect_pending(spec: Spec, out_dir: Path,
                     say: Callable[[str], None] = print) -> CollectReport:
     """Fetch every pending record file of `spec`'s runs under `out_dir`."""
-    # The runner imports this module (`--resume` collects first).
-    from harness.runner import _target_met, quick_stats, run_status
-
     exp_dir = Path(out_dir) / spec.name
     runs = []
     if exp_dir.is_dir():
@@ -184,7 +182,7 @@ def collect_pending(spec: Spec, out_dir: Path,
                                         {"utc": when, "clients": sorted(statuses)}]
             loadgen = {**man.loadgen, "workers": workers,
                        "achieved_rate_ops_s": rate if n else None,
-                       "target_met": _target_met(plan, rate) if plan.size.open_loop
+                       "target_met": target_met(plan, rate) if plan.size.open_loop
                        else None}
             new = replace(man, status=status, error="\n".join(errors) or None,
                           loadgen=loadgen, extra=extra, counts={}, ops_file={})

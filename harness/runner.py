@@ -30,7 +30,9 @@ from harness.inventory import host_info, kit_info
 from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
-from harness.results import ERROR, MANIFEST, REDIRECT, TIMEOUT, OpsArrays, new_manifest, write_run
+from harness.recollect import collect_pending
+from harness.results import MANIFEST, OpsArrays, new_manifest, write_run
+from harness.runstatus import quick_stats, run_status, target_met
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
@@ -69,44 +71,6 @@ def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
         if data.get("status") == "complete":
             done.add((data.get("config_id"), data.get("repetition")))
     return done
-
-
-def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
-    """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary."""
-    # Redirected attempts are not ops: the op's own record spans its retries.
-    m = ~ops.warmup & (ops.status != REDIRECT)
-    n = int(m.sum())
-    if n == 0:
-        return 0, 0.0, float("nan"), float("nan"), float("nan")
-    # Open loop: latency counts from the intended start, so the op begins there.
-    begin = np.where(ops.intended_ns >= 0, ops.intended_ns, ops.start_ns)
-    start, lat = begin[m], ops.latency_ns[m]
-    wall_ns = int((start + lat).max() - start.min())
-    p50, p99 = np.percentile(lat, [50, 99]) / 1e6
-    err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
-    return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
-
-
-def run_status(plan: RunPlan, measured: int, error_rate: float, errors: list[str],
-               workers: list[dict[str, Any]], interrupted: bool = False) -> str:
-    """complete, partial or failed; a policy failure puts its reason first in `errors`."""
-    limit = plan.size.fail_if_error_rate_above
-    if measured == 0:
-        return "failed"
-    if limit is not None and error_rate > limit:
-        # By the spec's policy; the records are kept all the same.
-        errors.insert(0, f"error rate {error_rate:.2%} is above "
-                         f"run.fail_if_error_rate_above ({limit:.2%})")
-        return "failed"
-    if interrupted or errors or any(w.get("state") != "complete" for w in workers):
-        return "partial"
-    return "complete"
-
-
-def _target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
-    """An open-loop run met its target when it achieved at least 95% of the rate; below
-    that the clients could not keep the schedule and the latencies include their lag."""
-    return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))
 
 
 def _write_failure(exp_dir: Path, plan: RunPlan, run_id: str, records: int,
@@ -282,8 +246,6 @@ class Runner:
 
     def run(self) -> list[RunOutcome]:
         if self.resume:  # records a transfer left on client machines first
-            from harness.recollect import collect_pending
-
             collect_pending(self.spec, self.out_dir, self.say)
         plans = self.plans()
         outcomes: list[RunOutcome] = []
@@ -499,7 +461,7 @@ class Runner:
                      "target_rate_ops_s": plan.size.rate_ops_s,
                      "arrival": plan.size.arrival if plan.size.open_loop else None,
                      "achieved_rate_ops_s": rate if n else None,
-                     "target_met": _target_met(plan, rate) if plan.size.open_loop else None,
+                     "target_met": target_met(plan, rate) if plan.size.open_loop else None,
                      "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
                      "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
                      "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
@@ -534,7 +496,7 @@ class Runner:
             line += f", errors {o.error_rate:.1%}"
         target = o.plan.size.rate_ops_s
         if target:
-            met = _target_met(o.plan, o.throughput_ops_s)
+            met = target_met(o.plan, o.throughput_ops_s)
             line += f", target {target:,.0f} ops/s" + ("" if met else " NOT MET")
         if o.status != "complete" and o.error:
             line += f" -- {o.error.splitlines()[0]}"

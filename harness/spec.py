@@ -9,7 +9,6 @@ again), so slow drift on the machine spreads over configurations instead of bias
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -23,6 +22,7 @@ import yaml
 
 from harness.errors import RegistryError, SpecError
 from harness.hostspec import HostSpec
+from harness.results.ids import config_id
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
 
 TOP_LEVEL = {
@@ -698,15 +698,6 @@ def check_grid(spec: Spec) -> list[tuple[str, str]]:
                              "needs at least one); raise run.ops or lower clients.processes")
                      ] = None
     return list(problems)
-
-
-def config_id(grid_point: Mapping[str, Any]) -> str:
-    """A readable, stable id of a grid point: `op=store_read,threads=4-1a2b3c`."""
-    canon = json.dumps(grid_point, sort_keys=True, default=str)
-    digest = hashlib.sha256(canon.encode()).hexdigest()[:6]
-    readable = ",".join(f"{k}={v}" for k, v in grid_point.items())
-    readable = re.sub(r"[^A-Za-z0-9_.,=-]+", "_", readable)[:80]
-    return f"{readable}-{digest}" if readable else digest
 
 
 def expand(spec: Spec) -> list[RunPlan]:

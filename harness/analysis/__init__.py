@@ -4,7 +4,8 @@ Submodules (import them explicitly; importing this package loads none of them, s
 CLI's `harness summary` does not pay for matplotlib):
 
 - `load`     raw_results -> runs and ops DataFrames
-- `summary`  per-run and per-configuration summaries (`summary_table`)
+- `summary`  per-run and per-configuration summaries (`summarise`)
+- `summary_table`  `harness summary`'s table (DuckDB, stated percentiles, intervals)
 - `stats`    confidence intervals, comparisons, ratio tables
 - `plots`    seaborn figures, saved as PNG and SVG
 - `prose`    sentences for the report from the statistics

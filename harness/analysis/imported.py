@@ -22,7 +22,7 @@ from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, grid_keys, load_ops, read_manifests, runs_frame
 from harness.analysis.summary import run_summary
-from harness.studies.datastore_memcache import LABELS, OPS, SEED_MS
+from harness.workloads.datastore_memcache import LABELS, OPS, SEED_MS
 
 
 def _p(text: str) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.load import Loaded
+from harness.analysis.summary import default_by, summarise
 
 #: summary column -> key in ``stated_latency_ms``.
 PERCENTILE_COLUMNS: dict[str, str] = {
@@ -54,8 +55,6 @@ def overlay(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None) -> pd
     stated = _aggregated_runs(loaded.runs)
     if not stated:
         return table
-    from harness.analysis.summary import default_by, summarise  # summary imports us
-
     keys = list(by) if by is not None else default_by(loaded)
     runs = loaded.runs[loaded.runs["run_id"].astype(str).isin(stated)]
     ops = loaded.ops[loaded.ops["run_id"].astype(str).isin(stated)]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.services.base import Endpoint
+from harness.endpoint import Endpoint
 
 
 @dataclass(frozen=True)

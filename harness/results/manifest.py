@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.errors import ResultsError
+from harness.results.ids import config_id as config_id_of
 from harness.results.migrations import upgrade
 from harness.results.schema import RUN_STATUSES, SCHEMA_VERSION
 
@@ -131,8 +132,6 @@ def new_manifest(
     `loadgen` may be typed (`Loadgen`) or a mapping; every other `Manifest` field is
     passed through `rest` (hosts, services, kit, error, extra, source, spec_file).
     """
-    from harness.spec import config_id as spec_config_id  # spec imports much; only here
-
     unknown = sorted(set(rest) - {f.name for f in fields(Manifest)})
     if unknown:
         raise ResultsError(f"new_manifest: unknown manifest fields {unknown}")
@@ -143,7 +142,7 @@ def new_manifest(
         run_id=run_id,
         experiment=experiment,
         workload=workload,
-        config_id=config_id if config_id is not None else spec_config_id(dict(grid_point)),
+        config_id=config_id if config_id is not None else config_id_of(dict(grid_point)),
         repetition=repetition,
         params={**(params or {}), **grid_point},
         grid_point=dict(grid_point),

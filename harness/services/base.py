@@ -9,29 +9,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from harness.endpoint import Endpoint  # re-exported: services hand endpoints out
 from harness.hosts import Host, Process
 from harness.settings import Setting, resolve
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where clients reach a running service. `extra` holds protocol details
-    (e.g. PostgreSQL user and database); never secrets."""
-
-    kind: str
-    host: str
-    port: int
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "host": self.host, "port": self.port, "extra": dict(self.extra)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Endpoint:
-        return cls(d["kind"], d["host"], int(d["port"]), dict(d.get("extra", {})))
 
 
 @dataclass

@@ -24,20 +24,10 @@ from harness.analysis.summary_ci import (
     summarise_with_ci,
 )
 from harness.studies.base import StudyBase, as_path
-from harness.workloads.datastore_memcache import OPS
+from harness.workloads.datastore_memcache import LABELS, OPS, SEED_MS
 
 EXPERIMENT = "datastore_vs_memcache"
 #: The seed's names for the operations.
-LABELS: dict[str, str] = {
-    "store_write": "Store/W",
-    "store_read": "Store/R",
-    "mem_write": "Mem/W",
-    "mem_read_hit": "Mem/R-hit",
-    "mem_read_miss": "Mem/R-miss",
-}
-#: Seed 001's table (App Engine, 2011): mean ms per op, for the record beside ours.
-SEED_MS: dict[str, float] = {"store_write": 17.94, "store_read": 7.1, "mem_write": 2.29,
-                             "mem_read_hit": 2.12, "mem_read_miss": 2.07}
 __all__ = ["LABELS", "OPS", "SEED_MS", "Study", "analyse"]
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from harness.analysis.load import load, load_runs_only
 from harness.analysis.queries import summarise_sql
-from harness.analysis.summary import summarise, summary_table
+from harness.analysis.summary import summarise
 from harness.analysis.summary_ci import group_intervals, with_ci_columns
+from harness.analysis.summary_table import summary_table
 from harness.results import verified
 from tests.fixtures.rawdata import write_datastore_memcache, write_tiny
 

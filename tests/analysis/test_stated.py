@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.summary import summary_table
+from harness.analysis.summary_table import summary_table
 from harness.importers import ImportOptions, import_file, write_import
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"

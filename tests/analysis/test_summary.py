@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.load import load
-from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summarise, summary_table
+from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summarise
+from harness.analysis.summary_table import summary_table
 from harness.errors import ResultsError
 
 
@@ -112,7 +113,7 @@ def test_redirect_records_are_attempts_not_ops(tmp_path):
     counting both would inflate ops and throughput."""
     import numpy as np
 
-    from harness.analysis.summary import summary_table
+    from harness.analysis.summary_table import summary_table
     from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 
     n = 10

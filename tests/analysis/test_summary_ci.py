@@ -13,8 +13,9 @@ import pytest
 from harness import cli
 from harness.analysis import intervals
 from harness.analysis.load import load
-from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summary_table
+from harness.analysis.summary import SUMMARY_COLUMNS, run_summary
 from harness.analysis.summary_ci import METRICS
+from harness.analysis.summary_table import summary_table
 
 CI_COLUMNS = [f"{f}_{s}" for f in METRICS for s in ("ci_low", "ci_high")]
 

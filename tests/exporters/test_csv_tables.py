@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from harness.analysis.summary import summary_table
+from harness.analysis.summary_table import summary_table
 from harness.cli import main
 from harness.errors import ExportError
 from harness.exporters import export_csv

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.summary import summary_table
+from harness.analysis.summary_table import summary_table
 from harness.importers import ImportOptions, import_file, write_import
 
 REPO = Path(__file__).resolve().parents[2]

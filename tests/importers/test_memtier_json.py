@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.load import load
-from harness.analysis.summary import summarise, summary_table
+from harness.analysis.summary import summarise
+from harness.analysis.summary_table import summary_table
 from harness.errors import ImportFormatError
 from harness.importers import import_file, write_import
 from harness.results import read_manifest

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis.load import load
-from harness.analysis.summary import summary_table
+from harness.analysis.summary_table import summary_table
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
     KNOWN_SCHEMA_VERSIONS,

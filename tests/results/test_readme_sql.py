@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from harness.analysis.summary import summary_table
+from harness.analysis.summary_table import summary_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

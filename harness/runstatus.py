@@ -1,0 +1,49 @@
+"""A finished run's status and its console summary: shared by the runner and by
+`harness collect`, which finishes runs whose records came late (`harness.recollect`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.results import ERROR, REDIRECT, TIMEOUT, OpsArrays
+from harness.spec import RunPlan
+
+
+def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
+    """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary."""
+    # Redirected attempts are not ops: the op's own record spans its retries.
+    m = ~ops.warmup & (ops.status != REDIRECT)
+    n = int(m.sum())
+    if n == 0:
+        return 0, 0.0, float("nan"), float("nan"), float("nan")
+    # Open loop: latency counts from the intended start, so the op begins there.
+    begin = np.where(ops.intended_ns >= 0, ops.intended_ns, ops.start_ns)
+    start, lat = begin[m], ops.latency_ns[m]
+    wall_ns = int((start + lat).max() - start.min())
+    p50, p99 = np.percentile(lat, [50, 99]) / 1e6
+    err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
+    return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
+
+
+def run_status(plan: RunPlan, measured: int, error_rate: float, errors: list[str],
+               workers: list[dict[str, Any]], interrupted: bool = False) -> str:
+    """complete, partial or failed; a policy failure puts its reason first in `errors`."""
+    limit = plan.size.fail_if_error_rate_above
+    if measured == 0:
+        return "failed"
+    if limit is not None and error_rate > limit:
+        # By the spec's policy; the records are kept all the same.
+        errors.insert(0, f"error rate {error_rate:.2%} is above "
+                         f"run.fail_if_error_rate_above ({limit:.2%})")
+        return "failed"
+    if interrupted or errors or any(w.get("state") != "complete" for w in workers):
+        return "partial"
+    return "complete"
+
+
+def target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
+    """An open-loop run met its target when it achieved at least 95% of the rate; below
+    that the clients could not keep the schedule and the latencies include their lag."""
+    return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))

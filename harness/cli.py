@@ -273,6 +273,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if args.what == "studies" or args.demo or args.legacy:
         return _list_studies(args)
+    if args.what == "packages":  # the README's server table, from the declarations
+        from harness.services.catalog import readme_table
+
+        print(readme_table())
+        return EXIT_OK
     if args.what in ("all", "workloads"):
         for name in WORKLOADS:
             w = WORKLOADS.get(name)
@@ -283,6 +288,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in SERVICES:
             s = SERVICES.get(name)
             print(f"service {name}: settings {', '.join(s.settings)}")
+            if s.packages:
+                print(f"  packages: {' '.join(p.debian for p in s.packages)} (Debian/Ubuntu)")
     return _list_studies(args) if args.what == "all" else EXIT_OK
 
 
@@ -457,9 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_gen_files)
 
-    p = sub.add_parser("list", help="workloads, services and studies this kit knows")
+    p = sub.add_parser("list", help="workloads, services, studies, system packages")
     p.add_argument("what", nargs="?", default="all",
-                   choices=("all", "workloads", "services", "studies"))
+                   choices=("all", "workloads", "services", "studies", "packages"))
     p.add_argument("--demo", action="store_true",
                    help="studies: the specs `make demo` runs, one per line with its options")
     p.add_argument("--legacy", action="store_true",

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.endpoint import Endpoint  # re-exported: services hand endpoints out
 from harness.hosts import Host, Process
+from harness.services.packages import SystemPackage
 from harness.settings import Setting, resolve
 
 
@@ -69,6 +70,9 @@ class Service(abc.ABC):
     settings: Mapping[str, Setting]
     #: Executables the service needs on its host (for `harness hosts check`).
     binaries: tuple[str, ...]
+    #: The system packages that provide them: the one declaration the installers, the
+    #: README and the test fixtures are checked against (`harness.services.catalog`).
+    packages: tuple[SystemPackage, ...] = ()
     #: When True, the runner passes `start(..., peers=...)`: the endpoints of the services
     #: started before this one in the spec, by kind (an app that needs its memcached).
     needs_peers: bool = False

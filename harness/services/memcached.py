@@ -15,6 +15,7 @@ from harness.services._util import (
     tcp_request,
 )
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.packages import MEMCACHED
 
 #: `stats settings` keys recorded in the manifest: what we set plus what shapes caching.
 CONFIG_KEYS = (
@@ -69,6 +70,7 @@ def _number(text: str) -> Any:
 class Memcached(Service):
     kind = "memcached"
     binaries = ("memcached",)
+    packages = (MEMCACHED,)
     settings: Mapping[str, Setting] = {
         "memory_mb": Setting((int,), 64, "Item memory in MiB (-m)."),
         "threads": Setting((int,), 1, "Worker threads (-t)."),

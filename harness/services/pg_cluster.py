@@ -47,6 +47,7 @@ from harness.netem import (
 from harness.services._util import host_is_root, resolve_checked
 from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.packages import POSTGRESQL
 from harness.services.pg_node import PgNode, cluster_binaries
 from harness.services.postgres import DATABASE, USER, _check_extra, allow_hba
 
@@ -95,6 +96,7 @@ class ClusterService(RunningService):
 class PgCluster(Service):
     kind = "pg_cluster"
     binaries = ("initdb", "postgres", "psql", "pg_basebackup")
+    packages = (POSTGRESQL,)
     needs_hosts = True
     needs_access = True
     settings: Mapping[str, Setting] = {

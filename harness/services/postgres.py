@@ -25,6 +25,7 @@ from harness.services._util import (
 )
 from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.packages import POSTGRESQL
 
 USER = "harness"
 DATABASE = "bench"
@@ -100,6 +101,7 @@ def allow_hba(host: Host, data: str, access: Access, replication: tuple[str, ...
 class Postgres(Service):
     kind = "postgres"
     binaries = PG_BINARIES
+    packages = (POSTGRESQL,)
     needs_access = True
     settings: Mapping[str, Setting] = {
         "synchronous_commit": Setting(

@@ -15,6 +15,7 @@ from harness.services._util import (
     tcp_request,
 )
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.packages import REDIS_SERVER
 
 POLICIES = (
     "allkeys-lru",
@@ -124,6 +125,7 @@ def redis_config(address: str, port: int, names: list[str]) -> dict[str, str]:
 class Redis(Service):
     kind = "redis"
     binaries = ("redis-server",)
+    packages = (REDIS_SERVER,)
     settings: Mapping[str, Setting] = {
         "maxmemory": Setting(
             (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited."

@@ -34,6 +34,7 @@ from harness.services._util import (
     resolve_checked,
 )
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
     POLICIES,
     RedisReplyError,
@@ -190,6 +191,7 @@ class RedisClusterService(RunningService):
 class RedisCluster(Service):
     kind = "redis_cluster"
     binaries = ("redis-server", "redis-cli")
+    packages = (REDIS_SERVER, REDIS_TOOLS)
     needs_hosts = True
     actions = ("add_node", "remove_node")
     settings: Mapping[str, Setting] = {

@@ -36,8 +36,8 @@ class RespError(HarnessError):
     """An error reply (`-ERR ...`, `-MOVED ...`); returned as a value, raised by callers."""
 
 
-class _Incomplete(Exception):
-    pass
+class Incomplete(Exception):
+    """The buffer ends inside a reply: read more."""
 
 
 def _crc16_table() -> list[int]:
@@ -74,11 +74,14 @@ def encode(args: Sequence[bytes | str | int]) -> bytes:
     return b"".join(out)
 
 
-def _parse(data: bytes, pos: int) -> tuple[Any, int]:
-    """One reply from data[pos:]: (value, next position); _Incomplete if cut short."""
+def parse_reply(data: bytes, pos: int = 0) -> tuple[Any, int]:
+    """One reply from data[pos:]: (value, next position); Incomplete if cut short.
+
+    The one RESP parser: the driver's connections and the Redis launchers' probes
+    (`harness.services.redis`) both read replies with it."""
     eol = data.find(b"\r\n", pos)
     if eol < 0:
-        raise _Incomplete
+        raise Incomplete
     tag = data[pos]
     if tag == 36:  # $ bulk string
         n = int(data[pos + 1:eol])
@@ -86,7 +89,7 @@ def _parse(data: bytes, pos: int) -> tuple[Any, int]:
             return None, eol + 2
         end = eol + 2 + n
         if len(data) < end + 2:
-            raise _Incomplete
+            raise Incomplete
         return data[eol + 2:end], end + 2
     if tag == 43:  # + simple string
         return data[pos + 1:eol], eol + 2
@@ -101,7 +104,7 @@ def _parse(data: bytes, pos: int) -> tuple[Any, int]:
             return None, pos
         items = []
         for _ in range(n):
-            item, pos = _parse(data, pos)
+            item, pos = parse_reply(data, pos)
             items.append(item)
         return items, pos
     raise RespError(f"not a RESP reply: {data[pos:pos + 40]!r}")
@@ -151,8 +154,8 @@ class RespConnection(PipelinedProtocol):
                 value, pos = b"OK", pos + 5
             else:
                 try:
-                    value, pos = _parse(data, pos)
-                except _Incomplete:
+                    value, pos = parse_reply(data, pos)
+                except Incomplete:
                     break
             count += 1
             emit(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.drivers.redis import Incomplete, RespError, encode, parse_reply
 from harness.hosts import Host
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
@@ -42,54 +43,33 @@ class RedisReplyError(ProbeError):
     """The server answered with a RESP error (`-ERR ...`)."""
 
 
-class _Incomplete(Exception):
-    pass
-
-
-def _parse(buf: bytes, pos: int = 0) -> tuple[Any, int]:
-    """One RESP2 value from buf[pos:]; _Incomplete if more bytes are needed."""
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        raise _Incomplete
-    tag, line = buf[pos:pos + 1], buf[pos + 1:end].decode(errors="replace")
-    pos = end + 2
-    if tag == b"+":
-        return line, pos
-    if tag == b"-":
-        return RedisReplyError(line), pos
-    if tag == b":":
-        return int(line), pos
-    if tag == b"$":
-        n = int(line)
-        if n < 0:
-            return None, pos
-        if len(buf) < pos + n + 2:
-            raise _Incomplete
-        return buf[pos:pos + n].decode(errors="replace"), pos + n + 2
-    if tag == b"*":
-        items = []
-        for _ in range(max(int(line), 0)):
-            item, pos = _parse(buf, pos)
-            items.append(item)
-        return items, pos
-    raise RedisReplyError(f"not a RESP reply: {buf[:80]!r}")
+def _text(value: Any) -> Any:
+    """The driver's reply as the probes use it: text for strings, our error for errors."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if isinstance(value, RespError):
+        return RedisReplyError(str(value))
+    return value
 
 
 def _complete(buf: bytes) -> bool:
     try:
-        _parse(buf)
-    except _Incomplete:
+        parse_reply(buf)
+    except Incomplete:
         return False
     return True
 
 
 def redis_command(address: str, port: int, *args: str) -> Any:
-    """Send one command and return its decoded reply; RedisReplyError on `-ERR`."""
-    payload = f"*{len(args)}\r\n".encode()
-    for arg in args:
-        data = arg.encode()
-        payload += b"$%d\r\n%s\r\n" % (len(data), data)
-    reply, _ = _parse(tcp_request(address, port, payload, _complete))
+    """Send one command and return its decoded reply; RedisReplyError on `-ERR`.
+    Replies are read by the driver's parser (`harness.drivers.redis.parse_reply`)."""
+    try:
+        reply, _ = parse_reply(tcp_request(address, port, encode(args), _complete))
+    except RespError as exc:  # not RESP at all
+        raise RedisReplyError(str(exc)) from None
+    reply = _text(reply)
     if isinstance(reply, RedisReplyError):
         raise reply
     return reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.drivers.redis import RespError, _Incomplete, _parse, encode, key_slot
+from harness.drivers.redis import Incomplete, RespError, encode, key_slot, parse_reply
 
 
 def test_key_slot_matches_redis() -> None:
@@ -20,13 +20,13 @@ def test_replies_parse_by_type() -> None:
            b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n"
     pos, values = 0, []
     while pos < len(data):
-        value, pos = _parse(data, pos)
+        value, pos = parse_reply(data, pos)
         values.append(value)
     assert values[0] == b"OK" and values[2] == 42 and values[3] == b"he\r\no"
     assert isinstance(values[1], RespError) and str(values[1]).startswith("MOVED 3999")
     assert values[4] is None and values[5] == [b"a", [1]]
-    with pytest.raises(_Incomplete):
-        _parse(b"$10\r\nshort\r\n", 0)
+    with pytest.raises(Incomplete):
+        parse_reply(b"$10\r\nshort\r\n", 0)
 
 
 def test_commands_encode_as_bulk_arrays() -> None:

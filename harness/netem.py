@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HostError
-from harness.hosts import CommandResult, Host, Process, check_result
+from harness.hosts import CommandResult, Host, Process
 
 PREFIX = "hkv-"
 SUBNET = "10.231"  # 10.231.N.0/24 per network: private, and only ever on this machine
@@ -209,21 +209,19 @@ class NamespaceHost(Host):
         return ["ip", "netns", "exec", self.netns, "sh", "-c", 'exec "$0" "$@"',
                 *map(str, argv)]
 
-    def run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = None,
-            env: Mapping[str, str] | None = None, cwd: str | None = None,
-            input: str | None = None) -> CommandResult:
+    def _run(self, argv: tuple[str, ...], *, timeout: float | None,
+             env: Mapping[str, str] | None, cwd: str | None,
+             input: str | None) -> CommandResult:
         res = self.parent.run(self._wrap(argv), check=False, timeout=timeout, env=env,
                               cwd=cwd, input=input)
         # Report the command as given, not the wrapper, so errors read as on any host.
-        res = CommandResult(tuple(map(str, argv)), res.returncode, res.stdout, res.stderr,
-                            res.duration_s)
-        return check_result(res, self.name) if check else res
+        return CommandResult(argv, res.returncode, res.stdout, res.stderr, res.duration_s)
 
-    def start(self, argv: Sequence[str], *, log_path: str,
-              env: Mapping[str, str] | None = None, cwd: str | None = None) -> Process:
+    def _start(self, argv: tuple[str, ...], *, log_path: str,
+               env: Mapping[str, str] | None, cwd: str | None) -> Process:
         # `ip netns exec` execs the command, so the pid (and process group) is the server's.
         proc = self.parent.start(self._wrap(argv), log_path=log_path, env=env, cwd=cwd)
-        return Process(self.name, proc.pid, tuple(map(str, argv)), log_path)
+        return Process(self.name, proc.pid, argv, log_path)
 
     def _as_parent(self, proc: Process) -> Process:
         return Process(self.parent.name, proc.pid, proc.argv, proc.log_path)

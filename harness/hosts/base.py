@@ -50,8 +50,7 @@ class Host(abc.ABC):
     #: Python interpreter on this host that can `import harness`.
     python: str
 
-    # -- primitives ---------------------------------------------------------------
-    @abc.abstractmethod
+    # -- commands: the shared part here, each host kind's own in `_run` / `_start` -----
     def run(
         self,
         argv: Sequence[str],
@@ -63,8 +62,10 @@ class Host(abc.ABC):
         input: str | None = None,
     ) -> CommandResult:
         """Run argv to completion; raise CommandError on non-zero exit when `check`."""
+        result = self._run(tuple(str(a) for a in argv), timeout=timeout, env=env, cwd=cwd,
+                           input=input)
+        return check_result(result, self.name) if check else result
 
-    @abc.abstractmethod
     def start(
         self,
         argv: Sequence[str],
@@ -74,6 +75,19 @@ class Host(abc.ABC):
         cwd: str | None = None,
     ) -> Process:
         """Start argv in the background in a new session, output to `log_path`."""
+        return self._start(tuple(str(a) for a in argv), log_path=log_path, env=env, cwd=cwd)
+
+    # -- primitives ---------------------------------------------------------------
+    @abc.abstractmethod
+    def _run(self, argv: tuple[str, ...], *, timeout: float | None,
+             env: Mapping[str, str] | None, cwd: str | None,
+             input: str | None) -> CommandResult:
+        """Run argv (already strings) to completion and report it; never checks."""
+
+    @abc.abstractmethod
+    def _start(self, argv: tuple[str, ...], *, log_path: str,
+               env: Mapping[str, str] | None, cwd: str | None) -> Process:
+        """Start argv (already strings) in the background; see `start`."""
 
     @abc.abstractmethod
     def put(self, local: Path | str, remote: str) -> None:

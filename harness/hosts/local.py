@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import HostError
-from harness.hosts.base import CommandResult, Host, Process, check_result
+from harness.hosts.base import CommandResult, Host, Process
 
 
 class LocalHost(Host):
@@ -26,17 +26,9 @@ class LocalHost(Host):
         self.python = python or sys.executable
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        check: bool = True,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        input: str | None = None,
-    ) -> CommandResult:
-        argv = tuple(str(a) for a in argv)
+    def _run(self, argv: tuple[str, ...], *, timeout: float | None,
+             env: Mapping[str, str] | None, cwd: str | None,
+             input: str | None) -> CommandResult:
         t0 = time.monotonic()
         try:
             # Bytes, decoded leniently: text=True would translate \r\n and raise on
@@ -65,17 +57,10 @@ class LocalHost(Host):
                 proc.stderr.decode("utf-8", "replace"),
                 time.monotonic() - t0,
             )
-        return check_result(result, self.name) if check else result
+        return result
 
-    def start(
-        self,
-        argv: Sequence[str],
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
-        argv = tuple(str(a) for a in argv)
+    def _start(self, argv: tuple[str, ...], *, log_path: str,
+               env: Mapping[str, str] | None, cwd: str | None) -> Process:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             try:

@@ -25,7 +25,7 @@ from typing import Any
 import paramiko
 
 from harness.errors import HostError, HostKeyError
-from harness.hosts.base import CommandResult, Host, Process, check_result
+from harness.hosts.base import CommandResult, Host, Process
 from harness.hosts.sshcopy import NoSFTPError, get_by_exec, put_by_exec
 from harness.hosts.sshwatch import LinkWatch
 from harness.hostspec import HostSpec
@@ -277,17 +277,9 @@ class SSHHost(Host):
             return transport
 
     # -- primitives ---------------------------------------------------------------
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        check: bool = True,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        input: str | None = None,
-    ) -> CommandResult:
-        argv = tuple(str(a) for a in argv)
+    def _run(self, argv: tuple[str, ...], *, timeout: float | None,
+             env: Mapping[str, str] | None, cwd: str | None,
+             input: str | None) -> CommandResult:
         command = _command(argv, env)
         if cwd is not None:
             command = f"cd -- {shlex.quote(cwd)} && {command}"
@@ -306,17 +298,10 @@ class SSHHost(Host):
                 self.run(["kill", "-KILL", "--", f"-{pid}"], check=False, timeout=30)
             raise HostError(f"{self.name}: command timed out after {timeout}s: {shlex.join(argv)}")
         result = CommandResult(argv, status, out, err, time.monotonic() - t0)
-        return check_result(result, self.name) if check else result
+        return result
 
-    def start(
-        self,
-        argv: Sequence[str],
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
-        argv = tuple(str(a) for a in argv)
+    def _start(self, argv: tuple[str, ...], *, log_path: str,
+               env: Mapping[str, str] | None, cwd: str | None) -> Process:
         q = shlex.quote
         # The child prints its own pid after setsid() and before exec, so when this
         # returns the pid is already its group leader (no race with an early stop()).

@@ -7,15 +7,14 @@ from typing import Any
 
 from harness.hosts import Host
 from harness.services._util import (
-    DEFAULT_READY_TIMEOUT_S,
     Launch,
     NotReady,
     host_is_root,
-    resolve_checked,
     tcp_request,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import Setting
 from harness.services.packages import MEMCACHED
+from harness.services.single import SingleServer
 
 #: `stats settings` keys recorded in the manifest: what we set plus what shapes caching.
 CONFIG_KEYS = (
@@ -67,7 +66,7 @@ def _number(text: str) -> Any:
     return text
 
 
-class Memcached(Service):
+class Memcached(SingleServer):
     kind = "memcached"
     binaries = ("memcached",)
     packages = (MEMCACHED,)
@@ -80,32 +79,26 @@ class Memcached(Service):
         ),
     }
 
-    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
-        self.ready_timeout_s = ready_timeout_s
+    def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
+        argv = [
+            "memcached",
+            "-l", host.address,
+            "-p", str(port),
+            "-U", "0",  # no UDP listener: nothing here speaks it
+            "-m", str(s["memory_mb"]),
+            "-t", str(s["threads"]),
+            "-c", str(s["max_connections"]),
+        ]
+        if s["item_size_max"] is not None:
+            argv += ["-I", s["item_size_max"]]
+        if host_is_root(host):
+            argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
+        return argv
 
-    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
-        s = resolve_checked(self, settings)
-        with Launch(host, self.kind, name) as launch:
-            port = host.free_port()
-            argv = [
-                "memcached",
-                "-l", host.address,
-                "-p", str(port),
-                "-U", "0",  # no UDP listener: nothing here speaks it
-                "-m", str(s["memory_mb"]),
-                "-t", str(s["threads"]),
-                "-c", str(s["max_connections"]),
-            ]
-            if s["item_size_max"] is not None:
-                argv += ["-I", s["item_size_max"]]
-            if host_is_root(host):
-                argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
-            proc = launch.start(argv)
-            version = launch.wait_until_ready(
-                proc, lambda: memcached_version(host.address, port),
-                timeout_s=self.ready_timeout_s,
-            )
-            stats = memcached_stats_settings(host.address, port)
-            config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
-            endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
-            return launch.running(endpoint, version, config)
+    def probe(self, address: str, port: int) -> None:
+        memcached_version(address, port)
+
+    def describe(self, address: str, port: int) -> tuple[str, dict[str, Any]]:
+        stats = memcached_stats_settings(address, port)
+        config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
+        return memcached_version(address, port), config

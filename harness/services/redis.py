@@ -8,15 +8,14 @@ from typing import Any
 from harness.drivers.redis import Incomplete, RespError, encode, parse_reply
 from harness.hosts import Host
 from harness.services._util import (
-    DEFAULT_READY_TIMEOUT_S,
     Launch,
     NotReady,
     ProbeError,
-    resolve_checked,
     tcp_request,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import Setting
 from harness.services.packages import REDIS_SERVER
+from harness.services.single import SingleServer
 
 POLICIES = (
     "allkeys-lru",
@@ -102,7 +101,7 @@ def redis_config(address: str, port: int, names: list[str]) -> dict[str, str]:
     return out
 
 
-class Redis(Service):
+class Redis(SingleServer):
     kind = "redis"
     binaries = ("redis-server",)
     packages = (REDIS_SERVER,)
@@ -120,32 +119,25 @@ class Redis(Service):
         "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only)."),
     }
 
-    def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
-        self.ready_timeout_s = ready_timeout_s
+    def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
+        return [
+            "redis-server",
+            "--bind", host.address,
+            "--port", str(port),
+            "--dir", launch.workdir,
+            "--daemonize", "no",
+            # Protected mode only matters with no bind address; we always bind one.
+            "--protected-mode", "no",
+            "--maxmemory", str(s["maxmemory"]),
+            "--maxmemory-policy", s["maxmemory_policy"],
+            "--appendonly", "yes" if s["appendonly"] else "no",
+            "--save", s["save"],
+            "--io-threads", str(s["io_threads"]),
+        ]
 
-    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
-        s = resolve_checked(self, settings)
-        with Launch(host, self.kind, name) as launch:
-            port = host.free_port()
-            argv = [
-                "redis-server",
-                "--bind", host.address,
-                "--port", str(port),
-                "--dir", launch.workdir,
-                "--daemonize", "no",
-                # Protected mode only matters with no bind address; we always bind one.
-                "--protected-mode", "no",
-                "--maxmemory", str(s["maxmemory"]),
-                "--maxmemory-policy", s["maxmemory_policy"],
-                "--appendonly", "yes" if s["appendonly"] else "no",
-                "--save", s["save"],
-                "--io-threads", str(s["io_threads"]),
-            ]
-            proc = launch.start(argv)
-            launch.wait_until_ready(
-                proc, lambda: redis_ping(host.address, port), timeout_s=self.ready_timeout_s
-            )
-            version = redis_version(host.address, port)
-            config = redis_config(host.address, port, [*CONFIG_NAMES.values(), "bind", "port"])
-            endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
-            return launch.running(endpoint, version, config)
+    def probe(self, address: str, port: int) -> None:
+        redis_ping(address, port)
+
+    def describe(self, address: str, port: int) -> tuple[str, dict[str, Any]]:
+        names = [*CONFIG_NAMES.values(), "bind", "port"]
+        return redis_version(address, port), redis_config(address, port, names)

@@ -14,9 +14,6 @@ from harness.services._util import Launch, NotReady
 from harness.services.memcached import memcached_stats_settings
 from tests.fixtures.servers import (
     StartServer,
-    processes_in,
-    tcp_listeners,
-    workdir_from_error,
 )
 
 pytestmark = pytest.mark.integration
@@ -60,32 +57,10 @@ def test_settings_are_applied(start_server: StartServer) -> None:
     assert svc.info()["config"]["num_threads"] == 2
 
 
-def test_listens_only_on_host_address(memcached_server: RunningService) -> None:
-    assert memcached_server.endpoint.host == "127.0.0.1"
-    assert tcp_listeners(memcached_server.endpoint.port) == {"127.0.0.1"}
 
 
-def test_stop_leaves_nothing(memcached_server: RunningService) -> None:
-    svc = memcached_server
-    assert svc.alive()
-    svc.stop()
-    assert not svc.alive()
-    assert not svc.host.exists(str(svc.workdir))
-    assert tcp_listeners(svc.endpoint.port) == set()
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection((svc.endpoint.host, svc.endpoint.port), timeout=2).close()
-    svc.stop()  # a second stop is harmless
 
 
-def test_failed_start_reports_log_and_cleans_up(start_server: StartServer) -> None:
-    # memcached refuses items larger than half its memory: it exits at once.
-    with pytest.raises(ServiceError) as err:
-        start_server("memcached", memory_mb=8, item_size_max="8m")
-    message = str(err.value)
-    assert "Cannot set item size limit higher than 1/2 of memory max" in message
-    workdir = workdir_from_error(message, "memcached")
-    assert processes_in(workdir) == []
-    assert not os.path.exists(workdir)
 
 
 def test_unknown_or_mistyped_settings_are_refused(start_server: StartServer) -> None:

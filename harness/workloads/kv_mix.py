@@ -144,11 +144,15 @@ class MixClient(WorkloadClient):
     stored: bytes
     #: The native core's name of the protocol (see `NativeOps`).
     native_protocol: str
-    #: Set by subclasses, which are made as `(endpoint, params, client_id)`.
-    endpoint: Endpoint
+    #: What keys start with, and the seed that, with the client id, draws its ops.
+    key_prefix: bytes
+    seed: int
 
-    def __init__(self, params: Mapping[str, Any], keys: list[bytes],
-                 rng: np.random.Generator) -> None:
+    def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
+        self.endpoint = endpoint
+        keys = [key_of(self.key_prefix, i, params["key_size_bytes"])
+                for i in range(params["key_space"])]
+        rng = np.random.default_rng([self.seed, client_id])  # reproducible, distinct per client
         self.size = params["value_size_bytes"]
         self.op_pattern: list[int] = op_pattern(params["get_ratio"], rng)
         picks = key_picks(len(keys), rng)

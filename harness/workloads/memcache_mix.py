@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from harness.drivers import memcache
 from harness.services.base import Endpoint
 from harness.settings import Setting
@@ -33,12 +31,8 @@ class MixClient(MixClientBase):
     server = "memcached"
     stored = b"STORED"
     native_protocol = "memcache"
-
-    def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
-        self.endpoint = endpoint
-        keys = [key_of(i, params["key_size_bytes"]) for i in range(params["key_space"])]
-        rng = np.random.default_rng([0x6D6D, client_id])  # reproducible, distinct per client
-        super().__init__(params, keys, rng)
+    key_prefix = KEY_PREFIX
+    seed = 0x6D6D
 
     @staticmethod
     def get_request(key: bytes) -> bytes:

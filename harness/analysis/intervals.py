@@ -21,6 +21,7 @@ benchmarks/stats_coverage.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,7 +112,8 @@ def quantile_interval(
 ) -> RunInterval:
     """The `q` quantile (linear interpolation) of all ops pooled, with its CI over runs.
 
-    `run` labels each op with its run (any integer codes).
+    `run` labels each op with its run (any integer codes). `analysis.loo` computes the
+    same from ops sorted once; both hand their numbers to `interval_of_quantile`.
     """
     lat = np.asarray(latency, dtype=float)
     run = np.asarray(run)
@@ -119,29 +121,46 @@ def quantile_interval(
         return _no_interval(float("nan"), 0, "no ops", confidence)
     value = float(np.quantile(lat, q))
     labels, counts = np.unique(run, return_counts=True)
-    if labels.size < 2:
-        return _no_interval(value, int(labels.size), "one run: no interval", confidence)
+    return interval_of_quantile(
+        value, counts, q,
+        leave_one_out=lambda: np.array([np.quantile(lat[run != lab], q) for lab in labels]),
+        per_run=lambda: np.array([np.quantile(lat[run == lab], q) for lab in labels]),
+        tail_runs=lambda: tail_runs(lat, run, labels, value, q),
+        confidence=confidence, min_tail_ops=min_tail_ops)
+
+
+def interval_of_quantile(
+    value: float, counts: np.ndarray, q: float, *,
+    leave_one_out: Callable[[], np.ndarray], per_run: Callable[[], np.ndarray],
+    tail_runs: Callable[[], float], confidence: float = 0.95,
+    min_tail_ops: int = MIN_TAIL_OPS,
+) -> RunInterval:
+    """The pooled `q` percentile `value` of runs of `counts` ops, with its CI over runs:
+    every decision of the method, whoever computes the numbers (numpy here, the sorted
+    ops in `analysis.loo`). The numbers are asked for only when the method needs them:
+    the percentile without each run, each run's own, and `tail_runs`."""
+    r = int(counts.size)
+    if r < 2:
+        return _no_interval(value, r, "one run: no interval", confidence)
     tail = counts.min() * (1 - q)
     if tail < min_tail_ops:
         need = ops_needed(q, min_tail_ops)
         return _no_interval(
-            value, int(labels.size),
+            value, r,
             f"too few ops for an interval of p{q * 100:g} ({counts.min()} in a run; "
             f"needs {need})", confidence)
-    loo = np.array([np.quantile(lat[run != lab], q) for lab in labels])
-    per_run = np.array([np.quantile(lat[run == lab], q) for lab in labels])
-    jack = from_leave_one_out(value, loo, confidence=confidence)
-    if not (value > 0 and np.all(per_run > 0)) or np.isnan(jack.se_log):
+    jack = from_leave_one_out(value, leave_one_out(), confidence=confidence)
+    runs = per_run()
+    if not (value > 0 and np.all(runs > 0)) or np.isnan(jack.se_log):
         return jack
     # The jackknife alone undercovers a tail percentile (0.92 at 5 runs of 1000 ops with
     # a 20% run-to-run sd); the spread of the per-run percentiles is the other honest
     # estimate of the same SE. The larger of the two covers >= 0.93 in simulation.
-    r = labels.size
-    se = max(jack.se_log, float(np.log(per_run).std(ddof=1)) / math.sqrt(r))
-    df = tail_runs(lat, run, labels, value, q) - 1
+    se = max(jack.se_log, float(np.log(runs).std(ddof=1)) / math.sqrt(r))
+    df = tail_runs() - 1
     half = float(st.t.ppf(0.5 + confidence / 2, df)) * se
     lv = math.log(value)
-    return RunInterval(value, math.exp(lv - half), math.exp(lv + half), int(r), se,
+    return RunInterval(value, math.exp(lv - half), math.exp(lv + half), r, se,
                        df, METHOD_QUANTILE, "", confidence)
 
 

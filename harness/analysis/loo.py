@@ -17,7 +17,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import scipy.stats as st
 
 from harness.analysis import intervals
 
@@ -97,32 +96,16 @@ class SortedOps:
 
     def interval(self, q: float, *, confidence: float = 0.95,
                  min_tail_ops: int = intervals.MIN_TAIL_OPS) -> intervals.RunInterval:
-        """`intervals.quantile_interval` of these ops, the same to the last bit."""
+        """`intervals.quantile_interval` of these ops, the same to the last bit: the
+        method's decisions are `intervals.interval_of_quantile`'s, fed from the sort."""
         if self.n == 0:
             return intervals._no_interval(float("nan"), 0, "no ops", confidence)
         value = self.quantile(q)
-        r = int(self.labels.size)
-        if r < 2:
-            return intervals._no_interval(value, r, "one run: no interval", confidence)
-        tail = self.counts.min() * (1 - q)
-        if tail < min_tail_ops:
-            need = intervals.ops_needed(q, min_tail_ops)
-            return intervals._no_interval(
-                value, r, f"too few ops for an interval of p{q * 100:g} "
-                f"({self.counts.min()} in a run; needs {need})", confidence)
-        jack = intervals.from_leave_one_out(value, self.leave_one_out(q),
-                                            confidence=confidence)
-        per_run = self.per_run(q)
-        if not (value > 0 and np.all(per_run > 0)) or np.isnan(jack.se_log):
-            return jack
-        # As in `intervals.quantile_interval`: the larger of the jackknife SE and the
-        # spread of the per-run percentiles.
-        se = max(jack.se_log, float(np.log(per_run).std(ddof=1)) / math.sqrt(r))
-        df = self.tail_runs(value, q) - 1
-        half = float(st.t.ppf(0.5 + confidence / 2, df)) * se
-        lv = math.log(value)
-        return intervals.RunInterval(value, math.exp(lv - half), math.exp(lv + half), r,
-                                     se, df, intervals.METHOD_QUANTILE, "", confidence)
+        return intervals.interval_of_quantile(
+            value, self.counts, q,
+            leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
+            tail_runs=lambda: self.tail_runs(value, q),
+            confidence=confidence, min_tail_ops=min_tail_ops)
 
     def _first(self, value: float, strictly_above: bool) -> int:
         """First sorted index whose value is > `value` (or >= when not strictly): a

@@ -5,6 +5,7 @@ data). The numbers come from `analysis`, the figures from `plots`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,17 +136,22 @@ class Study(StudyBase):
         return _markdown("\n".join(lines))
 
     # --- tables ----------------------------------------------------------------------
+    def _per_setup(self, t: pd.DataFrame,
+                   cells: Callable[[pd.DataFrame], list[str]]) -> pd.DataFrame:
+        """One row per operation, one column per setup: `cells` of that setup's rows."""
+        wide = pd.DataFrame({"operation": [cluster.LABELS.get(o, o) for o in self.ops]})
+        for setup in self.setups:
+            wide[setup] = cells(t[t["setup"] == setup].set_index("op").reindex(self.ops))
+        return wide
+
     def seed_table_html(self):
         """The seed's table: per operation, total ms for N objects and µs per object."""
         if not self.ran:
             return None
         t = self.table()
-        wide = pd.DataFrame({"operation": [cluster.LABELS.get(o, o) for o in self.ops]})
-        for setup in self.setups:
-            s = t[t["setup"] == setup].set_index("op").reindex(self.ops)
-            wide[setup] = [f"{tot:,.0f} ms ({tables.num(3)(us)} µs)" if not math.isnan(us)
-                           else "–"
-                           for tot, us in zip(s["total_ms"], s["us"], strict=True)]
+        wide = self._per_setup(t, lambda s: [
+            f"{tot:,.0f} ms ({tables.num(3)(us)} µs)" if not math.isnan(us) else "–"
+            for tot, us in zip(s["total_ms"], s["us"], strict=True)])
         for mode, label in (("local-cluster", "seed local"),
                             ("network-cluster", "seed Wi-Fi")):
             wide[label] = [f"{cluster.SEED_US[mode].get(o, float('nan')):.3g} µs"
@@ -160,12 +166,8 @@ class Study(StudyBase):
     def us_table_html(self):
         if not self.ran:
             return None
-        t = self.table()
-        wide = pd.DataFrame({"operation": [cluster.LABELS.get(o, o) for o in self.ops]})
-        for setup in self.setups:
-            s = t[t["setup"] == setup].set_index("op").reindex(self.ops)
-            wide[setup] = [_ci(v, lo, hi) for v, lo, hi in
-                           zip(s["us"], s["us_low"], s["us_high"], strict=True)]
+        wide = self._per_setup(self.table(), lambda s: [
+            _ci(v, lo, hi) for v, lo, hi in zip(s["us"], s["us_low"], s["us_high"], strict=True)])
         return _html(tables.to_html(
             wide, numeric=list(wide.columns[1:]),
             caption="Time per object [µs]: mean over runs (95% CI)."))

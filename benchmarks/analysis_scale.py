@@ -1,7 +1,7 @@
 """`harness summary RAW --by op` against a plain DuckDB query over the same Parquet files.
 
 Usage: python benchmarks/analysis_scale.py [--records 100000000] [--runs 200] [--dir DIR]
-       [--repeats 1]
+       [--repeats 1] [--before CHECKOUT]
 
 Writes synthetic raw results once (reused if present; 8 closed-loop clients per run, two
 ops, 0.1% errors, 1000 warm-up ops per run) through `new_manifest` and `write_run`, then
@@ -10,6 +10,9 @@ and the ratios. Sides: the summary the first time (it hashes every ops file and
 remembers it), the summary again (verification remembered), and the plain query:
 count, mean and exact p50/p99 per op over the measured ops, no checksums, no intervals.
 Goal (issue 16): the summary within 1.5x the plain query's time and 4 GB.
+`--before CHECKOUT` also times the summary of another checkout of the kit (e.g. a
+`git worktree` of an earlier commit, run with this Python and its PYTHONPATH), taking
+turns with this one, so a change is measured side by side.
 """
 
 from __future__ import annotations
@@ -94,6 +97,8 @@ def main() -> int:
                         help="repeat the cached summary and the plain query; medians")
     parser.add_argument("--dir", type=Path,
                         default=Path(__file__).resolve().parent / "out" / "analysis_scale")
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of an earlier kit to time side by side")
     args = parser.parse_args()
     raw_dir = args.dir / f"{args.records}records-{args.runs}runs"
     if not raw_dir.exists():
@@ -111,9 +116,15 @@ def main() -> int:
     env = {**os.environ, "XDG_CACHE_HOME": cache}
     summary = [sys.executable, "-m", "harness.cli", "summary", str(raw_dir), "--by", "op"]
     first = timed(summary, env)
-    again = [timed(summary, env) for _ in range(args.repeats)]
-    plain = [timed([sys.executable, "-c", PLAIN_QUERY, str(raw_dir)], env)
-             for _ in range(args.repeats)]
+    before_env = {**env, "PYTHONPATH": str(args.before.resolve())} if args.before else None
+    if before_env:
+        timed(summary, before_env)  # its own first (hashing) pass, untimed
+    again, before, plain = [], [], []
+    for _ in range(args.repeats):  # taking turns: a busy moment hits every side alike
+        again.append(timed(summary, env))
+        if before_env:
+            before.append(timed(summary, before_env))
+        plain.append(timed([sys.executable, "-c", PLAIN_QUERY, str(raw_dir)], env))
     shutil.rmtree(cache, ignore_errors=True)
 
     def med(xs: list[tuple[float, float, str]], i: int) -> float:
@@ -123,7 +134,14 @@ def main() -> int:
     print(f"{'harness summary --by op (hashing)':40s} {first[0]:8.1f} {first[1]:13.2f}")
     print(f"{'harness summary --by op (remembered)':40s} {med(again, 0):8.1f} "
           f"{med(again, 1):13.2f}")
+    if before:
+        print(f"{'  the same, --before checkout':40s} {med(before, 0):8.1f} "
+              f"{med(before, 1):13.2f}")
     print(f"{'plain DuckDB query':40s} {med(plain, 0):8.1f} {med(plain, 1):13.2f}")
+    if before:
+        print(f"ratio before/plain: time {med(before, 0) / med(plain, 0):.2f}x; "
+              f"per repeat this/before: "
+              + ", ".join(f"{a[0] / b[0]:.2f}" for a, b in zip(again, before, strict=True)))
     print(f"ratio summary/plain: time {med(again, 0) / med(plain, 0):.2f}x "
           f"(goal <= 1.5x), memory {med(again, 1) / med(plain, 1):.2f}x "
           f"(goal: summary <= 4 GiB)")

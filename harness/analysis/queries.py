@@ -97,8 +97,7 @@ def units_sql(con: duckdb.DuckDBPyConnection, p: Plan) -> pd.DataFrame:
         SELECT rgroup{keys}, run_pos, count(*) AS n,
                (max(b + lat) - min(b))::DOUBLE AS wall_ns, sum(lat)::DOUBLE AS lat_sum_ns,
                count(*) FILTER (WHERE status IN ({errors})) AS n_err,
-               count(*) FILTER (WHERE status = 'miss') AS n_miss,
-               min(lat) AS lat_min, max(lat) AS lat_max
+               count(*) FILTER (WHERE status = 'miss') AS n_miss
         FROM o GROUP BY ALL
     """).df()
 
@@ -153,9 +152,7 @@ def summarise_with_intervals(
     bar = tqdm(total=len(by_group), unit="group", desc="percentiles", file=sys.stderr,
                disable=not progress, leave=False)
     groups = [tuple(k) for k in units[gkeys].drop_duplicates().itertuples(index=False)]
-    sorted_groups = (_all_groups_sorted(con, p, groups, units)
-                     or group_latencies(con, p, groups))
-    for g, lat_ns, run in sorted_groups:
+    for g, lat_ns, run in group_latencies(con, p, groups):
         bar.update(1)
         ops = SortedOps(lat_ns, run)
         quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.at(ops.n - 1)))
@@ -254,50 +251,4 @@ def group_latencies(con: duckdb.DuckDBPyConnection, p: Plan,
         else:  # negative or huge latencies (a damaged import): the general sort
             order = np.lexsort((run, lat))
             lat, run = lat[order], run[order]
-        yield tuple(g), lat, run
-
-
-def _all_groups_sorted(
-    con: duckdb.DuckDBPyConnection, p: Plan, groups: Sequence[tuple[object, ...]],
-    units: pd.DataFrame,
-) -> Iterator[tuple[tuple[object, ...], np.ndarray, np.ndarray]] | None:
-    """What `group_latencies` yields, from one scan and one sort for all groups: each op
-    becomes one int64, (group, latency, run) packed so that sorting it sorts by group,
-    then latency, then run. A scan per group read every Parquet file once per group
-    (100 M ops in 2 groups: 3 scans besides the counts); this reads them once.
-    None when the packed key would not fit in an int64 (then: one scan per group)."""
-    n_runs = max(len(p.run_codes), 1)
-    if units.empty or int(units["lat_min"].min()) < 0:
-        return None
-    # Bit fields: unpacking is then a mask and a shift (a division of 100 M int64s
-    # costs seconds). DuckDB multiplies by the powers of two faster than it shifts.
-    run_bits = max((n_runs - 1).bit_length(), 1)
-    lat_bits = max(int(units["lat_max"].max()).bit_length(), 1)
-    if max(len(groups) - 1, 1).bit_length() + lat_bits + run_bits > 62:
-        return None
-    keys = ["rgroup", *p.ops_keys]
-    ids = pd.DataFrame(groups, columns=keys)
-    ids["gid"] = np.arange(len(groups), dtype=np.int64)
-    con.register("gids", ids)
-    on = " AND ".join(f"o.{k} IS NOT DISTINCT FROM g.{k}" for k in keys)
-    packed = np.asarray(con.execute(f"""
-        SELECT (g.gid * {1 << (lat_bits + run_bits)} + o.lat * {1 << run_bits}
-                + o.run_pos)::BIGINT AS k
-        FROM o JOIN gids g ON {on}
-    """).fetchnumpy()["k"], np.int64)
-    con.unregister("gids")
-    packed.sort()
-    bounds = np.searchsorted(packed, np.arange(len(groups) + 1, dtype=np.int64)
-                             << (lat_bits + run_bits))
-    return _unpack(packed, bounds, groups, lat_bits, run_bits)
-
-
-def _unpack(packed: np.ndarray, bounds: np.ndarray, groups: Sequence[tuple[object, ...]],
-            lat_bits: int, run_bits: int,
-            ) -> Iterator[tuple[tuple[object, ...], np.ndarray, np.ndarray]]:
-    for gid, g in enumerate(groups):
-        lat = packed[bounds[gid]:bounds[gid + 1]]  # a view: unpacked in place
-        run = (lat & ((1 << run_bits) - 1)).astype(np.int32)
-        lat >>= run_bits
-        lat &= (1 << lat_bits) - 1
         yield tuple(g), lat, run

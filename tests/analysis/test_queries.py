@@ -144,27 +144,3 @@ def test_sorted_pass_is_the_pandas_path_to_the_last_bit(mixed_raw: Path, by) -> 
     for key, cell in group_intervals(loaded, by).items():
         for field in ("latency_p50_ms", "latency_p99_ms"):
             assert repr(cell[field]) == repr(cis[key][field]), (key, field)
-
-
-@pytest.mark.parametrize("by", BYS, ids=str)
-def test_one_sort_for_all_groups_yields_what_a_scan_per_group_does(mixed_raw: Path,
-                                                                    by) -> None:
-    """The packed one-scan path and the scan-per-group path (its fallback when the key
-    would overflow) give the same groups, latencies and runs, in the same order."""
-    from harness.analysis import queries
-
-    loaded = load_runs_only(mixed_raw)
-    p = queries.plan(loaded, by)
-    con = queries.connect()
-    queries._ops_view(con, loaded, p)
-    units = queries.units_sql(con, p)
-    groups = [tuple(k) for k in units[["rgroup", *p.ops_keys]].drop_duplicates()
-              .itertuples(index=False)]
-    packed = queries._all_groups_sorted(con, p, groups, units)
-    assert packed is not None
-    one = list(packed)
-    per = list(queries.group_latencies(con, p, groups))
-    assert [g for g, _, _ in one] == [g for g, _, _ in per]
-    for (_, lat1, run1), (_, lat2, run2) in zip(one, per, strict=True):
-        np.testing.assert_array_equal(lat1, lat2)
-        np.testing.assert_array_equal(run1, run2)

@@ -38,11 +38,8 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     run = ClientRun(cfg, client)
     loop = asyncio.get_running_loop()
 
-    def stop() -> None:
-        run.stopping = True
-
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    loop.add_signal_handler(signal.SIGINT, stop)
+    loop.add_signal_handler(signal.SIGTERM, run.stop)
+    loop.add_signal_handler(signal.SIGINT, run.stop)
     await run.connect_all()
     Path(cfg.files["ready"]).write_text(str(os.getpid()))
     deadline = time.monotonic() + GO_WAIT_S

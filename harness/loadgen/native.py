@@ -213,11 +213,12 @@ class NativeRun:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _watch_stop(self) -> None:
-        """SIGTERM sets `run.stopping` on the loop; tell the core (which has no GIL)."""
-        while not self.run.stopping:
-            await asyncio.sleep(0.01)
-        self.engine.stop()
+    def stop(self) -> None:
+        """`ClientRun.stop` (SIGTERM): tell the core, which has no GIL. Called, not
+        polled for: a poll on this thread every few ms would preempt the core, which
+        shares its CPU, and show up as send lag in open loop."""
+        if self.engine is not None:
+            self.engine.stop()
 
     # -- the run -----------------------------------------------------------------------
 
@@ -233,7 +234,8 @@ class NativeRun:
                     run.last_error or "not connected")))
         if self.open_loop:
             self._feed()
-        self._spawn(self._watch_stop())
+        if run.stopping:  # stopped before the core started
+            eng.stop()
         rec = run.rec
         running: asyncio.Future | None = None
         try:

@@ -174,6 +174,12 @@ class ClientRun:
         if client.records_attempts:
             client.record_attempt = self.record_attempt
 
+    def stop(self) -> None:
+        """Stop issuing ops (SIGTERM, SIGINT): ops in flight finish or time out."""
+        self.stopping = True
+        if self.native_run is not None:
+            self.native_run.stop()
+
     def published(self) -> int:
         """How many records are whole and may be read now (`loadgen.live`): the count the
         native core publishes (release order) while it writes from its own thread, else

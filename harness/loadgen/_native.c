@@ -1,5 +1,7 @@
 /* The load generator's native core: the per-connection send / receive / parse / record
- * loop of harness.loadgen.native, for the memcached text protocol and RESP.
+ * loop of harness.loadgen.native, for the memcached text protocol, RESP and the course
+ * KV protocol (one socket per server in each connection, ops routed by key; what the
+ * core cannot settle, a refusal or a lost server, goes back to Python: the slow path).
  *
  * One Engine owns the hot path of one client process: an epoll loop over its
  * connections (file descriptors of asyncio transports whose reading is paused), run in a
@@ -39,15 +41,20 @@
 #include <unistd.h>
 
 enum { PROTO_MEMCACHE = 0, PROTO_RESP = 1, PROTO_KVTEXT = 2 };
-/* What one reply is, across protocols. */
-enum { R_VALUE, R_MISS, R_STORED, R_OTHER };
-/* What Engine.run returns (a bit set). */
-enum { EV_DONE = 1, EV_FAILED = 2, EV_FULL = 4, EV_TICKETS = 8 };
+/* What one reply is, across protocols. R_REFUSED: the course protocol's refusals
+ * (server_not_responsible, server_write_lock, server_stopped), which Python follows. */
+enum { R_VALUE, R_MISS, R_STORED, R_OTHER, R_REFUSED };
+/* What Engine.run returns (a bit set). EV_SLOW: ops wait for Python (take_slow). */
+enum { EV_DONE = 1, EV_FAILED = 2, EV_FULL = 4, EV_TICKETS = 8, EV_SLOW = 16 };
 /* Why a connection failed (Python makes the exception). */
 enum { F_REPLY = 0, F_TIMEOUT = 1, F_LOST = 2 };
-enum { CMD_ATTACH = 0, CMD_CONNECT_FAILED = 1 };
+/* Why an op went to Python's slow path (routed protocols only). */
+enum { WHY_REFUSED = 0, WHY_LOST = 1, WHY_NO_SOCKET = 2 };
+enum { CMD_ATTACH = 0, CMD_CONNECT_FAILED = 1, CMD_RECORD = 2 };
+/* CMD_ATTACH flags: the group's last socket; CMD_RECORD flags: */
+enum { ATTACH_LAST = 1, REC_RELEASE = 1, REC_FAILURE = 2 };
 
-#define MAX_CMDS 1024
+#define MAX_CMDS 8192  /* slow-path records come through here too */
 #define MSG_LEN 160
 #define TAG_EVENT (-1)
 #define TAG_TIMER (-2)
@@ -64,13 +71,24 @@ typedef struct {
     int q_head, q_count;
 } Conn;
 
-typedef struct { int kind, conn; int64_t fd_or_t0, t1; } Cmd;
+typedef struct { int kind, conn, flags; int64_t fd_or_t0, t1, seq, code, intended; } Cmd;
 typedef struct { int conn, kind; char msg[MSG_LEN]; } Failure;
+/* An op handed to Python: its group, why, its times, the refusal's line. */
+typedef struct { int group, why; int64_t seq, t0, t1, intended; char *line; size_t len; } Slow;
 
 typedef struct {
     PyObject_HEAD
-    int proto, nconns, depth;
+    /* Sockets come in groups, one group per connection of the run (the slots of
+     * `depth` ops in flight are the group's): a group of `S` sockets, one per server,
+     * for a routed protocol (an op goes to the socket of its key's server, `routes`),
+     * else of one. Socket ci belongs to group ci / S. */
+    int proto, nconns, depth, S, ngroups;
     Conn *conns;
+    int *g_count;  /* ops in flight per group, those with Python's slow path included */
+    int *g_up;     /* the group is attached */
+    uint8_t *routes, *routes_pending;  /* per key entry: its server (>= S: no socket) */
+    const uint32_t *set_size;  /* per key entry: the set's value size, or NULL */
+    Slow *slow; int nslow;
     /* ops: op code per seq (mod pattern length), the get op's code, requests per key pick */
     const uint8_t *pattern; Py_ssize_t pattern_len;
     int get_op;
@@ -152,27 +170,78 @@ static void add_failure(Engine *e, int conn, int kind, const char *msg) {
     snprintf(f->msg, MSG_LEN, "%s", msg);
 }
 
-/* Every op in flight on `c` failed: the oldest with `first`, the rest ERROR; the
- * connection leaves the loop and goes back to Python. */
-static void fail_conn(Engine *e, int ci, int64_t first, int kind, const char *msg,
-                      int64_t t1) {
-    Conn *c = &e->conns[ci];
-    int64_t status = first;
-    while (c->q_count) {
-        int h = c->q_head;
-        int64_t seq = c->q_seq[h];
-        record(e, seq, c->q_t0[h], t1, status | op_of(e, seq), c->q_int[h]);
-        count_failure(e);
-        status = e->err;
-        c->q_head = (h + 1) % e->depth;
-        c->q_count--;
-        e->inflight--;
-    }
-    epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+/* The oldest op in flight on socket ci leaves its queue (still counted in flight). */
+static inline int pop_oldest(Engine *e, Conn *c) {
+    int h = c->q_head;
+    c->q_head = (h + 1) % e->depth;
+    c->q_count--;
+    return h;
+}
+
+static inline void done_op(Engine *e, int ci) {
+    e->g_count[ci / e->S]--;
+    e->inflight--;
+}
+
+static void drop_socket(Engine *e, Conn *c) {
+    if (c->fd >= 0) epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     c->fd = -1;
     c->in_len = c->out_len = c->out_off = 0;
     c->want_out = 0;
-    add_failure(e, ci, kind, msg);
+}
+
+/* Every op in flight on group g's sockets failed: the oldest with `first`, the rest
+ * ERROR; the group leaves the loop and goes back to Python (which reconnects it). */
+static void fail_group(Engine *e, int g, int64_t first, int kind, const char *msg,
+                       int64_t t1) {
+    int64_t status = first;
+    for (int ci = g * e->S; ci < (g + 1) * e->S; ci++) {
+        Conn *c = &e->conns[ci];
+        while (c->q_count) {
+            int h = pop_oldest(e, c);
+            int64_t seq = c->q_seq[h];
+            record(e, seq, c->q_t0[h], t1, status | op_of(e, seq), c->q_int[h]);
+            count_failure(e);
+            status = e->err;
+            done_op(e, ci);
+        }
+        drop_socket(e, c);
+    }
+    e->g_up[g] = 0;
+    add_failure(e, g, kind, msg);
+}
+
+static inline void fail_conn(Engine *e, int ci, int64_t first, int kind, const char *msg,
+                             int64_t t1) {
+    fail_group(e, ci / e->S, first, kind, msg, t1);
+}
+
+/* Op `seq` goes to Python's slow path (routed protocols): it stays counted in flight
+ * (its group's slot is taken) until Python records it (Engine.record, release). */
+static void hand_slow(Engine *e, int g, int64_t seq, int64_t t0, int64_t t1,
+                      int64_t intended, int why, const char *line, size_t len) {
+    Slow *sl = &e->slow[e->nslow++];
+    sl->group = g; sl->why = why; sl->seq = seq; sl->t0 = t0; sl->t1 = t1;
+    sl->intended = intended;
+    sl->line = NULL; sl->len = 0;
+    if (len && (sl->line = malloc(len))) { memcpy(sl->line, line, len); sl->len = len; }
+}
+
+/* A routed protocol's socket was lost: its ops in flight go to the slow path (Python
+ * retries them at their server, as its own client does), the others' keep going. */
+static void lose_socket(Engine *e, int ci, int64_t t1) {
+    Conn *c = &e->conns[ci];
+    while (c->q_count) {
+        int h = pop_oldest(e, c);
+        hand_slow(e, ci / e->S, c->q_seq[h], c->q_t0[h], t1, c->q_int[h], WHY_LOST, NULL, 0);
+    }
+    drop_socket(e, c);
+}
+
+/* A socket failed (a write or read error, the server closed it). */
+static void socket_failed(Engine *e, int ci, const char *msg, int64_t t1) {
+    if (e->routes) lose_socket(e, ci, t1);
+    else fail_conn(e, ci, e->err, F_LOST, msg, t1);
 }
 
 /* ---- sending ---------------------------------------------------------------------- */
@@ -191,11 +260,23 @@ static int append_request(Engine *e, Conn *c, int64_t seq) {
     return 0;
 }
 
-static void push(Engine *e, Conn *c, int64_t seq, int64_t t0, int64_t intended) {
+static void push(Engine *e, int ci, int64_t seq, int64_t t0, int64_t intended) {
+    Conn *c = &e->conns[ci];
     int t = (c->q_head + c->q_count) % e->depth;
     c->q_seq[t] = seq; c->q_t0[t] = t0; c->q_int[t] = intended;
     c->q_count++;
+    e->g_count[ci / e->S]++;
     e->inflight++;
+}
+
+/* The socket of group g for op `seq`, or -1: its server has no socket here (the slow
+ * path then). */
+static inline int target(Engine *e, int g, int64_t seq) {
+    if (!e->routes) return g;
+    int r = e->routes[seq % e->nkeys];
+    if (r >= e->S) return -1;
+    int ci = g * e->S + r;
+    return e->conns[ci].fd >= 0 ? ci : -1;
 }
 
 static void set_out_interest(Engine *e, Conn *c, int ci, int want) {
@@ -218,7 +299,7 @@ static int flush(Engine *e, int ci) {
         }
         char msg[MSG_LEN];
         snprintf(msg, MSG_LEN, "[Errno %d] %s", errno, strerror(errno));
-        fail_conn(e, ci, e->err, F_LOST, msg, now_ns());
+        socket_failed(e, ci, msg, now_ns());
         return -1;
     }
     c->out_off = c->out_len = 0;
@@ -233,18 +314,37 @@ static inline int take_closed(Engine *e, int64_t t, int64_t *seq) {
     return 1;
 }
 
-static void refill_closed(Engine *e, int ci) {
-    Conn *c = &e->conns[ci];
-    int free_slots = e->depth - c->q_count;
-    if (free_slots <= 0 || c->fd < 0) return;
-    int64_t t0 = now_ns(), seq;
-    int sent = 0;
-    while (sent < free_slots && take_closed(e, t0, &seq)) {
-        if (append_request(e, c, seq) < 0) { e->seq--; break; }
-        push(e, c, seq, t0, 0);
-        sent++;
+/* Send the sockets' queued requests (those not waiting for EPOLLOUT). */
+static void flush_group(Engine *e, int g) {
+    for (int ci = g * e->S; ci < (g + 1) * e->S; ci++) {
+        Conn *c = &e->conns[ci];
+        if (c->fd >= 0 && !c->want_out && c->out_len > c->out_off && flush(e, ci) < 0
+            && !e->g_up[g])
+            return;  /* the group failed */
     }
-    if (sent && !c->want_out) flush(e, ci);
+}
+
+/* Op `seq` starts on group g at t0: queued on its socket, or handed to the slow path. */
+static int start_op(Engine *e, int g, int64_t seq, int64_t t0, int64_t intended) {
+    int ci = target(e, g, seq);
+    if (ci < 0) {
+        e->g_count[g]++;
+        e->inflight++;
+        hand_slow(e, g, seq, t0, t0, intended, WHY_NO_SOCKET, NULL, 0);
+        return 0;
+    }
+    if (append_request(e, &e->conns[ci], seq) < 0) return -1;
+    push(e, ci, seq, t0, intended);
+    return 0;
+}
+
+static void refill_closed(Engine *e, int g) {
+    if (!e->g_up[g] || e->g_count[g] >= e->depth) return;
+    int64_t t0 = now_ns(), seq;
+    while (e->g_count[g] < e->depth && take_closed(e, t0, &seq)) {
+        if (start_op(e, g, seq, t0, 0) < 0) { e->seq--; break; }
+    }
+    flush_group(e, g);
 }
 
 /* Open loop: start every due op that has a free slot, round robin over connections. */
@@ -255,19 +355,16 @@ static void dispatch_open(Engine *e) {
     int start = 0;
     while (e->tk_pos < e->tk_n && e->tk[e->tk_pos] <= t0) {
         int found = -1;
-        for (int k = 0; k < e->nconns; k++) {
-            int ci = (start + k) % e->nconns;
-            Conn *c = &e->conns[ci];
-            if (c->fd >= 0 && c->q_count < e->depth) { found = ci; break; }
+        for (int k = 0; k < e->ngroups; k++) {
+            int g = (start + k) % e->ngroups;
+            if (e->g_up[g] && e->g_count[g] < e->depth) { found = g; break; }
         }
         if (found < 0) break;  /* every slot busy: the op waits, and its latency shows it */
-        Conn *c = &e->conns[found];
         int64_t seq = e->tk_first + e->tk_pos;
-        if (append_request(e, c, seq) < 0) break;
-        push(e, c, seq, t0, e->tk[e->tk_pos]);
+        if (start_op(e, found, seq, t0, e->tk[e->tk_pos]) < 0) break;
         e->tk_pos++;
         start = found + 1;
-        if (!c->want_out && flush(e, found) < 0) continue;
+        flush_group(e, found);
     }
 }
 
@@ -294,6 +391,39 @@ static int64_t parse_int(const char *p, const char *end, int *ok) {
     }
     *ok = 1;
     return neg ? -v : v;
+}
+
+static inline int starts(const char *p, size_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return n >= k && memcmp(p, lit, k) == 0;
+}
+
+/* The course protocol: one line per reply, "\n" or "\r\n" ended (harness.drivers.kvtext).
+ * get_success <key> <value> is R_VALUE of the value's size (the key is checked by the
+ * caller: the size is what follows the first space after the key). */
+static size_t parse_kvtext(const char *buf, size_t len, int *kind, int64_t *size,
+                           const char **line, size_t *line_len) {
+    const char *nl = memchr(buf, '\n', len);
+    if (!nl) return 0;
+    size_t ll = (size_t)(nl - buf);
+    if (ll && buf[ll - 1] == '\r') ll--;
+    *line = buf; *line_len = ll;
+    if (starts(buf, ll, "get_success ")) {
+        const char *sp = memchr(buf + 12, ' ', ll - 12);
+        if (sp) { *kind = R_VALUE; *size = (int64_t)(ll - (size_t)(sp + 1 - buf)); }
+        else *kind = R_OTHER;
+    } else if (starts(buf, ll, "get_error")) {
+        *kind = R_MISS;
+    } else if (starts(buf, ll, "put_success") || starts(buf, ll, "put_update")) {
+        *kind = R_STORED;
+    } else if (starts(buf, ll, "server_not_responsible")
+               || (ll == 17 && memcmp(buf, "server_write_lock", 17) == 0)
+               || (ll == 14 && memcmp(buf, "server_stopped", 14) == 0)) {
+        *kind = R_REFUSED;
+    } else {
+        *kind = R_OTHER;
+    }
+    return (size_t)(nl - buf) + 1;
 }
 
 /* One reply at buf[0..len): its kind, its value size (R_VALUE) and its length in bytes;
@@ -323,6 +453,7 @@ static size_t parse_reply(int proto, const char *buf, size_t len, int *kind, int
         else *kind = R_OTHER;
         return ll + 2;
     }
+    if (proto == PROTO_KVTEXT) return parse_kvtext(buf, len, kind, size, line, line_len);
     /* RESP */
     if (ll >= 1 && buf[0] == '$') {
         int64_t n = parse_int(buf + 1, eol, &ok);
@@ -338,6 +469,20 @@ static size_t parse_reply(int proto, const char *buf, size_t len, int *kind, int
     return ll + 2;
 }
 
+static const char *server_name(Engine *e) {
+    return e->proto == PROTO_MEMCACHE ? "memcached"
+         : e->proto == PROTO_RESP ? "redis" : "the kv server";
+}
+
+/* Does the get_success line name the key op `seq` asked for? (its request is
+ * "get <key>\r\n"; the Python client checks the same) */
+static int same_key(Engine *e, int64_t seq, const char *line, size_t line_len, int64_t size) {
+    Py_ssize_t k = (Py_ssize_t)(seq % e->nkeys);
+    const char *req = e->gets + e->get_off[k] + 4;
+    size_t klen = e->get_off[k + 1] - e->get_off[k] - 6;
+    return line_len == 12 + klen + 1 + (size_t)size && memcmp(line + 12, req, klen) == 0;
+}
+
 static void describe(Engine *e, char *msg, const char *line, size_t line_len, int get) {
     char shown[96];
     size_t k = 0;
@@ -347,8 +492,8 @@ static void describe(Engine *e, char *msg, const char *line, size_t line_len, in
         else k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", ch);
     }
     shown[k] = 0;
-    snprintf(msg, MSG_LEN, "%s answered b'%s' to %s",
-             e->proto == PROTO_MEMCACHE ? "memcached" : "redis", shown, get ? "get" : "set");
+    snprintf(msg, MSG_LEN, "%s answered b'%s' to %s", server_name(e), shown,
+             get ? "get" : "set");
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
@@ -359,15 +504,16 @@ static void on_readable(Engine *e, int ci) {
     ssize_t r = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
     int64_t t1 = now_ns();
     if (r == 0) {
-        fail_conn(e, ci, e->err, F_LOST, e->proto == PROTO_MEMCACHE
-                  ? "memcached closed the connection" : "redis closed the connection", t1);
+        char msg[MSG_LEN];
+        snprintf(msg, MSG_LEN, "%s closed the connection", server_name(e));
+        socket_failed(e, ci, msg, t1);
         return;
     }
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
         char msg[MSG_LEN];
         snprintf(msg, MSG_LEN, "[Errno %d] %s", errno, strerror(errno));
-        fail_conn(e, ci, e->err, F_LOST, msg, t1);
+        socket_failed(e, ci, msg, t1);
         return;
     }
     c->in_len += (size_t)r;
@@ -383,9 +529,22 @@ static void on_readable(Engine *e, int ci) {
         int op = op_of(e, seq);
         int get = op == e->get_op;
         int64_t code;
-        if (get && kind == R_VALUE) code = e->hit | (size << e->bytes_shift);
+        if (kind == R_REFUSED) {  /* Python follows it (routes, back-off) and records */
+            pop_oldest(e, c);
+            hand_slow(e, ci / e->S, seq, c->q_t0[h], t1, c->q_int[h], WHY_REFUSED, line,
+                      line_len);
+            pos += used;
+            continue;
+        }
+        if (get && kind == R_VALUE && (e->proto != PROTO_KVTEXT
+                                       || same_key(e, seq, line, line_len, size)))
+            code = e->hit | (size << e->bytes_shift);
         else if (get && kind == R_MISS) code = e->miss;
-        else if (!get && kind == R_STORED) code = e->set_ok;
+        else if (!get && kind == R_STORED)
+            code = e->set_size ? e->set_ok | ((int64_t)e->set_size[seq % e->nkeys]
+                                               << e->bytes_shift)
+                               : e->set_ok;
+        else if (!get && e->proto == PROTO_KVTEXT) code = e->err;  /* put_error: a status */
         else {
             char msg[MSG_LEN];
             describe(e, msg, line, line_len, get);
@@ -393,9 +552,8 @@ static void on_readable(Engine *e, int ci) {
             return;
         }
         record(e, seq, c->q_t0[h], t1, code | op, c->q_int[h]);
-        c->q_head = (h + 1) % e->depth;
-        c->q_count--;
-        e->inflight--;
+        pop_oldest(e, c);
+        done_op(e, ci);
         pos += used;
         done++;
     }
@@ -403,15 +561,16 @@ static void on_readable(Engine *e, int ci) {
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
     }
-    if (done && !e->open_loop) refill_closed(e, ci);
+    if (done && !e->open_loop) refill_closed(e, ci / e->S);
 }
 
 /* ---- commands from Python ---------------------------------------------------------- */
 
+/* Socket ci is fd (-1: none, its server's ops take the slow path). */
 static int attach(Engine *e, int ci, int fd) {
     Conn *c = &e->conns[ci];
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)ci};
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
+    if (fd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
     c->fd = fd;
     c->in_len = c->out_len = c->out_off = 0;
     c->q_head = c->q_count = 0;
@@ -425,16 +584,34 @@ static inline int64_t reserve(Engine *e) { return 2 * (int64_t)e->nconns * e->de
 
 static void run_commands(Engine *e) {
     pthread_mutex_lock(&e->lock);
+    if (e->routes_pending) {  /* Python learnt a new ring */
+        free(e->routes);
+        e->routes = e->routes_pending;
+        e->routes_pending = NULL;
+    }
     int k = 0;
     for (; k < e->ncmds && e->cap - e->n > reserve(e); k++) {
         Cmd m = e->cmds[k];
         if (m.kind == CMD_ATTACH) {
+            int g = m.conn / e->S;
             if (attach(e, m.conn, (int)m.fd_or_t0) < 0) {
                 char msg[MSG_LEN];
                 snprintf(msg, MSG_LEN, "[Errno %d] %s", errno, strerror(errno));
-                add_failure(e, m.conn, F_LOST, msg);
-            } else if (!e->open_loop) {
-                refill_closed(e, m.conn);
+                for (int ci = g * e->S; ci < (g + 1) * e->S; ci++) drop_socket(e, &e->conns[ci]);
+                add_failure(e, g, F_LOST, msg);
+            } else if (m.flags & ATTACH_LAST) {
+                e->g_up[g] = 1;
+                if (!e->open_loop) refill_closed(e, g);
+            }
+            continue;
+        }
+        if (m.kind == CMD_RECORD) {  /* Python's record of an op of the slow path */
+            record(e, m.seq, m.fd_or_t0, m.t1, m.code, m.intended);
+            if (m.flags & REC_FAILURE) count_failure(e);
+            if (m.flags & REC_RELEASE) {
+                e->g_count[m.conn]--;
+                e->inflight--;
+                if (!e->open_loop) refill_closed(e, m.conn);
             }
             continue;
         }
@@ -474,10 +651,12 @@ static int loop(Engine *e) {
         int64_t t = now_ns();
         if (e->cap - e->n <= reserve(e)) return EV_FULL;
         run_commands(e);
-        if (e->nfailed) return EV_FAILED;
+        if (e->nfailed) return EV_FAILED | (e->nslow ? EV_SLOW : 0);
+        if (e->nslow) return EV_SLOW;
         if (e->open_loop) {
             dispatch_open(e);
-            if (e->nfailed) return EV_FAILED;
+            if (e->nfailed) return EV_FAILED | (e->nslow ? EV_SLOW : 0);
+            if (e->nslow) return EV_SLOW;
             if (!e->tk_last && e->tk_pos >= e->tk_n && !e->stopping) return EV_TICKETS;
         }
         if (e->inflight == 0 && no_more_ops(e, t)) return EV_DONE;
@@ -594,14 +773,16 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     return PyLong_FromLong(ev);
 }
 
-static int push_cmd(Engine *e, Cmd cmd) {
+/* Queue commands for the loop, all or none, under one lock (a group's sockets arrive
+ * together). */
+static int push_cmds(Engine *e, const Cmd *cmds, int n) {
     pthread_mutex_lock(&e->lock);
-    if (e->ncmds >= MAX_CMDS) {
+    if (e->ncmds + n > MAX_CMDS) {
         pthread_mutex_unlock(&e->lock);
         PyErr_SetString(PyExc_RuntimeError, "engine command queue full");
         return -1;
     }
-    e->cmds[e->ncmds++] = cmd;
+    for (int j = 0; j < n; j++) e->cmds[e->ncmds++] = cmds[j];
     pthread_mutex_unlock(&e->lock);
     uint64_t one = 1;
     ssize_t w = write(e->evfd, &one, sizeof one); (void)w;
@@ -609,20 +790,82 @@ static int push_cmd(Engine *e, Cmd cmd) {
 }
 
 static PyObject *Engine_attach(Engine *e, PyObject *args) {
-    int ci, fd;
-    if (!PyArg_ParseTuple(args, "ii", &ci, &fd)) return NULL;
-    if (ci < 0 || ci >= e->nconns) return PyErr_Format(PyExc_IndexError, "no connection %d", ci);
-    Cmd cmd = {CMD_ATTACH, ci, fd, 0};
-    if (push_cmd(e, cmd) < 0) return NULL;
+    int g; PyObject *fds;
+    if (!PyArg_ParseTuple(args, "iO", &g, &fds)) return NULL;
+    if (g < 0 || g >= e->ngroups) return PyErr_Format(PyExc_IndexError, "no connection %d", g);
+    PyObject *seq = PySequence_Fast(fds, "fds must be a sequence");
+    if (!seq) return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != e->S) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "%d sockets per connection, not %zd", e->S,
+                            PySequence_Fast_GET_SIZE(seq));
+    }
+    Cmd cmds[256];
+    for (int j = 0; j < e->S; j++) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (fd == -1 && PyErr_Occurred()) { Py_DECREF(seq); return NULL; }
+        cmds[j] = (Cmd){.kind = CMD_ATTACH, .conn = g * e->S + j, .fd_or_t0 = fd,
+                        .flags = j == e->S - 1 ? ATTACH_LAST : 0};
+    }
+    Py_DECREF(seq);
+    if (push_cmds(e, cmds, e->S) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *Engine_connect_failed(Engine *e, PyObject *args) {
-    int ci; long long t0, t1;
-    if (!PyArg_ParseTuple(args, "iLL", &ci, &t0, &t1)) return NULL;
-    Cmd cmd = {CMD_CONNECT_FAILED, ci, t0, t1};
-    if (push_cmd(e, cmd) < 0) return NULL;
+    int g; long long t0, t1;
+    if (!PyArg_ParseTuple(args, "iLL", &g, &t0, &t1)) return NULL;
+    Cmd cmd = {.kind = CMD_CONNECT_FAILED, .conn = g, .fd_or_t0 = t0, .t1 = t1};
+    if (push_cmds(e, &cmd, 1) < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *Engine_record(Engine *e, PyObject *args) {
+    int g, release, failure; long long seq, t0, t1, code, intended;
+    if (!PyArg_ParseTuple(args, "iLLLLLpp", &g, &seq, &t0, &t1, &code, &intended, &release,
+                          &failure))
+        return NULL;
+    if (g < 0 || g >= e->ngroups) return PyErr_Format(PyExc_IndexError, "no connection %d", g);
+    Cmd cmd = {.kind = CMD_RECORD, .conn = g, .seq = seq, .fd_or_t0 = t0, .t1 = t1,
+               .code = code, .intended = intended,
+               .flags = (release ? REC_RELEASE : 0) | (failure ? REC_FAILURE : 0)};
+    if (push_cmds(e, &cmd, 1) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_set_routes(Engine *e, PyObject *args) {
+    const char *buf; Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "y#", &buf, &len)) return NULL;
+    if (!e->routes) { PyErr_SetString(PyExc_ValueError, "not a routed protocol"); return NULL; }
+    if (len != e->nkeys) return PyErr_Format(PyExc_ValueError, "%zd routes for %zd keys", len, e->nkeys);
+    uint8_t *copy = malloc((size_t)len);
+    if (!copy) return PyErr_NoMemory();
+    memcpy(copy, buf, (size_t)len);
+    pthread_mutex_lock(&e->lock);
+    free(e->routes_pending);
+    e->routes_pending = copy;
+    pthread_mutex_unlock(&e->lock);
+    uint64_t one = 1;
+    ssize_t w = write(e->evfd, &one, sizeof one); (void)w;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_take_slow(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine running"); return NULL; }
+    PyObject *out = PyList_New(e->nslow);
+    if (!out) return NULL;
+    for (int j = 0; j < e->nslow; j++) {
+        Slow *sl = &e->slow[j];
+        PyObject *item = Py_BuildValue("(iLLLLiy#)", sl->group, (long long)sl->seq,
+                                       (long long)sl->t0, (long long)sl->t1,
+                                       (long long)sl->intended, sl->why,
+                                       sl->line ? sl->line : "", (Py_ssize_t)sl->len);
+        if (!item) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, j, item);
+    }
+    for (int j = 0; j < e->nslow; j++) free(e->slow[j].line);
+    e->nslow = 0;
+    return out;
 }
 
 static PyObject *Engine_stop(Engine *e, PyObject *Py_UNUSED(ignored)) {
@@ -685,6 +928,12 @@ static void Engine_dealloc(Engine *e) {
         }
         PyMem_RawFree(e->conns);
     }
+    if (e->slow) for (int j = 0; j < e->nslow; j++) free(e->slow[j].line);
+    PyMem_RawFree(e->slow);
+    PyMem_RawFree(e->g_count);
+    PyMem_RawFree(e->g_up);
+    free(e->routes);
+    free(e->routes_pending);
     PyMem_RawFree(e->failed);
     PyMem_RawFree(e->tk);
     if (e->epfd >= 0) close(e->epfd);
@@ -701,31 +950,36 @@ static const char *bytes_of(PyObject *o, Py_ssize_t *len) {
     return p;
 }
 
-/* Engine(proto, nconns, depth, pattern, get_op, gets, get_off, sets, set_off, tail,
+/* Engine(proto, connections, depth, pattern, get_op, gets, get_off, sets, set_off, tail,
  *        codes=(hit, miss, set_ok, err, timeout, warm_flag, bytes_shift),
  *        limits=(seq, last, stop_ns, warm_ops, timeout_ns, max_consec),
- *        accounting=(failures, served_at, consec), open_loop) */
+ *        accounting=(failures, served_at, consec), open_loop,
+ *        routing=(servers, routes, set_sizes)): routes b"" (one socket per connection)
+ *        or a server per key entry; set_sizes b"" (set_ok is the set's outcome) or a
+ *        native-endian uint32 value size per key entry */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
-    PyObject *pattern, *gets, *get_off, *sets, *set_off, *tail;
+    PyObject *pattern, *gets, *get_off, *sets, *set_off, *tail, *routes, *set_sizes;
     long long hit, miss, set_ok, err, tmo, warm, seq, last, stop_ns, warm_ops, tmo_ns, maxc;
     long long failures, served_at, consec;
     int bshift, open_loop;
     e->epfd = e->evfd = e->tmfd = -1;
     pthread_mutex_init(&e->lock, NULL);
-    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLL)(LLL)p", &e->proto, &e->nconns,
-                          &e->depth, &pattern, &e->get_op, &gets, &get_off, &sets, &set_off,
-                          &tail, &hit, &miss, &set_ok, &err, &tmo, &warm, &bshift, &seq,
-                          &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &failures, &served_at,
-                          &consec, &open_loop))
+    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLL)(LLL)p(iSS)", &e->proto,
+                          &e->ngroups, &e->depth, &pattern, &e->get_op, &gets, &get_off, &sets,
+                          &set_off, &tail, &hit, &miss, &set_ok, &err, &tmo, &warm, &bshift,
+                          &seq, &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &failures,
+                          &served_at, &consec, &open_loop, &e->S, &routes, &set_sizes))
         return -1;
-    if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP) {
+    if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP && e->proto != PROTO_KVTEXT) {
         PyErr_Format(PyExc_ValueError, "unknown protocol %d", e->proto);
         return -1;
     }
-    if (e->nconns < 1 || e->depth < 1) {
-        PyErr_SetString(PyExc_ValueError, "connections and depth must be at least 1");
+    if (e->ngroups < 1 || e->depth < 1 || e->S < 1 || e->S > 255) {
+        PyErr_SetString(PyExc_ValueError,
+                        "connections and depth must be at least 1, servers 1 to 255");
         return -1;
     }
+    e->nconns = e->ngroups * e->S;
     Py_ssize_t glen, slen, golen, solen;
     e->pattern = (const uint8_t *)bytes_of(pattern, &e->pattern_len);
     e->gets = bytes_of(gets, &glen);
@@ -740,7 +994,20 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "empty op pattern or request tables of unequal size");
         return -1;
     }
-    e->keep = Py_BuildValue("(OOOOOO)", pattern, gets, get_off, sets, set_off, tail);
+    Py_ssize_t nroutes = PyBytes_GET_SIZE(routes), nsizes = PyBytes_GET_SIZE(set_sizes);
+    if ((nroutes && nroutes != e->nkeys) || (nsizes && nsizes != 4 * e->nkeys)
+        || (!nroutes && e->S != 1)) {
+        PyErr_SetString(PyExc_ValueError, "routes or set sizes do not match the key tables");
+        return -1;
+    }
+    if (nroutes) {
+        e->routes = malloc((size_t)nroutes);
+        if (!e->routes) { PyErr_NoMemory(); return -1; }
+        memcpy(e->routes, PyBytes_AS_STRING(routes), (size_t)nroutes);
+    }
+    if (nsizes) e->set_size = (const uint32_t *)PyBytes_AS_STRING(set_sizes);
+    e->keep = Py_BuildValue("(OOOOOOO)", pattern, gets, get_off, sets, set_off, tail,
+                            set_sizes);
     if (!e->keep) return -1;
     e->hit = hit; e->miss = miss; e->set_ok = set_ok; e->err = err; e->timeout_code = tmo;
     e->warm_flag = warm; e->bytes_shift = bshift;
@@ -750,7 +1017,14 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     e->open_loop = open_loop;
     e->conns = PyMem_RawCalloc((size_t)e->nconns, sizeof(Conn));
     e->failed = PyMem_RawCalloc((size_t)e->nconns + MAX_CMDS, sizeof(Failure));
-    if (!e->conns || !e->failed) { PyErr_NoMemory(); return -1; }
+    e->g_count = PyMem_RawCalloc((size_t)e->ngroups, sizeof(int));
+    e->g_up = PyMem_RawCalloc((size_t)e->ngroups, sizeof(int));
+    /* every op in flight may be waiting for Python at once */
+    e->slow = PyMem_RawCalloc((size_t)e->ngroups * (size_t)e->depth + 1, sizeof(Slow));
+    if (!e->conns || !e->failed || !e->g_count || !e->g_up || !e->slow) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (int ci = 0; ci < e->nconns; ci++) {
         Conn *c = &e->conns[ci];
         c->fd = -1;
@@ -856,6 +1130,13 @@ static PyMethodDef Engine_methods[] = {
     {"connect_failed", (PyCFunction)Engine_connect_failed, METH_VARARGS,
      "connect_failed(conn, t0, t1): a reconnect failed: an error record (thread-safe)"},
     {"stop", (PyCFunction)Engine_stop, METH_NOARGS, "stop(): start no more ops (thread-safe)"},
+    {"record", (PyCFunction)Engine_record, METH_VARARGS,
+     "record(conn, seq, t0, t1, code, intended, release, failure): Python's record of a "
+     "slow-path op or attempt; release frees its slot (thread-safe)"},
+    {"set_routes", (PyCFunction)Engine_set_routes, METH_VARARGS,
+     "set_routes(routes): a server per key entry, from now on (thread-safe)"},
+    {"take_slow", (PyCFunction)Engine_take_slow, METH_NOARGS,
+     "take_slow() -> [(conn, seq, t0, t1, intended, why, line)] of ops for the slow path"},
     {"take_failed", (PyCFunction)Engine_take_failed, METH_NOARGS,
      "take_failed() -> [(conn, kind, message)] of connections that failed"},
     {"feed", (PyCFunction)Engine_feed, METH_VARARGS,
@@ -892,6 +1173,11 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "EV_FAILED", EV_FAILED);
     PyModule_AddIntConstant(m, "EV_FULL", EV_FULL);
     PyModule_AddIntConstant(m, "EV_TICKETS", EV_TICKETS);
+    PyModule_AddIntConstant(m, "EV_SLOW", EV_SLOW);
+    PyModule_AddIntConstant(m, "WHY_REFUSED", WHY_REFUSED);
+    PyModule_AddIntConstant(m, "WHY_LOST", WHY_LOST);
+    PyModule_AddIntConstant(m, "WHY_NO_SOCKET", WHY_NO_SOCKET);
+    PyModule_AddIntConstant(m, "KVTEXT", PROTO_KVTEXT);
     PyModule_AddIntConstant(m, "F_REPLY", F_REPLY);
     PyModule_AddIntConstant(m, "F_TIMEOUT", F_TIMEOUT);
     PyModule_AddIntConstant(m, "F_LOST", F_LOST);
@@ -901,5 +1187,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "R_MISS", R_MISS);
     PyModule_AddIntConstant(m, "R_STORED", R_STORED);
     PyModule_AddIntConstant(m, "R_OTHER", R_OTHER);
+    PyModule_AddIntConstant(m, "R_REFUSED", R_REFUSED);
     return m;
 }

@@ -3,13 +3,16 @@
 `ENGINE` is "native" when the extension is built and the environment does not ask for
 the Python paths (`KVBENCH_ENGINE=python`); the manifest records it (`loadgen.engine`).
 A workload takes the native path when its client offers `native_ops` (the get/set
-mixes); any other workload runs on the Python paths either way.
+mixes, and the kvstore study on the course protocol); any other workload runs on the
+Python paths either way.
 
 The core runs one process's connections in a thread without the GIL (`Engine.run`) and
 writes every record straight into the Recorder's columns; it comes back here only for
 the slow path, handled as `ClientRun` does for the Python paths: a failed connection
 (back off, drop it, reconnect; a failed reconnect is an error record of the next op),
-full columns (grow them), the open-loop schedule's next chunk, the end.
+full columns (grow them), the open-loop schedule's next chunk, the end; and, for a
+protocol spread over servers (`NativeOps.router`), the ops it hands back (a refusal, a
+lost server), which are done the awaited way and recorded through the core.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import HarnessError, WorkloadError
-from harness.results import ERROR, OUTCOME_BYTES_SHIFT, OUTCOME_WARMUP, TIMEOUT, outcome
+from harness.results import (
+    ERROR,
+    OUTCOME_BYTES_SHIFT,
+    OUTCOME_WARMUP,
+    REDIRECT,
+    TIMEOUT,
+    outcome,
+)
 from harness.results import MISS as _MISS
 from harness.results import OK as _OK
 from harness.workloads.base import NativeOps
@@ -40,7 +50,7 @@ except ImportError:  # not built (no compiler at install time): the Python paths
 #: be built).
 ENV = "KVBENCH_ENGINE"
 ENGINES = ("native", "python")
-PROTOCOLS = {"memcache": 0, "resp": 1}
+PROTOCOLS = {"memcache": 0, "resp": 1, "kvtext": 2}
 #: Ops per open-loop schedule chunk handed to the core (~8 MB of intended starts).
 TICKET_CHUNK = 1 << 20
 _NEVER = 1 << 62
@@ -98,7 +108,10 @@ def uses_native(run: ClientRun) -> NativeOps | None:
 
 
 def _socket_fd(conn: Any) -> int:
-    """The socket of a driver connection, its asyncio reading paused: the core reads it."""
+    """The socket of a driver connection, its asyncio reading paused: the core reads it;
+    -1 for None (no connection to that server)."""
+    if conn is None:
+        return -1
     transport = conn.transport
     transport.pause_reading()
     return transport.get_extra_info("socket").fileno()
@@ -132,6 +145,8 @@ class NativeRun:
         self.tasks: set[asyncio.Task] = set()
         self.finished = False
         self.engine: Any = None
+        self.router = ops.router
+        self._routes = b""
 
     def _start_engine(self) -> None:
         run, cfg, ops = self.run, self.run.cfg, self.ops
@@ -145,7 +160,19 @@ class NativeRun:
              int(cfg.timeout_s * 1e9) if cfg.timeout_s is not None else 0,
              cfg.max_consecutive_errors),
             (run.failures, run._served_at_failure, run.consecutive_errors),
-            self.open_loop)
+            self.open_loop,
+            (len(self.router.servers), self._current_routes(), ops.set_sizes)
+            if self.router is not None else (1, b"", ops.set_sizes))
+
+    async def _fds(self, conn: Any) -> list[int]:
+        """The sockets of one connection of the run, in the core's order."""
+        if self.router is None:
+            return [_socket_fd(conn)]
+        return [_socket_fd(c) for c in await self.router.sockets(conn)]
+
+    def _current_routes(self) -> bytes:
+        self._routes = self.router.routes()
+        return self._routes
 
     # -- the open-loop schedule --------------------------------------------------------
 
@@ -205,13 +232,47 @@ class NativeRun:
                 run.last_error = f"{type(err).__name__}: {err}"
                 continue
             holder.conn = conn
-            self.engine.attach(i, _socket_fd(conn))
+            self.engine.attach(i, await self._fds(conn))
             return
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    # -- the slow path of a routed protocol ----------------------------------------------
+
+    def _attempt(self, op: int, seq: int, start_ns: int, end_ns: int, status: int) -> None:
+        """`record_attempt` while the core runs: the record goes through the core, which
+        owns the columns (`ClientRun.record_attempt` writes them from this thread)."""
+        self.engine.record(0, seq, start_ns, end_ns, outcome(status, 0) | op, start_ns,
+                           False, False)
+
+    async def _slow(self, group: int, seq: int, t0: int, t1: int, intended: int, why: int,
+                    line: bytes) -> None:
+        """An op the core handed back: follow the refusal (or the lost server) as the
+        client would, record that attempt, then do the op the awaited way; its record
+        spans it all, from its first send, and frees its slot in `group`."""
+        run, eng, router = self.run, self.engine, self.router
+        assert router is not None
+        clock = time.perf_counter_ns
+        op = run.client.next_op(seq)
+        failure = False
+        try:
+            if why != _native.WHY_NO_SOCKET:
+                refused = why == _native.WHY_REFUSED
+                await router.learn(line if refused else None)
+                eng.record(group, seq, t0, clock(),
+                           outcome(REDIRECT if refused else ERROR, 0) | op, t0, False, False)
+            call = router.execute(op, seq)
+            timeout = run.cfg.timeout_s
+            status, nbytes = await (call if timeout is None else asyncio.wait_for(call, timeout))
+        except Exception as exc:  # noqa: BLE001 - every failure is a record, as on the Python path
+            status, nbytes, failure = (TIMEOUT if isinstance(exc, TimeoutError) else ERROR), 0, True
+            run.last_error = f"{type(exc).__name__}: {exc}"
+        eng.record(group, seq, t0, clock(), outcome(status, nbytes) | op, intended, True, failure)
+        if self._routes != router.routes():
+            eng.set_routes(self._current_routes())
 
     def stop(self) -> None:
         """`ClientRun.stop` (SIGTERM): tell the core, which has no GIL. Called, not
@@ -223,12 +284,19 @@ class NativeRun:
     # -- the run -----------------------------------------------------------------------
 
     async def go(self) -> None:
+        run = self.run
+        if self.router is not None:
+            for holder in run.conns:
+                if holder.conn is not None:
+                    self.router.adopt(holder.conn)
         self._start_engine()
-        run, eng = self.run, self.engine
+        eng = self.engine
+        if self.router is not None and run.client.records_attempts:
+            run.client.record_attempt = self._attempt
         loop = asyncio.get_running_loop()
         for i, holder in enumerate(run.conns):
             if holder.conn is not None:
-                eng.attach(i, _socket_fd(holder.conn))
+                eng.attach(i, await self._fds(holder.conn))
             else:
                 self._spawn(self._replace(i, ConnectionResetError(
                     run.last_error or "not connected")))
@@ -244,6 +312,9 @@ class NativeRun:
                     None, eng.run, rec.start, rec.end, rec.outcome, rec.intended, rec.n)
                 events = await asyncio.shield(running)
                 self._sync()
+                if events & _native.EV_SLOW:
+                    for item in eng.take_slow():
+                        self._spawn(self._slow(*item))
                 if events & _native.EV_FAILED:
                     for i, kind, message in eng.take_failed():
                         self._spawn(self._replace(i, _failure(kind, message)))
@@ -267,3 +338,5 @@ class NativeRun:
             for task in list(self.tasks):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            if self.router is not None:
+                self.router.close()

@@ -76,7 +76,7 @@ class NativeOps:
     (every other op, whose reply must be the protocol's stored/OK). Entry k of a table
     is `table[offsets[k]:offsets[k + 1]]` (offsets: native-endian uint32)."""
 
-    protocol: str  # "memcache" | "resp"
+    protocol: str  # "memcache" | "resp" | "kvtext"
     pattern: bytes
     get_op: int
     gets: bytes
@@ -86,6 +86,50 @@ class NativeOps:
     set_tail: bytes
     #: The outcome of a successful set (`results.outcome(OK, size)`), without the op.
     set_ok_outcome: int
+    #: Sets of different sizes: a native-endian uint32 value size per entry of `sets`,
+    #: added to `set_ok_outcome` (then `outcome(OK, 0)`); b"": every set is that.
+    set_sizes: bytes = b""
+    #: A protocol spread over several servers: where each key's requests go, and the
+    #: slow path for what the core hands back (refusals, lost servers). None: one server.
+    router: NativeRouter | None = None
+
+
+class NativeRouter(abc.ABC):
+    """For the native core, a client whose keys live on several servers (the course
+    protocol's ring): the core keeps one socket per server in each connection and sends
+    an op to its key's server; what it cannot settle (a refusal, a lost server, a server
+    it has no socket for) comes back here, is done the awaited way on the router's own
+    connections, and is recorded as the Python path records it."""
+
+    #: The servers the core has sockets for, in socket order (at most 255).
+    servers: list[Any]
+
+    @abc.abstractmethod
+    def adopt(self, conn: Any) -> None:
+        """Learn what a freshly connected `conn` knows (the ring), if nothing newer."""
+
+    @abc.abstractmethod
+    def routes(self) -> bytes:
+        """Per entry of the request tables, the index of its server in `servers`; 255:
+        a server the core has no socket for (its ops take the slow path)."""
+
+    @abc.abstractmethod
+    async def sockets(self, conn: Any) -> list[Any | None]:
+        """The driver connections of `conn` (from `connect`), one per server of
+        `servers` (None: not connected), ready for the core to read."""
+
+    @abc.abstractmethod
+    async def learn(self, refusal: bytes | None) -> None:
+        """A server refused an op (its reply line) or was lost (None): update the
+        ring, or back off, as the client does before its retry."""
+
+    @abc.abstractmethod
+    async def execute(self, op: int, seq: int) -> tuple[int, int]:
+        """Op `seq`, the awaited way (`WorkloadClient.execute`) on the router's own
+        connections, its redirected attempts recorded by `record_attempt`."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to close unless connected
+        """Close the router's own connections."""
 
 
 class Pipeline(abc.ABC):

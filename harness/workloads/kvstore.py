@@ -20,24 +20,40 @@ parameters and (client, seq).
 Redirected attempts (MOVED, ASK, server_not_responsible, write locks) are recorded as
 extra `redirect` records, failed connections during re-routing as `error` records; the
 op's own record spans the whole op, retries included.
+
+On the course protocol the seeds' runs (`put_then_get`, `sequential` GETs, values not
+`versioned`: an op sequence that repeats) run on the native core (`native_ops`): one
+socket per server in each connection, each op sent to its key's server, and refusals
+and lost servers followed by `KVTextRouter` the way `KVTextClient` follows them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import itertools
 import random
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from harness.datasets.emails import KEY_STYLES, Record, check_params, open_dataset
 from harness.drivers import redis as resp
-from harness.drivers.kvtext import KVTextClient
+from harness.drivers.kvtext import (
+    KVTextClient,
+    KVTextError,
+    Node,
+    Ranges,
+    key_position,
+    parse_ranges,
+)
 from harness.errors import WorkloadError
-from harness.results import ERROR, MISS, OK
+from harness.results import ERROR, MISS, OK, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting
-from harness.workloads.base import Workload, WorkloadClient
+from harness.workloads.base import NativeOps, NativeRouter, Workload, WorkloadClient
 
 OPS = ("put", "get")
 PUT, GET = range(2)
@@ -186,6 +202,30 @@ class KVClient(WorkloadClient):
         value = self.records[index].value
         return value + b"\\n-- v%d" % seq if self.versioned else value
 
+    def native_ops(self) -> NativeOps | None:
+        """The seeds' runs on the course protocol as tables: PUT of every record, then
+        GET passes, in record order, so op `seq` is entry `seq % R` of a cycle."""
+        if (self.backend != "kvtext" or self.mix or self.dist != "sequential"
+                or self.versioned or len(seeds_of(self.endpoint)) > 255):
+            return None
+        keys = [r.key for r in self.records]
+        if any(b" " in k or b"\n" in k for k in keys):
+            return None  # not one line per request: the Python client says why
+
+        def table(requests: list[bytes]) -> tuple[bytes, bytes]:
+            offsets = np.zeros(len(requests) + 1, np.uint32)
+            offsets[1:] = np.cumsum(np.fromiter(map(len, requests), np.int64, len(requests)))
+            return b"".join(requests), offsets.tobytes()
+
+        gets, get_offsets = table([b"get " + k + b"\r\n" for k in keys])
+        sets, set_offsets = table([b"put " + r.key + b" " + r.value for r in self.records])
+        sizes = np.fromiter((len(r.value) for r in self.records), np.uint32, self.n)
+        pattern = bytes([PUT]) * self.n + bytes([GET]) * (self.cycle - self.n)
+        return NativeOps(protocol="kvtext", pattern=pattern, get_op=GET, gets=gets,
+                         get_offsets=get_offsets, sets=sets, set_offsets=set_offsets,
+                         set_tail=b"\r\n", set_ok_outcome=outcome(OK, 0),
+                         set_sizes=sizes.tobytes(), router=KVTextRouter(self, keys))
+
     async def connect(self) -> Any:
         if self.backend == "redis_cluster":
             conn: Any = resp.ClusterClient(seeds_of(self.endpoint))
@@ -223,3 +263,76 @@ class KVClient(WorkloadClient):
         else:
             found = await conn.get(key, on_attempt)
         return (MISS, 0) if found is None else (OK, len(found))
+
+
+class KVTextRouter(NativeRouter):
+    """The native core's routing over the course protocol's ring (see `NativeRouter`):
+    the servers are the service's nodes; a server that joins later has no socket, so
+    its keys' ops take the slow path, done by a `KVTextClient` of its own."""
+
+    def __init__(self, client: KVClient, keys: list[bytes]) -> None:
+        self.client = client
+        self.servers: list[Node] = seeds_of(client.endpoint)
+        self.index = {node: i for i, node in enumerate(self.servers)}
+        self.positions = [key_position(k) for k in keys]
+        self.ranges: Ranges = [(0, (1 << 128) - 1, self.servers[0])]
+        self.adopted = False
+        self.slow: KVTextClient | None = None
+        self._opening = asyncio.Lock()
+
+    def adopt(self, conn: Any) -> None:
+        if not self.adopted:
+            self.ranges, self.adopted = list(conn.ranges), True
+
+    def _known(self) -> Ranges:
+        return self.slow.ranges if self.slow is not None else self.ranges
+
+    def routes(self) -> bytes:
+        ranges = self._known()
+        out = bytearray(len(self.positions))
+        for i, pos in enumerate(self.positions):
+            node = None
+            for first, last, owner in ranges:
+                if (first <= pos <= last) if first <= last else (pos >= first or pos <= last):
+                    node = owner
+                    break
+            out[i] = self.index.get(node, 255) if node is not None else 255
+        return bytes(out)
+
+    async def sockets(self, conn: Any) -> list[Any | None]:
+        self.adopt(conn)
+        out: list[Any | None] = []
+        for node in self.servers:
+            c = conn.conns.get(node)
+            if c is not None and not c.closed and self.client.greeting and c._skip:
+                await c.request(b"keyrange")  # the greeting is read here, not by the core
+            out.append(None if c is None or c.closed else c)
+        return out
+
+    async def _open(self) -> KVTextClient:
+        async with self._opening:
+            if self.slow is None:
+                slow = KVTextClient(self.servers, greeting=self.client.greeting)
+                slow.ranges = list(self.ranges)
+                self.slow = slow
+            return self.slow
+
+    async def learn(self, refusal: bytes | None) -> None:
+        slow = await self._open()
+        if refusal is not None and refusal.startswith(b"server_not_responsible"):
+            ranges = refusal[len(b"server_not_responsible"):].strip()
+            if ranges:
+                slow.ranges = parse_ranges(ranges)
+                return
+        elif refusal is not None:  # server_write_lock, server_stopped: wait, then again
+            await asyncio.sleep(0.001)
+            return
+        with contextlib.suppress(OSError, KVTextError):
+            await slow.refresh()
+
+    async def execute(self, op: int, seq: int) -> tuple[int, int]:
+        return await self.client.execute(await self._open(), op, seq)
+
+    def close(self) -> None:
+        if self.slow is not None:
+            self.slow.close()

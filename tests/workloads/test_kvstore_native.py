@@ -60,18 +60,21 @@ def run_client(endpoint: Endpoint, params: Any = PARAMS, **kw: Any) -> ClientRun
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize(("connections", "inflight"), [(1, 1), (2, 3)])
+@pytest.mark.parametrize(("connections", "inflight", "rate"),
+                         [(1, 1, None), (2, 3, None), (2, 3, 4000)],
+                         ids=["closed", "pipelined", "open"])
 def test_native_and_python_paths_record_the_same_ops(
         kvservers: RunningService, monkeypatch: pytest.MonkeyPatch,
-        connections: int, inflight: int) -> None:
+        connections: int, inflight: int, rate: int | None) -> None:
     """Three servers, each op sent to its key's server: one connection with one op in
-    flight gives the records in the same order; more give the same multiset."""
+    flight gives the records in the same order; more, or open loop, the same multiset."""
     require_native()
     runs = {}
     for engine in ("native", "python"):
         monkeypatch.setenv(native.ENV, engine)
         runs[engine] = run_client(kvservers.endpoint, ops=1350, warmup_ops=50,
-                                  connections=connections, inflight=inflight, timeout_s=5)
+                                  connections=connections, inflight=inflight, timeout_s=5,
+                                  rate_ops_s=rate)
     assert runs["native"].engine == "native" and runs["python"].engine == "python"
     arrays = {k: r.rec.to_arrays(WL.ops, 0, 0) for k, r in runs.items()}
     ref, got = arrays["python"], arrays["native"]
@@ -87,6 +90,8 @@ def test_native_and_python_paths_record_the_same_ops(
     else:
         assert Counter(rows(got)) == Counter(rows(ref))
     assert np.all(got.latency_ns > 0)
+    if rate is not None:  # open loop: the same schedule (records are in reply order)
+        assert np.array_equal(np.sort(got.intended_ns), np.sort(ref.intended_ns))
     sizes = {int(n) for o, n in zip(got.op.tolist(), got.nbytes.tolist(), strict=True) if o == GET}
     assert len(sizes) > 20  # e-mails of many sizes, each GET's own
 

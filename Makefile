@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml setup.py harness/loadgen/_native.c scripts/ensure-system-packages.sh
+$(STAMP): pyproject.toml setup.py harness/loadgen/_native.c $(wildcard harness/loadgen/native_core/*) scripts/ensure-system-packages.sh
 	scripts/ensure-system-packages.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -1,4 +1,5 @@
-"""Build of the load generator's native core (harness/loadgen/_native.c).
+"""Build of the load generator's native core (harness/loadgen/_native.c, the binding, and
+harness/loadgen/native_core/: the loop and the protocols).
 
 Everything else is in pyproject.toml. The extension is optional: without a working C
 compiler (or Python headers) the install goes on and prints one line; the load
@@ -36,8 +37,13 @@ class OptionalBuildExt(build_ext):
               "the pure-Python path is used", file=sys.stderr)
 
 
+SOURCES = ["harness/loadgen/_native.c", "harness/loadgen/native_core/engine.c",
+           "harness/loadgen/native_core/protocols.c"]
+HEADERS = ["harness/loadgen/native_core/engine.h"]
+
+
 setup(
-    ext_modules=[Extension("harness.loadgen._native", ["harness/loadgen/_native.c"],
+    ext_modules=[Extension("harness.loadgen._native", SOURCES, depends=HEADERS,
                            extra_compile_args=["-O2", "-std=gnu11", "-Wall"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

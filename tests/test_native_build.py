@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("setup.py", "pyproject.toml", "README.md", "harness/loadgen/_native.c")
+SOURCES = ("setup.py", "pyproject.toml", "README.md", "harness/loadgen/_native.c",
+           *(str(p.relative_to(ROOT)) for p in (ROOT / "harness/loadgen/native_core").iterdir()))
 
 
 def _build(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,12 @@ from the jackknife over its runs), p is Holm-adjusted over all rows, and `verdic
 says better / worse / no significant difference / inconclusive, knowing that higher
 throughput and lower latency are better. A percentile whose runs hold too few ops beyond
 it, or a side with one run, is inconclusive with the reason in ``test``.
+
+Trees given as paths are read by DuckDB (`queries.summarise_with_intervals`, one group's
+latencies in memory at a time), as `harness summary` reads them, so a comparison of
+runs of any size needs no more memory than their summary; a `Loaded` with its ops in
+pandas (a notebook's) is judged from those (`summary_ci.group_intervals`, the same
+intervals to the last bits).
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import verdict
+from harness.analysis import queries, verdict
 from harness.analysis.intervals import RunInterval
-from harness.analysis.load import Loaded, load
+from harness.analysis.load import Loaded, load, load_runs_only
 from harness.analysis.stats import holm
 from harness.analysis.summary_ci import group_intervals
 from harness.errors import ResultsError
@@ -59,21 +65,29 @@ ROW_FIELDS: tuple[str, ...] = (
 _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
 
 
-def load_tree(path: Path) -> Loaded:
-    """A raw-results directory, or one experiment directory inside one."""
+def load_tree(path: Path, *, ops: bool = True) -> Loaded:
+    """A raw-results directory, or one experiment directory inside one; `ops`: with the
+    ops in pandas (else the runs only, for the DuckDB queries)."""
     path = Path(path)
     if not path.is_dir():
         raise ResultsError(f"{path}: not a directory of raw results")
     is_experiment = any((child / MANIFEST).is_file() for child in path.iterdir()
                         if child.is_dir())
-    if is_experiment:
-        loaded = load(path.parent, experiments=[path.name], columns=_OPS_COLUMNS)
-    else:
-        loaded = load(path, columns=_OPS_COLUMNS)
+    raw, experiments = (path.parent, [path.name]) if is_experiment else (path, None)
+    loaded = (load(raw, experiments=experiments, columns=_OPS_COLUMNS) if ops
+              else load_runs_only(raw, experiments=experiments))
     if loaded.runs.empty:
         raise ResultsError(f"{path}: no runs found (expected <experiment>/<run_id>/"
                            f"{MANIFEST} below it, or <run_id>/{MANIFEST})")
     return loaded
+
+
+def _intervals(side: Loaded | Path, by: list[str]
+               ) -> dict[tuple[object, ...], dict[str, RunInterval]]:
+    """{group key: {metric field: interval}} of one side (see the module doc)."""
+    if isinstance(side, Loaded):
+        return group_intervals(side, by)
+    return queries.summarise_with_intervals(load_tree(side, ops=False), by)[1]
 
 
 def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval) -> dict:
@@ -105,9 +119,7 @@ def compare(
     if unknown:
         raise ResultsError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     by = list(by)
-    lb = base if isinstance(base, Loaded) else load_tree(base)
-    lc = cand if isinstance(cand, Loaded) else load_tree(cand)
-    ib, ic = group_intervals(lb, by), group_intervals(lc, by)
+    ib, ic = _intervals(base, by), _intervals(cand, by)
     common = [k for k in ib if k in ic]
     if not common:
         def names(groups: dict) -> list[str]:

@@ -84,6 +84,20 @@ def test_p_is_holm_adjusted_over_the_rows(trees):
     np.testing.assert_allclose(t["p"], holm(raw))
 
 
+def test_trees_read_by_duckdb_judge_as_the_ops_in_pandas(trees):
+    """Paths go through DuckDB (one group in memory at a time), `Loaded` frames through
+    pandas: the same intervals, p-values and verdicts."""
+    base, cand = trees
+    sql = compare(base, cand)
+    pandas = compare(load_tree(base), load_tree(cand))
+    assert sql["verdict"].tolist() == pandas["verdict"].tolist()
+    assert sql["test"].tolist() == pandas["test"].tolist()
+    numeric = [c for c in ROW_FIELDS if sql[c].dtype.kind == "f"]
+    assert len(numeric) >= 10
+    np.testing.assert_allclose(sql[numeric].to_numpy(float), pandas[numeric].to_numpy(float),
+                               rtol=1e-9, equal_nan=True)
+
+
 def test_fail_if_worse_exit_code(trees, capsys):
     base, cand = trees
     assert cli.main(["compare", str(base), str(cand), "--fail-if-worse", "5"]) == 1

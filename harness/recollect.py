@@ -111,7 +111,7 @@ def collect_pending(spec: Spec, out_dir: Path,
     if exp_dir.is_dir():
         for d in iter_run_dirs(exp_dir):
             man = read_manifest(d)
-            if man.extra.get(PENDING):
+            if man.typed_extra.pending_records:
                 runs.append((d, man))
     if not runs:
         return CollectReport(0, 0, 0)
@@ -122,7 +122,7 @@ def collect_pending(spec: Spec, out_dir: Path,
     completed = still = 0
     try:
         for run_dir, man in runs:
-            pending: list[dict[str, Any]] = list(man.extra[PENDING])
+            pending: list[dict[str, Any]] = [dict(p) for p in man.typed_extra.pending_records]
             for name in sorted({p["host"] for p in pending} - set(hosts)):
                 try:
                     if name not in spec.hosts:
@@ -178,7 +178,7 @@ def collect_pending(spec: Spec, out_dir: Path,
             extra = {k: v for k, v in man.extra.items() if k != PENDING}
             if left:
                 extra[PENDING] = left
-            extra["collected_later"] = [*man.extra.get("collected_later", []),
+            extra["collected_later"] = [*man.typed_extra.collected_later,
                                         {"utc": when, "clients": sorted(statuses)}]
             loadgen = {**man.loadgen, "workers": workers,
                        "achieved_rate_ops_s": rate if n else None,

@@ -31,7 +31,7 @@ from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.recollect import collect_pending
-from harness.results import MANIFEST, OpsArrays, new_manifest, write_run
+from harness.results import MANIFEST, Loadgen, OpsArrays, new_manifest, write_run
 from harness.runstatus import quick_stats, run_status, target_met
 from harness.services import SERVICES
 from harness.services.access import access_for
@@ -454,19 +454,19 @@ class Runner:
             # Notes (a reconnected SSH link) say what happened without making it partial.
             ended_utc=utcnow(), error="\n".join(errors + group.notes) or None, hosts=infos,
             services=sinfo,
-            loadgen={"processes": plan.clients.processes,
-                     "connections": plan.clients.connections,
-                     "inflight": plan.clients.inflight,
-                     "mode": "open" if plan.size.open_loop else "closed",
-                     "target_rate_ops_s": plan.size.rate_ops_s,
-                     "arrival": plan.size.arrival if plan.size.open_loop else None,
-                     "achieved_rate_ops_s": rate if n else None,
-                     "target_met": target_met(plan, rate) if plan.size.open_loop else None,
-                     "client_hosts": list(plan.clients.hosts), "ops": plan.size.ops,
-                     "duration_s": plan.size.duration_s, "warmup_ops": plan.size.warmup_ops,
-                     "warmup_s": plan.size.warmup_s, "timeout_s": plan.size.timeout_s,
-                     "workers": workers, "clock_offsets": group.clock_offsets,
-                     "engine": engine_of_workers(workers)},
+            loadgen=Loadgen(
+                processes=plan.clients.processes, connections=plan.clients.connections,
+                inflight=plan.clients.inflight,
+                mode="open" if plan.size.open_loop else "closed",
+                target_rate_ops_s=plan.size.rate_ops_s, ops=plan.size.ops,
+                duration_s=plan.size.duration_s, warmup_ops=plan.size.warmup_ops,
+                warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
+                engine=engine_of_workers(workers),
+                more={"arrival": plan.size.arrival if plan.size.open_loop else None,
+                      "achieved_rate_ops_s": rate if n else None,
+                      "target_met": target_met(plan, rate) if plan.size.open_loop else None,
+                      "client_hosts": list(plan.clients.hosts), "workers": workers,
+                      "clock_offsets": group.clock_offsets}),
             kit=kit, spec_file=str(self.spec.path),
             extra={**({"baseline": baseline} if baseline else {}),
                    # Records still on client machines (`harness collect` fetches them).

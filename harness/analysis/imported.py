@@ -267,12 +267,11 @@ def analyse(raw_dir: Path | str, *, alpha: float = 0.05) -> Imported:
     out.loaded = Loaded(runs, ops, grid_keys(m for _, m in pairs))
     per = run_summary(out.loaded, by_op=True)
     for _, m in pairs:
-        src = m.extra.get("imported_from", {})
+        src = m.typed_extra.imported_from
         out.stated[m.run_id] = {**m.extra, "line": src.get("line")}
     extra = pd.DataFrame([
-        {"run_id": m.run_id, **{k: m.extra.get("imported_from", {}).get(k)
-                                for k in ("format", "file", "sha256")},
-         "aggregated": bool(m.extra.get("aggregated")),
-         "skipped_lines": m.extra.get("skipped_lines", 0)} for _, m in pairs])
+        {"run_id": m.run_id, **{k: x.imported_from.get(k) for k in ("format", "file", "sha256")},
+         "aggregated": bool(x.aggregated), "skipped_lines": x.skipped_lines}
+        for x, m in ((m.typed_extra, m) for _, m in pairs)])
     out.per_run = per[per["ops"] > 0].merge(extra, on="run_id", how="left")
     return out

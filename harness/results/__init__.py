@@ -19,7 +19,7 @@ from harness.results.io import (
     verify_run,
     write_run,
 )
-from harness.results.manifest import Loadgen, Manifest, new_manifest
+from harness.results.manifest import Counts, Extras, Kit, Loadgen, Manifest, new_manifest
 from harness.results.migrations import KNOWN_SCHEMA_VERSIONS, upgrade
 from harness.results.schema import (
     ERROR,
@@ -48,7 +48,8 @@ __all__ = [
     "ERROR", "ERROR_STATUSES", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK", "OPS_FILE",
     "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
     "OUTCOME_WARMUP", "REDIRECT", "RUN_STATUSES", "SCHEMA_VERSION", "STATUSES", "STATUS_CODE",
-    "TIMEOUT", "TMP_PREFIX", "Loadgen", "Manifest", "OpsArrays", "iter_run_dirs",
+    "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest", "OpsArrays",
+    "iter_run_dirs",
     "new_manifest", "outcome", "read_manifest", "read_ops", "sha256_file", "unpack_outcomes",
     "upgrade", "verify_run", "write_run",
 ]

@@ -5,6 +5,10 @@ runner, importers, test fixtures, benchmarks) build it with `new_manifest`, whic
 what can be derived (config_id, schema_version) and checks the shape; readers get it from
 `io.read_manifest`, upgraded to the current version (`migrations`).
 
+The nested sections have typed views (`Loadgen`, `Counts`, `Kit`, `Extras`: the
+`typed_*` properties of a manifest) that producers may also pass to `new_manifest`; on
+disk they stay the plain JSON mappings of schema version 1, so nothing is migrated.
+
 The runs table of `harness.analysis.load` flattens the nested mappings into prefixed
 columns (``loadgen_connections``, ``count_measured``, ``kit_git_commit``); the names
 code reads by string are constants here, so a rename is one edit.
@@ -12,9 +16,9 @@ code reads by string are constants here, so a rename is one edit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.errors import ResultsError
 from harness.results.ids import config_id as config_id_of
@@ -39,6 +43,36 @@ EXTRA_TIMELINE = "timeline"
 EXTRA_AGGREGATED = "aggregated"
 EXTRA_STATED_LATENCY_MS = "stated_latency_ms"
 EXTRA_IMPORTED_FROM = "imported_from"
+
+_S = TypeVar("_S", bound="_Section")
+
+
+class _Section:
+    """A typed view of one of the manifest's mappings: the keys the kit gives a meaning
+    are fields; any other key (a producer's own) is kept in `more`, so a manifest reads
+    and writes back unchanged."""
+
+    more: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls: type[_S], data: Mapping[str, Any] | None) -> _S:
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)} - {"more", "stored"}  # type: ignore[arg-type]
+        mine = {k: data.pop(k) for k in list(data) if k in known}
+        return cls(**mine, more=data, stored=frozenset(mine))  # type: ignore[call-arg]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mapping as stored: the fields read from it or set (not at their
+        default), then `more`."""
+        out = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name in ("more", "stored"):
+                continue
+            value = getattr(self, f.name)
+            default = f.default_factory() if callable(f.default_factory) else f.default
+            if value != default or f.name in getattr(self, "stored", ()):
+                out[f.name] = value
+        return {**out, **self.more}
 
 
 @dataclass(frozen=True)
@@ -74,6 +108,22 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def typed_loadgen(self) -> Loadgen:
+        return Loadgen.from_dict(self.loadgen)
+
+    @property
+    def typed_counts(self) -> Counts:
+        return Counts.from_dict(self.counts)
+
+    @property
+    def typed_kit(self) -> Kit:
+        return Kit.from_dict(self.kit)
+
+    @property
+    def typed_extra(self) -> Extras:
+        return Extras.from_dict(self.extra)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "manifest") -> Manifest:
         data = upgrade(data, where)  # older versions are upgraded, newer ones refused
@@ -88,7 +138,7 @@ class Manifest:
 
 
 @dataclass(frozen=True)
-class Loadgen:
+class Loadgen(_Section):
     """How the load was generated (``manifest.loadgen``); None: not applicable or unknown.
 
     Extra keys a producer knows (the runner's per-worker details) go into `more`."""
@@ -103,11 +153,82 @@ class Loadgen:
     warmup_s: float | None = None
     timeout_s: float | None = None
     target_rate_ops_s: float | None = None
+    engine: str | None = None  # "native", "python" or "mixed" (harness.loadgen.native)
     more: Mapping[str, Any] = field(default_factory=dict)
+    stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "more"}
+        """Every field, None or not: the runs table has a column for each."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("more", "stored")}
+        if self.engine is None and "engine" not in self.more:
+            del out["engine"]  # runs written before issue 18 have none: keep them as they are
         return {**out, **self.more}
+
+
+@dataclass(frozen=True)
+class Counts(_Section):
+    """``manifest.counts``: ops by status over the measured ops (`by_status`, stored as
+    one key per status), measured and warm-up ops, and all records."""
+
+    measured: int = 0
+    warmup: int = 0
+    total: int = 0
+    by_status: Mapping[str, int] = field(default_factory=dict)
+    more: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Counts:
+        from harness.results.schema import STATUSES
+
+        data = dict(data or {})
+        by_status = {k: int(data.pop(k)) for k in list(data) if k in STATUSES}
+        return cls(measured=int(data.pop("measured", 0)), warmup=int(data.pop("warmup", 0)),
+                   total=int(data.pop("total", 0)), by_status=by_status, more=data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.by_status, "measured": self.measured, "warmup": self.warmup,
+                "total": self.total, **self.more}
+
+
+@dataclass(frozen=True)
+class Kit(_Section):
+    """``manifest.kit``: the kit that measured (`harness.inventory.kit_info`)."""
+
+    version: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    more: Mapping[str, Any] = field(default_factory=dict)
+    #: The keys `from_dict` read (written back even at their default).
+    stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Extras(_Section):
+    """``manifest.extra``, the keys the kit gives a meaning (any other stays in `more`):
+
+    - baseline: a measurement before the run (`Workload.baseline`, e.g. the RTT);
+    - timeline: the scale events of the run (`harness.timeline`);
+    - pending_records: records still on client machines (`harness collect`);
+    - collected_later: what `harness collect` fetched afterwards;
+    - aggregated: an imported run whose records are per-op-kind means, not ops;
+    - stated / stated_latency_ms: what an imported tool printed itself;
+    - imported_from, skipped_lines, latency_source: an import's provenance.
+    """
+
+    baseline: Mapping[str, Any] | None = None
+    timeline: Sequence[Mapping[str, Any]] = ()
+    pending_records: Sequence[Mapping[str, Any]] = ()
+    collected_later: Sequence[Mapping[str, Any]] = ()
+    aggregated: bool = False
+    stated: Mapping[str, Any] | None = None
+    stated_latency_ms: Mapping[str, Any] | None = None
+    imported_from: Mapping[str, Any] = field(default_factory=dict)
+    skipped_lines: int = 0
+    latency_source: str | None = None
+    more: Mapping[str, Any] = field(default_factory=dict)
+    #: The keys `from_dict` read (written back even at their default).
+    stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
 
 def new_manifest(
@@ -129,8 +250,9 @@ def new_manifest(
 
     `params` default to the grid point (which always wins over a parameter of the same
     name); `config_id` defaults to the spec's ``k=v,...`` form of the grid point;
-    `loadgen` may be typed (`Loadgen`) or a mapping; every other `Manifest` field is
-    passed through `rest` (hosts, services, kit, error, extra, source, spec_file).
+    `loadgen` may be typed (`Loadgen`) or a mapping, and so may `counts` (`Counts`), `kit`
+    (`Kit`) and `extra` (`Extras`); every other `Manifest` field is passed through `rest`
+    (hosts, services, error, source, spec_file).
     """
     unknown = sorted(set(rest) - {f.name for f in fields(Manifest)})
     if unknown:
@@ -138,6 +260,9 @@ def new_manifest(
     if "schema_version" in rest:
         raise ResultsError("new_manifest: schema_version is the kit's, not the producer's")
     lg = loadgen.to_dict() if isinstance(loadgen, Loadgen) else dict(loadgen or {})
+    for name in ("counts", "kit", "extra"):  # typed sections are stored as mappings
+        if isinstance(rest.get(name), _Section):
+            rest[name] = rest[name].to_dict()
     return Manifest(
         run_id=run_id,
         experiment=experiment,

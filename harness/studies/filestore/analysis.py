@@ -47,7 +47,7 @@ def _baselines(raw_dir: Path, experiment: str) -> tuple[pd.DataFrame, int]:
     rows: list[dict[str, Any]] = []
     threshold = DEFAULT_THRESHOLD_BYTES
     for _, man in read_manifests(raw_dir, experiments=[experiment]):
-        base = man.extra.get("baseline") or {}
+        base = man.typed_extra.baseline or {}
         row: dict[str, Any] = {"run_id": man.run_id}
         for key, name in PROBES.items():
             b = base.get(name, {})

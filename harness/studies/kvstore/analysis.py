@@ -147,7 +147,7 @@ def timeline_events(raw_dir: Path, experiment: str) -> pd.DataFrame:
     """The manifests' `extra.timeline`: one row per executed step, phases as columns."""
     rows = []
     for _, man in read_manifests(raw_dir, experiments=[experiment]):
-        for i, ev in enumerate(man.extra.get("timeline", [])):
+        for i, ev in enumerate(man.typed_extra.timeline):
             if "start_ns" not in ev:
                 continue  # skipped: the clients had finished
             result = ev.get("result") or {}

@@ -74,11 +74,12 @@ def generate(raw_dir: Path, records: int, runs: int, seed: int = 0) -> None:
             print(f"  generated {i + 1}/{runs} runs", file=sys.stderr)
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None
+          ) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (GiB) and stdout of one child process."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -115,15 +116,18 @@ def main() -> int:
     cache = tempfile.mkdtemp(prefix="kvbench-cache-")
     env = {**os.environ, "XDG_CACHE_HOME": cache}
     summary = [sys.executable, "-m", "harness.cli", "summary", str(raw_dir), "--by", "op"]
-    first = timed(summary, env)
+    # `python -m` puts its working directory first on sys.path, before PYTHONPATH: each
+    # side runs in its own checkout, or both would run this one.
+    here = Path(__file__).resolve().parent.parent
+    first = timed(summary, env, here)
     before_env = {**env, "PYTHONPATH": str(args.before.resolve())} if args.before else None
     if before_env:
-        timed(summary, before_env)  # its own first (hashing) pass, untimed
+        timed(summary, before_env, args.before)  # its own first (hashing) pass, untimed
     again, before, plain = [], [], []
     for _ in range(args.repeats):  # taking turns: a busy moment hits every side alike
-        again.append(timed(summary, env))
+        again.append(timed(summary, env, here))
         if before_env:
-            before.append(timed(summary, before_env))
+            before.append(timed(summary, before_env, args.before))
         plain.append(timed([sys.executable, "-c", PLAIN_QUERY, str(raw_dir)], env))
     shutil.rmtree(cache, ignore_errors=True)
 

@@ -8,20 +8,29 @@ default does, so the figures are those of `summary.summarise` on the same runs.
 `summarise_sql(loaded, by)` returns the table `summary.summarise(loaded, by)` returns,
 given only the runs (``loaded.ops`` is not used). `units_sql` gives the per (group, run)
 counts, wall times and latency sums that the run-as-unit intervals need, and
-`group_latencies` one group's latencies at a time for the percentile intervals.
+`group_runs` each run's latencies, sorted, per group, for the percentiles and their
+intervals (`loo.RunSorted`: 8 bytes per op, nothing pooled is sorted).
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+    from harness.analysis.loo import RunSorted
 
 from harness.analysis.load import Loaded
 from harness.results import ERROR_STATUSES, OPS_FILE
@@ -98,8 +107,8 @@ def units_sql(con: duckdb.DuckDBPyConnection, p: Plan) -> pd.DataFrame:
                (max(b + lat) - min(b))::DOUBLE AS wall_ns, sum(lat)::DOUBLE AS lat_sum_ns,
                count(*) FILTER (WHERE status IN ({errors})) AS n_err,
                count(*) FILTER (WHERE status = 'miss') AS n_miss
-        FROM o GROUP BY ALL
-    """).df()
+        FROM o GROUP BY ALL ORDER BY ALL
+    """).df()  # ordered: the interval sums then add up the same way every time
 
 
 def _quantiles_sql(con: duckdb.DuckDBPyConnection, p: Plan) -> pd.DataFrame:
@@ -129,12 +138,11 @@ def summarise_with_intervals(
     loaded: Loaded, by: Sequence[str] | None = None,
     con: duckdb.DuckDBPyConnection | None = None, *, progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
-    """`summarise_sql` and `summary_ci.group_intervals` in one pass per group: each
-    group's ops are read once, sorted, and give both its percentiles (numpy's, to the
-    last bit) and their run-as-unit intervals (`loo`). `progress`: groups done / total
-    on stderr."""
+    """`summarise_sql` and `summary_ci.group_intervals` together: the sums per (group,
+    run) by DuckDB, the percentiles (numpy's, to the last bit) and their run-as-unit
+    intervals from each run's sorted latencies (`group_runs`, `loo.RunSorted`).
+    `progress`: runs read / total on stderr."""
     from harness.analysis import intervals
-    from harness.analysis.loo import SortedOps
     from harness.analysis.summary import summarise
     from harness.analysis.summary_ci import METRICS, _key
 
@@ -148,15 +156,13 @@ def summarise_with_intervals(
     gkeys = ["rgroup", *p.ops_keys]
     by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
                 for k, g in units.groupby(gkeys, sort=False, dropna=False)}
+    runs = group_runs(loaded, p, progress=progress)
     quant_rows = []
-    bar = tqdm(total=len(by_group), unit="group", desc="percentiles", file=sys.stderr,
-               disable=not progress, leave=False)
-    groups = [tuple(k) for k in units[gkeys].drop_duplicates().itertuples(index=False)]
-    for g, lat_ns, run in group_latencies(con, p, groups):
-        bar.update(1)
-        ops = SortedOps(lat_ns, run)
-        quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.at(ops.n - 1)))
-        u = by_group[g]
+    for g, u in by_group.items():
+        ops = runs.get(g)
+        if ops is None or ops.n == 0:
+            continue
+        quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.max()))
         n = u["n"].to_numpy(np.float64)
         cell: dict[str, object] = {
             "throughput_ops_s": intervals.ratio_interval(n, u["wall_ns"].to_numpy() / 1e9),
@@ -170,8 +176,6 @@ def summarise_with_intervals(
         values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
         values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
         cis[_key([values[c] for c in p.by])] = cell
-        del ops, in_ms, lat_ns, run
-    bar.close()
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
     return _assemble(p, units, quant), cis
 
@@ -221,34 +225,62 @@ def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame
     return _sorted(result[[*p.by, *FULL_COLUMNS]], p.by)
 
 
-def group_latencies(con: duckdb.DuckDBPyConnection, p: Plan,
-                    groups: Sequence[tuple[object, ...]] | None = None,
-                    ) -> Iterator[tuple[tuple[object, ...], np.ndarray, np.ndarray]]:
-    """(group key: rgroup then ops-level values, latencies in ns sorted ascending, their
-    run positions) per group, one group in memory at a time (12 bytes per op): the
-    percentile intervals need the ops themselves, sorted (`loo`). `groups`: the keys, if
-    known already (saves a scan)."""
-    keys = ["rgroup", *p.ops_keys]
-    if groups is None:
-        groups = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM o").fetchall()
-    where = " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in keys)
-    n_runs = max(len(p.run_codes), 1)
-    for g in groups:
-        rel = con.execute(f"SELECT lat, run_pos::INTEGER AS run FROM o WHERE {where}",
-                          [v.item() if isinstance(v, np.generic) else v for v in g]
-                          ).fetchnumpy()
-        lat = np.asarray(rel.pop("lat"), np.int64)
-        run = np.asarray(rel.pop("run"), np.int32)
-        # Sorting here beats DuckDB's ORDER BY + fetch (measured: 2.0 s vs 3.2 s for 9 M
-        # ops): latency and run packed into one int64 key, one in-place sort.
-        if lat.size and lat.min() >= 0 and lat.max() < np.iinfo(np.int64).max // n_runs:
-            lat *= n_runs
-            lat += run
-            del run
-            lat.sort()
-            run = (lat % n_runs).astype(np.int32)
-            lat //= n_runs
-        else:  # negative or huge latencies (a damaged import): the general sort
-            order = np.lexsort((run, lat))
-            lat, run = lat[order], run[order]
-        yield tuple(g), lat, run
+def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
+    """A column as integer codes and, for a dictionary column, the value of each code."""
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), \
+            col.dictionary.to_pylist()
+    return col.to_numpy(zero_copy_only=False).astype(np.int64), None
+
+
+def run_latencies(path: str, ops_keys: Sequence[str]) -> dict[tuple[object, ...], np.ndarray]:
+    """One ops file's measured latencies (no warm-up, no redirect), sorted, per value of
+    the ops-level keys (op as its name, as DuckDB's VARCHAR gives it; client as int)."""
+    parts: dict[tuple[object, ...], list[np.ndarray]] = {}
+    columns = ["latency_ns", "warmup", "status", *ops_keys]
+    for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
+        lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
+        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False)
+        status, names = _key_codes(batch, "status")
+        if names is None:  # not dictionary-encoded: compare the strings
+            keep &= np.asarray(batch.column("status").to_pylist(), object) != "redirect"
+        elif "redirect" in names:
+            keep &= status != names.index("redirect")
+        if not ops_keys:
+            parts.setdefault((), []).append(lat[keep])
+            continue
+        codes = [_key_codes(batch, k) for k in ops_keys]
+        combined = np.zeros(lat.size, np.int64)
+        for c, _ in codes:  # mixed radix over the keys' codes
+            combined = combined * (int(c.max(initial=0)) - int(c.min(initial=0)) + 1) \
+                + (c - int(c.min(initial=0)))
+        for code in np.unique(combined[keep]):
+            first = int(np.flatnonzero((combined == code) & keep)[0])
+            key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
+                        for c, vals in codes)
+            parts.setdefault(key, []).append(lat[keep & (combined == code)])
+    return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
+
+
+def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False,
+               threads: int | None = None) -> dict[tuple[object, ...], RunSorted]:
+    """Per group (rgroup, then the ops-level values): each run's sorted latencies, from
+    one read of each ops file. Files are read and sorted in threads (pyarrow and numpy
+    let go of the GIL); only the sorted latencies are kept, 8 bytes per op."""
+    from harness.analysis.loo import RunSorted
+
+    paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
+    found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
+    bar = tqdm(total=len(paths), unit="run", desc="latencies", file=sys.stderr,
+               disable=not progress, leave=False)
+    workers = threads or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        for pos, per_key in enumerate(pool.map(lambda f: run_latencies(f, p.ops_keys), paths)):
+            bar.update(1)
+            for key, lat in per_key.items():
+                arrays, labels = found.setdefault((int(p.run_codes[pos]), *key), ([], []))
+                arrays.append(lat)
+                labels.append(pos)
+    bar.close()
+    return {g: RunSorted(arrays, np.asarray(labels)) for g, (arrays, labels) in found.items()}

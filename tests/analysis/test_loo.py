@@ -55,3 +55,34 @@ def test_scaled_values_are_those_of_the_divided_array() -> None:
         assert scaled.quantile(q) == divided.quantile(q) == np.quantile(ns / 1e6, q)
         assert np.array_equal(scaled.leave_one_out(q), divided.leave_one_out(q))
     assert SortedOps(ns, run).quantile(0.99) == np.quantile(ns, 0.99)
+
+
+@pytest.mark.parametrize("runs,per_run", [(2, 2000), (5, 1000), (7, 333), (3, 50), (1, 500),
+                                          (4, 3)])
+def test_per_run_sorted_ops_equal_the_pooled_sort(runs: int, per_run: int) -> None:
+    """`RunSorted` (each run sorted, percentiles by counting) gives `quantile_interval`'s
+    intervals and `SortedOps`' percentiles, leave-one-outs and tails, ties included."""
+    from harness.analysis.loo import RunSorted, SortedOps
+
+    rng = np.random.default_rng(runs * per_run + 7)
+    sizes = [per_run + r for r in range(runs)]
+    parts = [rng.lognormal(np.log(1e5 * rng.uniform(0.8, 1.2)), 0.4, m).astype(np.int64)
+             for m in sizes]
+    parts[0][: len(parts[0]) // 3] = 100_000  # ties across runs
+    lat_ns = np.concatenate(parts)
+    run = np.repeat(np.arange(runs) * 3 + 1, sizes)
+    order = np.argsort(lat_ns, kind="stable")
+    pooled = SortedOps(lat_ns[order], run[order], 1e6)
+    per = RunSorted([np.sort(p) for p in parts], np.arange(runs) * 3 + 1, 1e6)
+    assert per.n == pooled.n and np.array_equal(per.counts, pooled.counts)
+    assert np.array_equal(per.labels, pooled.labels)
+    for q in QS:
+        assert per.quantile(q) == pooled.quantile(q) == np.quantile(lat_ns / 1e6, q), q
+        assert np.array_equal(per.per_run(q), pooled.per_run(q))
+        if runs > 1:
+            assert np.array_equal(per.leave_one_out(q), pooled.leave_one_out(q)), q
+        value = pooled.quantile(q)
+        assert per.tail_runs(value, q) == pooled.tail_runs(value, q), q
+    for q in (0.5, 0.9, 0.99):
+        _same(per.interval(q), quantile_interval(lat_ns / 1e6, run, q))
+    assert per.max() == lat_ns.max() / 1e6

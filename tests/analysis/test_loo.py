@@ -86,3 +86,24 @@ def test_per_run_sorted_ops_equal_the_pooled_sort(runs: int, per_run: int) -> No
     for q in (0.5, 0.9, 0.99):
         _same(per.interval(q), quantile_interval(lat_ns / 1e6, run, q))
     assert per.max() == lat_ns.max() / 1e6
+
+
+def test_int32_runs_count_as_their_int64_selves() -> None:
+    """`compact` stores a run as int32 when it fits; percentiles, leave-one-outs and
+    tails are those of the int64 runs, also with a run that does not fit."""
+    from harness.analysis.loo import RunSorted, compact
+
+    rng = np.random.default_rng(3)
+    parts = [np.sort(rng.lognormal(np.log(1e5), 0.6, 800 + r).astype(np.int64))
+             for r in range(4)]
+    parts[3][-1] = 2**40  # one run too wide for int32: stays int64
+    small = [compact(p) for p in parts]
+    assert [p.dtype for p in small] == [np.int32] * 3 + [np.int64]
+    wide, narrow = RunSorted(parts, np.arange(4), 1e6), RunSorted(small, np.arange(4), 1e6)
+    for q in QS:
+        assert wide.quantile(q) == narrow.quantile(q)
+        assert np.array_equal(wide.leave_one_out(q), narrow.leave_one_out(q))
+        assert np.array_equal(wide.per_run(q), narrow.per_run(q))
+        v = wide.quantile(q)
+        assert wide.tail_runs(v, q) == narrow.tail_runs(v, q)
+    assert compact(np.array([-(2**31), 5])).dtype == np.int64  # the bound itself: not inside

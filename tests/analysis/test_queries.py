@@ -144,3 +144,24 @@ def test_sorted_pass_is_the_pandas_path_to_the_last_bit(mixed_raw: Path, by) -> 
     for key, cell in group_intervals(loaded, by).items():
         for field in ("latency_p50_ms", "latency_p99_ms"):
             assert repr(cell[field]) == repr(cis[key][field]), (key, field)
+
+
+@pytest.mark.parametrize("by", BYS, ids=str)
+def test_one_read_gives_the_sums_of_the_duckdb_scan(mixed_raw: Path, by) -> None:
+    """The intervals' pass computes the per (group, run) sums itself, in the same read as
+    the latencies: equal to `units_sql`'s, value for value."""
+    from harness.analysis import queries
+
+    loaded = load_runs_only(mixed_raw)
+    p = queries.plan(loaded, by)
+    con = queries.connect()
+    queries._ops_view(con, loaded, p)
+    sql = queries.units_sql(con, p)
+    keys = ["rgroup", *p.ops_keys, "run_pos"]
+    sql = sql.sort_values(keys, ignore_index=True)
+    mine, runs = queries.group_runs(loaded, p, threads=2)
+    assert len(mine) == len(sql) > 0
+    assert sql["n_err"].sum() > 0 and sql["n_miss"].sum() > 0  # the data have both
+    for col in sql.columns:
+        assert mine[col].tolist() == sql[col].tolist(), col
+    assert sum(r.n for r in runs.values()) == int(sql["n"].sum())

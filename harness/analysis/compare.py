@@ -9,11 +9,11 @@ says better / worse / no significant difference / inconclusive, knowing that hig
 throughput and lower latency are better. A percentile whose runs hold too few ops beyond
 it, or a side with one run, is inconclusive with the reason in ``test``.
 
-Trees given as paths are read by DuckDB (`queries.summarise_with_intervals`, one group's
-latencies in memory at a time), as `harness summary` reads them, so a comparison of
-runs of any size needs no more memory than their summary; a `Loaded` with its ops in
-pandas (a notebook's) is judged from those (`summary_ci.group_intervals`, the same
-intervals to the last bits).
+Trees given as paths are read one ops file at a time (`queries.summarise_with_intervals`:
+each run's latencies sorted on its own, 4-8 bytes per op), as `harness summary` reads
+them, so a comparison of runs of any size needs no more memory than their summary; a
+`Loaded` with its ops in pandas (a notebook's) is judged from those
+(`summary_ci.group_intervals`, the same intervals to the last bits).
 """
 
 from __future__ import annotations

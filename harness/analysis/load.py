@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from harness.errors import ResultsError, SchemaVersionError
@@ -96,6 +97,14 @@ class Loaded:
     grid_keys: tuple[str, ...] = ()
     #: Runs left out (newer schema, damaged manifest or ops file), each named with why.
     skipped: tuple[SkippedRun, ...] = ()
+    #: `ops` holds every k-th measured op of each run (k > 1 only when `load(max_ops=)`
+    #: thinned a large experiment): enough to draw it, never to count it. The summaries
+    #: (`summary.summarise`, `summary_ci`) then read every op from the files instead.
+    sample_every: int = 1
+
+    @property
+    def sampled(self) -> bool:
+        return self.sample_every > 1
 
     @property
     def experiments(self) -> list[str]:
@@ -269,8 +278,10 @@ def read_ops_table(
     *,
     measured_only: bool = True,
     skipped: list[SkippedRun] | None = None,
+    every: int = 1,
 ) -> pa.Table:
-    """Ops of the given (run_id, run_dir) pairs as one Arrow table (run_id first).
+    """Ops of the given (run_id, run_dir) pairs as one Arrow table (run_id first);
+    `every` > 1 keeps each run's 1st, (k+1)-th, ... op (after the warm-up filter).
 
     Dictionary columns are unified so runs with different op names concatenate. A run
     whose ops file cannot be read raises `ResultsError`, or, given a `skipped` list, is
@@ -296,6 +307,8 @@ def read_ops_table(
             table = table.filter(pc.invert(table.column("warmup")))
             if "warmup" not in columns:
                 table = table.drop_columns(["warmup"])
+        if every > 1:
+            table = table.take(pa.array(np.arange(0, table.num_rows, every)))
         # A dictionary-typed run_id costs 1 byte/op instead of a string per op.
         rid = pa.DictionaryArray.from_arrays(
             pa.array(np.zeros(table.num_rows, dtype=np.int32)), pa.array([run_id])
@@ -335,11 +348,14 @@ def load(
     measured_only: bool = True,
     verify: bool = True,
     skip_unknown_schema: bool = True,
+    max_ops: int | None = None,
 ) -> Loaded:
     """Runs and ops of `raw_dir`, filtered by experiment and any run-level column.
 
     Runs that cannot be read are left out of both tables and listed in `Loaded.skipped`
-    (see `read_manifests`)."""
+    (see `read_manifests`). `max_ops`: when the runs' ops files hold more records than
+    this, `ops` keeps every k-th op of each run (`Loaded.sample_every`), so a study of
+    any size is drawn in bounded memory while its numbers come from every op."""
     pairs, skipped = _read_manifests(
         raw_dir,
         experiments=experiments,
@@ -354,7 +370,9 @@ def load(
     pairs_ops = [(str(r), Path(d)) for r, d in zip(runs["run_id"], runs["run_dir"],
                                                     strict=True)]
     before = len(skipped)
-    table = read_ops_table(pairs_ops, columns, measured_only=measured_only, skipped=skipped)
+    every = _sample_every([d for _, d in pairs_ops], max_ops)
+    table = read_ops_table(pairs_ops, columns, measured_only=measured_only, skipped=skipped,
+                           every=every)
     if len(skipped) > before:  # an ops file that passed no checksum and does not parse
         gone = {s.run_id for s in skipped[before:]}
         runs = runs[~runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
@@ -364,7 +382,22 @@ def load(
         ops=_to_pandas(table),
         grid_keys=grid_keys(m for _, m in pairs),
         skipped=tuple(skipped),
+        sample_every=every,
     )
+
+
+def _sample_every(run_dirs: Sequence[Path], max_ops: int | None) -> int:
+    """1, or the k that brings the records of `run_dirs` (from the Parquet footers, warm-up
+    included: no op is read for it) to at most `max_ops`."""
+    if max_ops is None:
+        return 1
+    total = 0
+    for run_dir in run_dirs:
+        try:
+            total += pq.ParquetFile(Path(run_dir) / OPS_FILE).metadata.num_rows
+        except (OSError, pa.ArrowInvalid):
+            continue  # read_ops_table names it and skips the run
+    return max(1, -(-total // max(1, max_ops)))
 
 
 def load_runs_only(

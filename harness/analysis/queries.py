@@ -135,6 +135,7 @@ def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
 def summarise_with_intervals(
     loaded: Loaded, by: Sequence[str] | None = None,
     con: duckdb.DuckDBPyConnection | None = None, *, progress: bool = False,
+    metrics: dict[str, float | None] | None = None,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
     """`summarise_sql` and `summary_ci.group_intervals` together, from one read of each
     ops file (`group_runs`): the sums per (group, run) that `units_sql` gives (equal, a
@@ -142,10 +143,12 @@ def summarise_with_intervals(
     (numpy's, to the last bit) and their run-as-unit intervals (`loo.RunSorted`). One
     read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
     third of the time. `con` is not used (kept for callers). `progress`: runs read /
-    total on stderr."""
+    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default)."""
     from harness.analysis import intervals
     from harness.analysis.summary import summarise
     from harness.analysis.summary_ci import METRICS, _key
+
+    metrics = METRICS if metrics is None else metrics
 
     cis: dict[tuple[object, ...], dict[str, object]] = {}
     if not len(loaded.runs):
@@ -168,7 +171,7 @@ def summarise_with_intervals(
                 u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
         }
         in_ms = ops.with_scale(_NS_PER_MS)
-        for field, q in METRICS.items():
+        for field, q in metrics.items():
             if q is not None:
                 cell[field] = in_ms.interval(q)
         values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
@@ -176,6 +179,21 @@ def summarise_with_intervals(
         cis[_key([values[c] for c in p.by])] = cell
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
     return _assemble(p, units, quant), cis
+
+
+def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> pd.DataFrame:
+    """Per group of `by`: its ops and each quantile of `qs` of their latencies (ms, a
+    column per q), from one read of each ops file; numpy's quantiles of the pooled ops to
+    the last bit (`loo.RunSorted`), for figures of experiments too large to load."""
+    p = plan(loaded, by)
+    rows = []
+    if len(loaded.runs):
+        for g, ops in group_runs(loaded, p)[1].items():
+            values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
+            values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
+            rows.append([*(values[c] for c in p.by), ops.n,
+                         *(ops.quantile(q) / _NS_PER_MS for q in qs)])
+    return pd.DataFrame(rows, columns=[*p.by, "ops", *qs])
 
 
 def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame:

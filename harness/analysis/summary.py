@@ -206,7 +206,13 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     measured ops with ``op`` (if grouped on), ``start_ns``, ``latency_ns`` and ``status``.
     A named ``op`` or ``client`` groups ops-level; in the default grouping a grid
     parameter called ``op`` is the run's grid value (so runs without ops still count).
+    A `Loaded` whose ops are a sample (`Loaded.sampled`) is summarised from its runs'
+    files, every op (`queries.summarise_sql`).
     """
+    if loaded.sampled:
+        from harness.analysis import queries
+
+        return queries.summarise_sql(loaded, by)
     runs, ops = loaded.runs, loaded.ops
     if by is None:
         by, ops_keys = default_by(loaded), []

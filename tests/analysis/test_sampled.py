@@ -1,0 +1,72 @@
+"""`load(max_ops=)`: a large experiment's ops are kept as every k-th op of each run (for
+figures), while every number (summaries, per-run tables, intervals) still comes from
+every op in the files, equal to the full load's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.load import load
+from harness.analysis.summary import run_summary, summarise
+from harness.analysis.summary_ci import TABLE_METRICS, group_intervals, summarise_with_ci
+from tests.fixtures.rawdata import write_datastore_memcache
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # 5 ops x 4 sets x 3,000 measured ops (+5 warm-up each): 60,100 records.
+    return write_datastore_memcache(tmp_path_factory.mktemp("sampled"), sets=4,
+                                    ops_per_set=3_000)
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    assert len(a) == len(b)
+    for col in a.columns:
+        x, y = a[col], b[col]
+        if x.dtype.kind == "f" or y.dtype.kind == "f":
+            np.testing.assert_allclose(x.to_numpy(float), y.to_numpy(float), rtol=1e-12,
+                                       err_msg=col)
+        else:
+            assert [str(v) for v in x] == [str(v) for v in y], col
+
+
+def test_below_the_limit_nothing_is_sampled(raw: Path) -> None:
+    full, same = load(raw), load(raw, max_ops=60_100)
+    assert not same.sampled and same.sample_every == 1
+    pd.testing.assert_frame_equal(full.ops, same.ops)
+
+
+def test_every_kth_op_of_each_run_is_kept(raw: Path) -> None:
+    full, thin = load(raw), load(raw, max_ops=10_000)
+    assert thin.sample_every == 7  # ceil(60,100 / 10,000)
+    for run_id, ops in full.ops.groupby("run_id", observed=True):
+        kept = thin.ops[thin.ops["run_id"] == run_id]
+        np.testing.assert_array_equal(kept["start_ns"].to_numpy(),
+                                      ops["start_ns"].to_numpy()[::7])
+    assert len(thin.ops) <= 10_000
+
+
+@pytest.mark.parametrize("by", [None, ["op"], ["run_id", "op"], ["op", "status"]], ids=str)
+def test_numbers_of_a_sampled_load_are_those_of_every_op(raw: Path, by: list[str] | None
+                                                         ) -> None:
+    full, thin = load(raw), load(raw, max_ops=10_000)
+    assert thin.sampled
+    _same(summarise(full, by), summarise(thin, by))
+
+
+def test_per_run_table_and_intervals_of_a_sampled_load(raw: Path) -> None:
+    full, thin = load(raw), load(raw, max_ops=10_000)
+    _same(run_summary(full, by_op=True), run_summary(thin, by_op=True))
+    _same(summarise_with_ci(full, ["op"], TABLE_METRICS),
+          summarise_with_ci(thin, ["op"], TABLE_METRICS))
+    want, got = group_intervals(full, ["op"]), group_intervals(thin, ["op"])
+    assert want.keys() == got.keys()
+    for key, cells in want.items():
+        for field, iv in cells.items():
+            assert (got[key][field].low, got[key][field].high) == \
+                pytest.approx((iv.low, iv.high), rel=1e-12), (key, field)

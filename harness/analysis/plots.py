@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,31 @@ def _log_ms_axis(axis) -> None:
 
 def _labels_with_n(counts: pd.Series, unit: str) -> dict[str, str]:
     return {str(k): f"{k} (n = {int(v):,} {unit})" for k, v in counts.items()}
+
+
+#: The percentiles `percentiles` draws.
+PERCENTILE_QS = (0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999)
+
+
+def _counts(data: pd.DataFrame, hue: str, ops_total: Mapping[str, int] | None) -> pd.Series:
+    """Ops per `hue` value for the legend: the drawn ops', or every op's when the drawn
+    ones are a sample (`ops_total`)."""
+    drawn = data[hue].value_counts()
+    if ops_total is None:
+        return drawn
+    return pd.Series({k: int(ops_total.get(str(k), v)) for k, v in drawn.items()})
+
+
+def _count_label(v: float, _pos: object = None) -> str:
+    """Tick label of an op count: 0, 500, 250k, 1.5M (long integers overlap)."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(v) >= size:
+            return f"{v / size:g}{unit}"
+    return f"{v:g}"
+
+
+def _sample_note(sample_every: int) -> str:
+    return "" if sample_every <= 1 else f"; one op in {sample_every:,} of each run drawn"
 
 
 def bars_with_ci(
@@ -98,11 +123,14 @@ def latency_ecdf(
     *,
     title: str,
     order: Sequence[str] | None = None,
+    ops_total: Mapping[str, int] | None = None,
+    sample_every: int = 1,
 ) -> Figure:
-    """Empirical CDF of per-op latency (ms, log axis), one line per `hue` value."""
+    """Empirical CDF of per-op latency (ms, log axis), one line per `hue` value. `ops`
+    may be every k-th op of each run (`sample_every`; the legend's n are `ops_total`)."""
     data = pd.DataFrame({"latency_ms": ops["latency_ns"].to_numpy() / 1e6,
                          hue: ops[hue].astype(str).to_numpy()})
-    counts = data[hue].value_counts()
+    counts = _counts(data, hue, ops_total)
     labels = _labels_with_n(counts, "ops")
     data[hue] = data[hue].map(labels)
     hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
@@ -114,6 +142,8 @@ def latency_ecdf(
     _log_ms_axis(ax.xaxis)
     ax.set_xlabel("latency per op [ms] (log scale)")
     ax.set_ylabel("share of ops ≤ latency")
+    if sample_every > 1:
+        title = f"{title}\n({_sample_note(sample_every)[2:]})"
     for q in (0.5, 0.99):
         ax.axhline(q, color="0.5", linestyle=":", linewidth=0.8)
         ax.annotate(f"p{q * 100:g}", (1.0, q), xycoords=("axes fraction", "data"),
@@ -169,16 +199,21 @@ def latency_over_time(
     order: Sequence[str] | None = None,
     window: int = 25,
     x: str = "index",
+    ops_total: Mapping[str, int] | None = None,
+    sample_every: int = 1,
 ) -> Figure:
     """Latency of each op against its position in its run (ms, log y), with a rolling
     median per `hue` to show drift or warm-up effects the mean would hide.
 
     `x` is ``index`` (the op's number within its run, comparable across configurations
-    whose runs last very different times) or ``start`` (ms since run start).
+    whose runs last very different times) or ``start`` (ms since run start). `ops` may
+    be every k-th op of each run (`sample_every`): an op's number is then its rank in
+    the sample times k, and the legend's n are `ops_total`.
     """
     if x == "index":
         # Rank of each op's start within its run: vectorised, no per-run Python loop.
-        t = ops.groupby("run_id", observed=True)["start_ns"].rank(method="first") - 1
+        t = (ops.groupby("run_id", observed=True)["start_ns"].rank(method="first") - 1) \
+            * sample_every
         xlabel = "op number within run (measured ops)"
     elif x == "start":
         t = ops["start_ns"] / 1e6
@@ -190,7 +225,7 @@ def latency_over_time(
         "latency_ms": ops["latency_ns"].to_numpy() / 1e6,
         hue: ops[hue].astype(str).to_numpy(),
     })
-    counts = data[hue].value_counts()
+    counts = _counts(data, hue, ops_total)
     labels = _labels_with_n(counts, "ops")
     keys = [o for o in (order or sorted(counts.index)) if o in labels]
     fig = new_figure()
@@ -207,8 +242,11 @@ def latency_over_time(
     _log_ms_axis(ax.yaxis)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency per op [ms] (log scale)")
-    ax.set_title(f"{title}\n(points: ops of all runs; lines: rolling median of {window})",
-                 fontsize=11)
+    if x == "index" and len(data) and data["t_ms"].max() >= 10_000:
+        ax.xaxis.set_major_formatter(FuncFormatter(_count_label))  # 100k, not 100000
+    note = f"\n({_sample_note(sample_every)[2:]})" if sample_every > 1 else ""
+    ax.set_title(f"{title}\n(points: ops of all runs; lines: rolling median of {window})"
+                 f"{note}", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return fig
 
@@ -219,13 +257,17 @@ def percentiles(
     *,
     title: str,
     order: Sequence[str] | None = None,
+    ops_total: Mapping[str, int] | None = None,
+    values: Mapping[str, Sequence[float]] | None = None,
 ) -> Figure:
     """Latency at each percentile up to p99.9, on a log-odds-like tail axis (HdrHistogram
-    style): the tail is where configurations differ, so it gets the room."""
-    qs = np.array([0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999])
+    style): the tail is where configurations differ, so it gets the room. `values`: the
+    latencies (ms) at `PERCENTILE_QS` per `hue` value, computed from every op where
+    `ops` is only a sample (`queries.group_quantiles`)."""
+    qs = np.array(PERCENTILE_QS)
     data = pd.DataFrame({"latency_ms": ops["latency_ns"].to_numpy() / 1e6,
                          hue: ops[hue].astype(str).to_numpy()})
-    counts = data[hue].value_counts()
+    counts = _counts(data, hue, ops_total)
     labels = _labels_with_n(counts, "ops")
     fig = new_figure()
     ax = fig.axes[0]
@@ -234,7 +276,8 @@ def percentiles(
         palette = sns.color_palette("colorblind", len(counts))
         keys = [o for o in (order or sorted(counts.index)) if o in labels]
         for color, key in zip(palette, keys, strict=False):
-            vals = np.quantile(data.loc[data[hue] == key, "latency_ms"], qs)
+            vals = (np.asarray(values[key], float) if values is not None
+                    else np.quantile(data.loc[data[hue] == key, "latency_ms"], qs))
             ax.plot(xs, vals, marker="o", color=color, label=labels[key], linewidth=1.6)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -14,6 +14,12 @@ from typing import Any, ClassVar
 from harness.analysis import plots, prose
 from harness.analysis.display import markdown as _markdown
 
+#: A study holds at most this many ops in memory for its per-op figures (ECDF, over
+#: time): a larger experiment is drawn from every k-th op of each run, while its tables,
+#: intervals and tests still read every op from the files (`load(max_ops=)`). 100 000
+#: points is also about what a scatter in an SVG can carry.
+FIGURE_OPS = 100_000
+
 
 @dataclass
 class StudyBase:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import intervals, plots, prose, stats, tables
+from harness.analysis import intervals, plots, prose, queries, stats, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
@@ -23,7 +23,7 @@ from harness.analysis.summary_ci import (
     no_ci_reasons,
     summarise_with_ci,
 )
-from harness.studies.base import StudyBase, as_path
+from harness.studies.base import FIGURE_OPS, StudyBase, as_path
 from harness.workloads.datastore_memcache import LABELS, OPS, SEED_MS
 
 EXPERIMENT = "datastore_vs_memcache"
@@ -67,8 +67,11 @@ class Study(StudyBase):
             f"Data: experiment `{self.experiment}`, {len(runs)} runs: "
             f"{n_sets} sets per operation of "
             f"{int(per.median())} measured ops each (warm-up ops excluded), "
-            f"{len(self.loaded.ops):,} measured ops in all."
+            f"{int(self.per_set['ops'].sum()):,} measured ops in all."
         )
+        if self.loaded.sampled:
+            text += (f" The per-op figures draw one op in {self.loaded.sample_every:,} of "
+                     "each set; every number is computed from all of them.")
         incomplete = int((runs["status"] != "complete").sum())
         if incomplete:
             text += f" {incomplete} runs did not complete; their recorded ops are included."
@@ -176,6 +179,12 @@ class Study(StudyBase):
         ops = self.loaded.ops
         return ops.assign(op=ops["op"].astype(str).map(lambda o: LABELS.get(o, o)))
 
+    def _ops_total(self) -> dict[str, int]:
+        """Measured ops per operation label: the legends' n, also when only a sample of
+        the ops is drawn."""
+        per = self.per_set.groupby("op")["ops"].sum()
+        return {LABELS.get(o, o): int(n) for o, n in per.items()}
+
     def _label_order(self) -> list[str]:
         return [LABELS.get(o, o) for o in self.order]
 
@@ -202,7 +211,8 @@ class Study(StudyBase):
         if not self.ran:
             return None
         fig = plots.latency_ecdf(self._ops_labelled(), title="Latency distribution per op",
-                                 order=self._label_order())
+                                 order=self._label_order(), ops_total=self._ops_total(),
+                                 sample_every=self.loaded.sample_every)
         return self.publish(fig, "ecdf")
 
     def per_set_figure(self):
@@ -217,14 +227,21 @@ class Study(StudyBase):
         if not self.ran:
             return None
         fig = plots.latency_over_time(self._ops_labelled(), title="Latency over the run",
-                                      order=self._label_order())
+                                      order=self._label_order(), ops_total=self._ops_total(),
+                                      sample_every=self.loaded.sample_every)
         return self.publish(fig, "over-time")
 
     def percentile_figure(self):
         if not self.ran:
             return None
+        values = None
+        if self.loaded.sampled:  # from every op, not the drawn sample
+            q = queries.group_quantiles(self.loaded, ["op"], plots.PERCENTILE_QS)
+            values = {LABELS.get(str(r["op"]), str(r["op"])):
+                      [r[x] for x in plots.PERCENTILE_QS] for _, r in q.iterrows()}
         fig = plots.percentiles(self._ops_labelled(), title="Latency percentiles per op",
-                                order=self._label_order())
+                                order=self._label_order(), ops_total=self._ops_total(),
+                                values=values)
         return self.publish(fig, "percentiles")
 
 
@@ -240,7 +257,7 @@ def analyse(
     study = Study(raw_dir, alpha, as_path(figures_dir), experiment)
     if experiment not in available_experiments(raw_dir):
         return study
-    loaded = load(raw_dir, experiments=[experiment])
+    loaded = load(raw_dir, experiments=[experiment], max_ops=FIGURE_OPS)
     if loaded.runs.empty:
         return study
     per = run_summary(loaded, by_op=True)

@@ -27,6 +27,7 @@ from scipy import stats as st
 from harness.analysis import stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
+from harness.studies.base import FIGURE_OPS
 from harness.workloads.cluster import OPS
 
 EXPERIMENT = "cluster_modes"
@@ -230,7 +231,8 @@ def load_study(raw_dir: Path | str, experiment: str = EXPERIMENT
     raw_dir = Path(raw_dir)
     if experiment not in available_experiments(raw_dir):
         return None, pd.DataFrame(columns=list(RUN_COLUMNS))
-    loaded = load(raw_dir, experiments=[experiment])
+    # Its tables are per run, from every op in the files: the ops kept are a sample.
+    loaded = load(raw_dir, experiments=[experiment], max_ops=FIGURE_OPS)
     if loaded.runs.empty:
         return None, pd.DataFrame(columns=list(RUN_COLUMNS))
     return loaded, per_run(loaded, raw_dir, experiment)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness import paths
@@ -140,3 +141,14 @@ def test_the_notebook_executes_and_draws(raw: Path, tmp_path: Path) -> None:
         params = {"raw_results": str(empty), "figures_dir": str(tmp_path / "fig2")}
         assert execute_notebook(nb, tmp_path / "empty.ipynb", params, kernel) is None
         assert "Not run" in (tmp_path / "empty.ipynb").read_text()
+
+
+def test_a_sampled_load_gives_the_same_per_run_frame(raw: Path, runs, monkeypatch) -> None:
+    """Above the figure budget only a sample of ops is held; the per-run frame, which every
+    table and fit of the study comes from, is still every op's."""
+    monkeypatch.setattr(cluster, "FIGURE_OPS", 1_000)
+    loaded, thin = cluster.load_study(raw)
+    assert loaded is not None and loaded.sample_every == 28  # 28,000 ops
+    pd.testing.assert_frame_equal(thin.drop(columns="run_dir", errors="ignore"),
+                                  runs.drop(columns="run_dir", errors="ignore"),
+                                  check_exact=False, rtol=1e-12)

@@ -196,6 +196,62 @@ def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> p
     return pd.DataFrame(rows, columns=[*p.by, "ops", *qs])
 
 
+def _selected_ops(con: duckdb.DuckDBPyConnection, loaded: Loaded, runs: pd.DataFrame,
+                  column: str, statuses: Sequence[str], above: float | None) -> str:
+    """The FROM and WHERE of a query over the measured ops of `runs` (run_id plus
+    run-level columns, as ``f.<column>``) with one of `statuses` and `column` > `above`."""
+    dirs = dict(zip(loaded.runs["run_id"].astype(str), loaded.runs["run_dir"], strict=True))
+    files = runs.assign(filename=[str(Path(dirs[str(r)]) / OPS_FILE) for r in runs["run_id"]])
+    con.register("files", files.drop(columns="run_id"))
+    paths = "[" + ", ".join(_quote(f) for f in files["filename"]) + "]"
+    cond = f" AND p.{column} > {float(above)!r}" if above is not None else ""
+    wanted = ", ".join(_quote(x) for x in statuses)
+    return f"""FROM read_parquet({paths}, filename = true) p JOIN files f USING (filename)
+        WHERE NOT p.warmup AND p.status::VARCHAR IN ({wanted}){cond}"""
+
+
+def binned_medians(loaded: Loaded, runs: pd.DataFrame, column: str,
+                   edges: Sequence[float], *, statuses: Sequence[str] = ("ok",),
+                   above: float | None = None) -> pd.DataFrame:
+    """Per op, value of the run-level columns of `runs` (``run_id`` plus any others: the
+    runs to read) and bin of the ops-level `column` (``np.digitize(value, edges)``: the
+    number of edges at or below it), over the measured ops with one of `statuses` (and
+    `column` > `above`, if given): the median latency in ms (DuckDB's ``quantile_cont``,
+    numpy's interpolation) and the ops; columns op, <run columns>, bin, median_ms, count.
+    For figures and tables of experiments too large to load (`Loaded.sampled`)."""
+    keys = [c for c in runs.columns if c != "run_id"]
+    out = ["op", *keys, "bin", "median_ms", "count"]
+    if runs.empty:
+        return pd.DataFrame(columns=out)
+    con = connect()
+    where = _selected_ops(con, loaded, runs, column, statuses, above)
+    bins = " + ".join(f"(p.{column} >= {_double(e)})::INTEGER" for e in edges) or "0"
+    cols = "".join(f", f.{k}" for k in keys)
+    return con.execute(f"""
+        SELECT p.op::VARCHAR AS op{cols}, {bins} AS bin,
+               quantile_cont(p.latency_ns, 0.5) / 1e6 AS median_ms, count(*) AS count
+        {where}
+        GROUP BY ALL ORDER BY ALL
+    """).df()[out]
+
+
+def value_range(loaded: Loaded, runs: pd.DataFrame, column: str, *,
+                statuses: Sequence[str] = ("ok",), above: float | None = None
+                ) -> tuple[float, float]:
+    """Least and greatest `column` over the ops `binned_medians` reads (NaN: none)."""
+    if runs.empty:
+        return float("nan"), float("nan")
+    con = connect()
+    where = _selected_ops(con, loaded, runs[["run_id"]], column, statuses, above)
+    lo, hi = con.execute(f"SELECT min(p.{column}), max(p.{column}) {where}").fetchone()
+    return (float("nan") if lo is None else float(lo)), (float("nan") if hi is None
+                                                          else float(hi))
+
+
+def _double(x: float) -> str:
+    return "'inf'::DOUBLE" if x == float("inf") else f"{float(x)!r}::DOUBLE"
+
+
 def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame:
     """The `summarise` table from per-(group, run) sums and per-group percentiles."""
     from harness.analysis.summary import FULL_COLUMNS, _sorted

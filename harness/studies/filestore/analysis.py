@@ -13,6 +13,7 @@ it, both as methods of `harness.studies.filestore.Study`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,11 +21,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, stats, verdict
+from harness.analysis import intervals, queries, stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
 from harness.analysis.summary import run_summary
 from harness.analysis.summary_ci import ci_strings, summarise_with_ci
-from harness.studies.base import StudyBase
+from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.filestore import OPS
 
 EXPERIMENT = "filestore_memcache"
@@ -100,6 +101,47 @@ class Numbers(StudyBase):
         ops = self.loaded.ops.merge(keys, on="run_id", how="inner")
         return ops.assign(latency_ms=ops["latency_ns"] / 1e6, op=ops["op"].astype(str))
 
+    def _pooled(self) -> Loaded:
+        """The runs with their thread count, and their ops: every op, pooled per
+        configuration in `config_table`; a sample (`Loaded.sampled`) is read from the
+        files instead, which needs the run directories."""
+        assert self.loaded is not None
+        if not self.loaded.sampled:
+            return Loaded(self.per_run, self.ops_frame())
+        runs = self.loaded.runs.drop(columns=["memcache", "threads"], errors="ignore").merge(
+            self.per_run[["run_id", "threads", "memcache"]], on="run_id", how="inner")
+        return Loaded(runs, self.loaded.ops.iloc[:0], sample_every=self.loaded.sample_every)
+
+    def size_medians(self, edges: Sequence[float], *, positive: bool = False) -> pd.DataFrame:
+        """At the lowest thread count, per op, memcache and file-size bin
+        (``np.digitize(bytes, edges)``), over successful ops (of more than 0 bytes if
+        `positive`): the median latency (ms) and the ops. From the ops in memory, or
+        from every op in the files when those are a sample (`Loaded.sampled`)."""
+        assert self.loaded is not None
+        keys = self.per_run.loc[self.per_run["threads"] == self.threads[0],
+                                ["run_id", "memcache"]]
+        if self.loaded.sampled:
+            return queries.binned_medians(self.loaded, keys, "bytes", edges,
+                                          above=0 if positive else None)
+        ops = self.loaded.ops.merge(keys, on="run_id", how="inner")
+        keep = (ops["status"] == "ok") & ((ops["bytes"] > 0) if positive else True)
+        ops = ops[keep]
+        return (ops.assign(op=ops["op"].astype(str), bin=np.digitize(ops["bytes"], edges),
+                           median_ms=ops["latency_ns"] / 1e6)
+                .groupby(["op", "memcache", "bin"])["median_ms"]
+                .agg(median_ms="median", count="size").reset_index())
+
+    def size_range(self) -> tuple[float, float]:
+        """Least and greatest size of the successful ops of more than 0 bytes at the
+        lowest thread count (the ops `size_medians(positive=True)` reads)."""
+        assert self.loaded is not None
+        keys = self.per_run.loc[self.per_run["threads"] == self.threads[0], ["run_id"]]
+        if self.loaded.sampled:
+            return queries.value_range(self.loaded, keys, "bytes", above=0)
+        ops = self.loaded.ops.merge(keys, on="run_id", how="inner")
+        sizes = ops.loc[(ops["status"] == "ok") & (ops["bytes"] > 0), "bytes"]
+        return (float(sizes.min()), float(sizes.max())) if len(sizes) else (np.nan, np.nan)
+
     def select(self, op: str, threads: int, memcache: bool) -> pd.DataFrame:
         p = self.per_run
         return p[(p["op"] == op) & (p["threads"] == threads) & (p["memcache"] == memcache)]
@@ -139,8 +181,7 @@ class Numbers(StudyBase):
         tput = stats.config_table(self.per_run, keys, "throughput_ops_s", rate=True)
         lat = stats.config_table(self.per_run, keys, "latency_ms")
         good = goodput_table(self.per_run, keys)
-        ops = self.ops_frame()
-        pooled = summarise_with_ci(Loaded(self.per_run, ops), keys)
+        pooled = summarise_with_ci(self._pooled(), keys)
         for col in ("latency_p50_ms", "latency_p99_ms"):
             pooled[col] = ci_strings(pooled, col)  # CI over runs where the ops allow one
         pooled["errors"] = np.rint(pooled["error_rate"] * pooled["ops"]).astype(int)
@@ -245,7 +286,7 @@ def load_into(study: N) -> N:
     raw_dir, experiment = study.raw_dir, study.experiment
     if experiment not in available_experiments(raw_dir):
         return study
-    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS)
+    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
     if loaded.runs.empty:
         return study
     per = run_summary(loaded)

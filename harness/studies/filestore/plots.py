@@ -86,11 +86,13 @@ class Plots(Numbers):
         log-spaced size bin; dashed: the memcache threshold."""
         if not self.ran:
             return None
-        ops = self.ops_frame()
+        ops = self.ops_frame()  # every op, or every k-th of each run: drawn as points
         ops = ops[(ops["threads"] == self.threads[0]) & (ops["status"] == "ok")
                   & (ops["bytes"] > 0)]
-        names = [o for o in self.ops_present if o in set(ops["op"])]
-        edges = np.geomspace(max(ops["bytes"].min(), 1), ops["bytes"].max() + 1, bins + 1)
+        lo, hi = self.size_range()  # the medians and n: every op's
+        edges = np.geomspace(max(lo, 1), hi + 1, bins + 1)
+        medians = self.size_medians(edges, positive=True)
+        names = [o for o in self.ops_present if o in set(medians["op"])]
         with _style():
             fig = Figure(figsize=(plots.WIDTH, plots.HEIGHT + 0.4), layout="constrained")
             axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
@@ -99,12 +101,12 @@ class Plots(Numbers):
                     sub = ops[(ops["op"] == op) & (ops["memcache"] == mc)]
                     ax.scatter(sub["bytes"], sub["latency_ms"], s=5, alpha=0.3, color=COLORS[mc],
                                linewidths=0)
-                    idx = np.digitize(sub["bytes"], edges)
-                    agg = sub.groupby(idx)["latency_ms"].agg(["median", "count"])
-                    med = agg.loc[agg["count"] >= MIN_BIN_OPS, "median"]  # no medians of 2 ops
+                    agg = medians[(medians["op"] == op) & (medians["memcache"] == mc)]
+                    med = agg[agg["count"] >= MIN_BIN_OPS]  # no medians of 2 ops
                     mid = np.sqrt(edges[:-1] * edges[1:])
-                    ax.plot(mid[med.index - 1], med.to_numpy(), color=COLORS[mc], linewidth=1.8,
-                            marker="o", markersize=3, label=f"{mc_label(mc)} (n = {len(sub):,})")
+                    ax.plot(mid[med["bin"].to_numpy(int) - 1], med["median_ms"].to_numpy(),
+                            color=COLORS[mc], linewidth=1.8, marker="o", markersize=3,
+                            label=f"{mc_label(mc)} (n = {int(agg['count'].sum()):,})")
                 ax.axvline(self.threshold_bytes, color="0.3", linestyle="--", linewidth=0.9)
                 ax.set_xscale("log")
                 ax.set_yscale("log")
@@ -113,9 +115,11 @@ class Plots(Numbers):
                 ax.legend(fontsize=7, loc="upper left")
             plots._log_ms_axis(axes[0].yaxis)
             axes[0].set_ylabel("latency per op [ms] (log)")
+            drawn = (f"\n(points: one op in {self.loaded.sample_every:,} of each run; lines "
+                     "and n: every op)" if self.loaded.sampled else "")
             fig.suptitle(f"Latency by file size, {self.threads[0]} thread\n(points: ops; lines: "
                          f"median per size bin of ≥ {MIN_BIN_OPS} ops; dashed: memcache "
-                         f"threshold {self.threshold_bytes:,} B)", fontsize=11)
+                         f"threshold {self.threshold_bytes:,} B){drawn}", fontsize=11)
         return self.publish(fig, "latency-by-size")
 
     def baseline(self):
@@ -156,6 +160,10 @@ class Plots(Numbers):
         ops = ops[ops["threads"] == self.threads[0]]
         ops = ops.assign(config=ops["op"] + ", " + ops["memcache"].map(mc_label))
         order = [f"{o}, {mc_label(m)}" for o in self.ops_present for m in (True, False)]
+        per = self.per_run[self.per_run["threads"] == self.threads[0]]
+        total = {f"{o}, {mc_label(m)}": int(n)
+                 for (o, m), n in per.groupby(["op", "memcache"])["ops"].sum().items()}
         fig = plots.latency_ecdf(ops, "config", order=order,
-                                 title=f"Latency distribution, {self.threads[0]} thread")
+                                 title=f"Latency distribution, {self.threads[0]} thread",
+                                 ops_total=total, sample_every=self.loaded.sample_every)
         return self.publish(fig, "ecdf")

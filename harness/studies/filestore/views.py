@@ -42,8 +42,11 @@ class Views(Numbers):
                 else f"{int(reps.min())}–{int(reps.max())}")
         text = (f"Data: experiment `{self.experiment}`, {len(runs)} runs of {n_cfg} "
                 f"configurations ({each} runs each), "
-                f"{len(self.loaded.ops):,} measured ops (warm-up ops excluded). "
+                f"{int(self.per_run['ops'].sum()):,} measured ops (warm-up ops excluded). "
                 f"Files smaller than {self.threshold_bytes:,} bytes go to memcache too.")
+        if self.loaded.sampled:
+            text += (f" The per-op figures draw one op in {self.loaded.sample_every:,} of "
+                     "each run; every number is computed from all of them.")
         bad = int((runs["status"] != "complete").sum())
         if bad:
             text += f" {bad} runs did not complete; their recorded ops are included."
@@ -232,16 +235,16 @@ class Views(Numbers):
         """Median latency per file-size bin (lowest thread count), op × memcache."""
         if not self.ran:
             return None
-        ops = self.ops_frame()
-        ops = ops[(ops["threads"] == self.threads[0]) & (ops["status"] == "ok")]
         edges = [*bins, self.threshold_bytes, math.inf]
         names = [f"< {e // 1024} KiB" if e else "" for e in edges[1:-1]] + [
             f"≥ {self.threshold_bytes // 1024} KiB"]
-        size = pd.cut(ops["bytes"], edges, right=False, labels=names)
-        t = (ops.assign(size_bin=size, memcache=ops["memcache"].map(mc_label))
-             .groupby(["op", "memcache", "size_bin"], observed=True)["latency_ms"]
-             .agg(["median", "count"]).reset_index())
-        t["cell"] = [f"{m:.3g} (n={n})" for m, n in zip(t["median"], t["count"], strict=True)]
+        t = self.size_medians(edges)
+        t = t[(t["bin"] >= 1) & (t["bin"] < len(edges))]  # outside the edges: no bin
+        t = t.assign(size_bin=pd.Categorical([names[int(b) - 1] for b in t["bin"]],
+                                             categories=names),
+                     memcache=t["memcache"].map(mc_label))
+        t["cell"] = [f"{m:.3g} (n={n})" for m, n in zip(t["median_ms"], t["count"],
+                                                        strict=True)]
         wide = t.pivot(index=["op", "memcache"], columns="size_bin", values="cell")
         wide = wide.reindex(index=[(o, mc_label(m)) for o in self.ops_present
                                    for m in (True, False)]).reset_index()

@@ -159,3 +159,28 @@ def test_goodput_beside_throughput_where_ops_failed(tmp_path: Path) -> None:
     plain = filestore.analyse(write_filestore_runs(tmp_path / "ok", reps=2, ops=12))
     html = plain.config_table_html().data
     assert "goodput ops/s" not in html and "goodput equals throughput" in html
+
+
+def test_a_sampled_study_states_every_ops_numbers(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the figure budget only every k-th op of each run is held: the tables, the
+    size medians (DuckDB over the files) and the sentences are still every op's."""
+    raw = write_filestore_runs(tmp_path / "raw", ops=200, fail_every=7)
+    full = filestore.analyse(raw, figures_dir=tmp_path / "full")
+    monkeypatch.setattr(analysis, "FIGURE_OPS", 2_000)
+    thin = filestore.analyse(raw, figures_dir=tmp_path / "thin")
+    assert not full.loaded.sampled and thin.loaded.sample_every > 1
+    for view in ("config_table_html", "memcache_effect_html", "baseline_html",
+                 "service_time_html", "size_table_html", "memcache_findings",
+                 "thread_findings", "op_findings", "summary"):
+        assert getattr(thin, view)().data == getattr(full, view)().data, view
+    assert thin.status().data.startswith(full.status().data.split(" The per-op")[0])
+    assert "one op in" in thin.status().data
+    edges = [0, 4096, 16384, 65536, thin.threshold_bytes, float("inf")]
+    a, b = full.size_medians(edges), thin.size_medians(edges)
+    assert a[["op", "memcache", "bin", "count"]].astype(str).values.tolist() == \
+        b[["op", "memcache", "bin", "count"]].astype(str).values.tolist()
+    assert b["median_ms"].to_numpy() == pytest.approx(a["median_ms"].to_numpy(), rel=1e-12)
+    assert thin.size_range() == full.size_range()
+    for figure in (thin.latency_by_size, thin.ecdf):
+        assert figure() is not None

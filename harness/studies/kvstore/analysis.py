@@ -13,6 +13,7 @@ configuration's means and CIs are over its runs (harmonic means for rates).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,9 +22,15 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import stats
-from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.load import (
+    Loaded,
+    available_experiments,
+    load,
+    load_ops,
+    read_manifests,
+)
 from harness.analysis.summary import ERROR_STATUSES
-from harness.studies.base import StudyBase
+from harness.studies.base import FIGURE_OPS, StudyBase
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
 OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
@@ -260,8 +267,28 @@ class Numbers(StudyBase):
 def _load(raw_dir: Path, experiment: str) -> Loaded | None:
     if experiment not in available_experiments(raw_dir):
         return None
-    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS)
+    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
     return loaded if len(loaded.runs) else None
+
+
+def _by_run(loaded: Loaded, fn: Callable[[Loaded], pd.DataFrame]) -> pd.DataFrame:
+    """`fn(loaded)` of every op: at once when `loaded` holds them all, else one run's ops
+    at a time read from its file (`fn` groups by run, so the rows are the same; they come
+    in `fn`'s order: by run_id, and `per_run`'s "all" rows after the others)."""
+    if not loaded.sampled:
+        return fn(loaded)
+    runs = loaded.runs.assign(_rid=loaded.runs["run_id"].astype(str)).sort_values(
+        "_rid", kind="stable").drop(columns="_rid")
+    parts = []
+    for i in range(len(runs)):
+        one = runs.iloc[[i]].reset_index(drop=True)
+        ops = load_ops(one, OPS_COLUMNS)
+        parts.append(fn(Loaded(one, ops, loaded.grid_keys)))
+    parts = [p for p in parts if len(p)] or parts[:1]
+    out = pd.concat(parts, ignore_index=True)
+    if "op" in out.columns and "t_s" not in out.columns:  # per_run: "all" rows last
+        out = out.sort_values("op", key=lambda s: s.eq("all"), kind="stable")
+    return out.reset_index(drop=True)
 
 
 def load_into(study: N) -> N:
@@ -271,16 +298,16 @@ def load_into(study: N) -> N:
     if (lo := _load(raw_dir, study.parts["scaling"])) is not None:
         study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
         factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
-        study.scaling = per_run(lo, factors)
+        study.scaling = _by_run(lo, lambda x: per_run(x, factors))
         study.scaling_loaded = lo
     if (lo := _load(raw_dir, study.parts["cache"])) is not None:
         study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
-        study.cache = per_run(lo, factors)
+        study.cache = _by_run(lo, lambda x: per_run(x, factors))
     if (lo := _load(raw_dir, study.parts["elastic"])) is not None:
-        study.elastic = per_run(lo, ["repetition"])
-        study.series = per_second(lo)
+        study.elastic = _by_run(lo, lambda x: per_run(x, ["repetition"]))
+        study.series = _by_run(lo, per_second)
         study.events = timeline_events(raw_dir, study.parts["elastic"])
     return study
 

@@ -219,3 +219,23 @@ def test_elastic_step_goodput_where_ops_failed(tmp_path: Path) -> None:
     assert before["good_s"] == before["ops_s"]
     html = study.events_table_html(window_s=1.0).data
     assert "goodput/s during" in html and "p99 includes the failed ops" in html
+
+
+def test_a_sampled_study_computes_from_every_op(raw: Path, study: kvstore.Study,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the figure budget no experiment's ops are held at once: the per-run,
+    per-second and pooled numbers are computed one run at a time from the files, and
+    are the same, row for row, as from every op in memory."""
+    import pandas as pd
+
+    from harness.studies.kvstore import analysis
+
+    monkeypatch.setattr(analysis, "FIGURE_OPS", 500)
+    thin = kvstore.analyse(raw)
+    assert thin.scaling_loaded is not None and thin.scaling_loaded.sampled
+    for part in ("scaling", "cache", "elastic", "series", "events"):
+        pd.testing.assert_frame_equal(getattr(thin, part), getattr(study, part),
+                                      check_exact=False, rtol=1e-12, obj=part)
+    for view in ("scaling_table_html", "scaling_findings", "cache_findings",
+                 "events_table_html", "steps_summary", "redirect_table_html"):
+        assert getattr(thin, view)().data == getattr(study, view)().data, view

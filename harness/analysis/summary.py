@@ -206,13 +206,9 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     measured ops with ``op`` (if grouped on), ``start_ns``, ``latency_ns`` and ``status``.
     A named ``op`` or ``client`` groups ops-level; in the default grouping a grid
     parameter called ``op`` is the run's grid value (so runs without ops still count).
-    A `Loaded` whose ops are a sample (`Loaded.sampled`) is summarised from its runs'
-    files, every op (`queries.summarise_sql`).
+    A `Loaded` whose ops are a sample is refused (`numbers.summarise` reads its files).
     """
-    if loaded.sampled:
-        from harness.analysis import queries
-
-        return queries.summarise_sql(loaded, by)
+    _refuse_sample(loaded)
     runs, ops = loaded.runs, loaded.ops
     if by is None:
         by, ops_keys = default_by(loaded), []
@@ -315,10 +311,23 @@ def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         )
 
 
+def _refuse_sample(loaded: Loaded) -> None:
+    """Counting a sample's ops would understate every count and rate: say where to go."""
+    if loaded.sampled:
+        raise ResultsError(
+            f"the ops held are one in {loaded.sample_every} of each run (load(max_ops=)); "
+            "summarise them with harness.analysis.numbers, which reads every op from the "
+            "files")
+
+
 def run_summary(loaded: Loaded, *, by_op: bool = False) -> pd.DataFrame:
     """Per-run statistics (one row per run, or per run and op) with the run's columns."""
     by = ["run_id", "op"] if by_op else ["run_id"]
-    stats = summarise(loaded, by)
+    return with_run_columns(loaded, summarise(loaded, by), by_op=by_op)
+
+
+def with_run_columns(loaded: Loaded, stats: pd.DataFrame, *, by_op: bool) -> pd.DataFrame:
+    """`stats` per run (``run_id``, and ``op`` if `by_op`) with the run's columns."""
     run_cols = [c for c in loaded.runs.columns if c != "run_dir"]
     merged = loaded.runs[run_cols].merge(stats, on="run_id", how="left", suffixes=("", "_ops"))
     if by_op and "op_ops" in merged.columns:

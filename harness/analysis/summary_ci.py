@@ -22,6 +22,7 @@ from harness.analysis.summary import (
     OPS_LEVEL,
     _check_by,
     _factorize_ints,
+    _refuse_sample,
     default_by,
     group_codes,
     measured_ops,
@@ -57,9 +58,8 @@ def group_intervals(
 ) -> dict[tuple[object, ...], dict[str, intervals.RunInterval]]:
     """{group key (values of `by`, in order): {metric: interval}} for groups with ops;
     the percentiles are those of `metrics` (throughput and mean always). A sampled
-    `Loaded` is read from its files, every op (`queries.summarise_with_intervals`)."""
-    if loaded.sampled:
-        return _intervals_from_files(loaded, by, metrics)
+    `Loaded` is refused (`numbers.group_intervals` reads its files)."""
+    _refuse_sample(loaded)
     explicit = by is not None  # as in `summarise`: only a named op/client is ops-level
     by = list(by) if by is not None else default_by(loaded)
     _check_by(by, loaded.runs)
@@ -134,26 +134,11 @@ def with_bracketed_ci(table: pd.DataFrame, fields: Sequence[str]) -> pd.DataFram
     return table
 
 
-def _intervals_from_files(loaded: Loaded, by: Sequence[str] | None,
-                          metrics: dict[str, float | None]
-                          ) -> dict[tuple[object, ...], dict[str, intervals.RunInterval]]:
-    from harness.analysis import queries
-
-    cis = queries.summarise_with_intervals(loaded, by, metrics=metrics)[1]
-    return cis  # type: ignore[return-value]
-
-
 def summarise_with_ci(loaded: Loaded, by: Sequence[str],
                       metrics: dict[str, float | None] = METRICS) -> pd.DataFrame:
-    """`summary.summarise` with the CI columns of `with_ci_columns` (for report tables);
-    a sampled `Loaded` from one read of its files (`queries.summarise_with_intervals`)."""
+    """`summary.summarise` with the CI columns of `with_ci_columns` (for report tables)."""
     from harness.analysis.summary import summarise
 
-    if loaded.sampled:
-        from harness.analysis import queries
-
-        table, cis = queries.summarise_with_intervals(loaded, by, metrics=metrics)
-        return with_ci_columns(table, cis, by, tuple(metrics))  # type: ignore[arg-type]
     return with_ci_columns(summarise(loaded, by), group_intervals(loaded, by, metrics), by,
                            tuple(metrics))
 

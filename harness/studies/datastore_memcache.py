@@ -16,13 +16,8 @@ from harness.analysis import intervals, plots, prose, queries, stats, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
-from harness.analysis.summary import run_summary
-from harness.analysis.summary_ci import (
-    TABLE_METRICS,
-    ci_strings,
-    no_ci_reasons,
-    summarise_with_ci,
-)
+from harness.analysis.numbers import run_summary, summarise_with_ci
+from harness.analysis.summary_ci import TABLE_METRICS, ci_strings, no_ci_reasons
 from harness.studies.base import FIGURE_OPS, StudyBase, as_path
 from harness.workloads.datastore_memcache import LABELS, OPS, SEED_MS
 

@@ -13,7 +13,8 @@ import pytest
 
 from harness.analysis import intervals
 from harness.analysis.load import load
-from harness.analysis.summary_ci import TABLE_METRICS, no_ci_reasons, summarise_with_ci
+from harness.analysis.numbers import summarise_with_ci
+from harness.analysis.summary_ci import TABLE_METRICS, no_ci_reasons
 from harness.studies import datastore_memcache
 from tests.fixtures.rawdata import write_datastore_memcache
 

@@ -26,7 +26,7 @@ from scipy import stats as st
 
 from harness.analysis import stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
-from harness.analysis.summary import run_summary
+from harness.analysis.numbers import run_summary
 from harness.studies.base import FIGURE_OPS
 from harness.workloads.cluster import OPS
 

@@ -23,8 +23,8 @@ import pandas as pd
 
 from harness.analysis import intervals, queries, stats, verdict
 from harness.analysis.load import Loaded, available_experiments, load, read_manifests
-from harness.analysis.summary import run_summary
-from harness.analysis.summary_ci import ci_strings, summarise_with_ci
+from harness.analysis.numbers import run_summary, summarise_with_ci
+from harness.analysis.summary_ci import ci_strings
 from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.filestore import OPS
 

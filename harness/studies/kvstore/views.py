@@ -11,7 +11,8 @@ import pandas as pd
 
 from harness.analysis import prose, stats
 from harness.analysis.display import markdown as _md
-from harness.analysis.summary_ci import ci_strings, summarise_with_ci
+from harness.analysis.numbers import summarise_with_ci
+from harness.analysis.summary_ci import ci_strings
 from harness.studies.kvstore.analysis import (
     Numbers,
     around_events,

@@ -1,6 +1,7 @@
 """`load(max_ops=)`: a large experiment's ops are kept as every k-th op of each run (for
-figures), while every number (summaries, per-run tables, intervals) still comes from
-every op in the files, equal to the full load's."""
+figures), while every number (`numbers`: summaries, per-run tables, intervals) still
+comes from every op in the files, equal to the full load's; the pandas functions refuse a
+sample rather than count it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis import summary, summary_ci
 from harness.analysis.load import load
-from harness.analysis.summary import run_summary, summarise
-from harness.analysis.summary_ci import TABLE_METRICS, group_intervals, summarise_with_ci
+from harness.analysis.numbers import group_intervals, run_summary, summarise, summarise_with_ci
+from harness.analysis.summary_ci import TABLE_METRICS
+from harness.errors import ResultsError
 from tests.fixtures.rawdata import write_datastore_memcache
 
 
@@ -70,3 +73,13 @@ def test_per_run_table_and_intervals_of_a_sampled_load(raw: Path) -> None:
         for field, iv in cells.items():
             assert (got[key][field].low, got[key][field].high) == \
                 pytest.approx((iv.low, iv.high), rel=1e-12), (key, field)
+
+
+def test_the_pandas_path_refuses_a_sample(raw: Path) -> None:
+    thin = load(raw, max_ops=10_000)
+    for call in (lambda: summary.summarise(thin, ["op"]),
+                 lambda: summary.run_summary(thin),
+                 lambda: summary_ci.group_intervals(thin, ["op"]),
+                 lambda: summary_ci.summarise_with_ci(thin, ["op"])):
+        with pytest.raises(ResultsError, match=r"one in 7 of each run.*analysis\.numbers"):
+            call()

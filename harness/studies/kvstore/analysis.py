@@ -271,19 +271,26 @@ def _load(raw_dir: Path, experiment: str) -> Loaded | None:
     return loaded if len(loaded.runs) else None
 
 
-def _by_run(loaded: Loaded, fn: Callable[[Loaded], pd.DataFrame]) -> pd.DataFrame:
-    """`fn(loaded)` of every op: at once when `loaded` holds them all, else one run's ops
-    at a time read from its file (`fn` groups by run, so the rows are the same; they come
-    in `fn`'s order: by run_id, and `per_run`'s "all" rows after the others)."""
+def _by_run(loaded: Loaded, *fns: Callable[[Loaded], pd.DataFrame]) -> list[pd.DataFrame]:
+    """`fn(loaded)` of every op, for each of `fns`: at once when `loaded` holds them all,
+    else one run's ops at a time, each file read once for all `fns` (each groups by run,
+    so the rows are the same; they come in its order: by run_id, and `per_run`'s "all"
+    rows after the others)."""
     if not loaded.sampled:
-        return fn(loaded)
+        return [fn(loaded) for fn in fns]
     runs = loaded.runs.assign(_rid=loaded.runs["run_id"].astype(str)).sort_values(
         "_rid", kind="stable").drop(columns="_rid")
-    parts = []
+    parts: list[list[pd.DataFrame]] = [[] for _ in fns]
     for i in range(len(runs)):
         one = runs.iloc[[i]].reset_index(drop=True)
-        ops = load_ops(one, OPS_COLUMNS)
-        parts.append(fn(Loaded(one, ops, loaded.grid_keys)))
+        run = Loaded(one, load_ops(one, OPS_COLUMNS), loaded.grid_keys)
+        for part, fn in zip(parts, fns, strict=True):
+            part.append(fn(run))
+    return [_concat_runs(part) for part in parts]
+
+
+def _concat_runs(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """One function's per-run frames as its frame of every run."""
     parts = [p for p in parts if len(p)] or parts[:1]
     out = pd.concat(parts, ignore_index=True)
     if "op" in out.columns and "t_s" not in out.columns:  # per_run: "all" rows last
@@ -298,16 +305,16 @@ def load_into(study: N) -> N:
     if (lo := _load(raw_dir, study.parts["scaling"])) is not None:
         study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
         factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
-        study.scaling = _by_run(lo, lambda x: per_run(x, factors))
+        (study.scaling,) = _by_run(lo, lambda x: per_run(x, factors))
         study.scaling_loaded = lo
     if (lo := _load(raw_dir, study.parts["cache"])) is not None:
         study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
-        study.cache = _by_run(lo, lambda x: per_run(x, factors))
+        (study.cache,) = _by_run(lo, lambda x: per_run(x, factors))
     if (lo := _load(raw_dir, study.parts["elastic"])) is not None:
-        study.elastic = _by_run(lo, lambda x: per_run(x, ["repetition"]))
-        study.series = _by_run(lo, per_second)
+        study.elastic, study.series = _by_run(lo, lambda x: per_run(x, ["repetition"]),
+                                              per_second)
         study.events = timeline_events(raw_dir, study.parts["elastic"])
     return study
 

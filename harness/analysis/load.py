@@ -98,8 +98,9 @@ class Loaded:
     #: Runs left out (newer schema, damaged manifest or ops file), each named with why.
     skipped: tuple[SkippedRun, ...] = ()
     #: `ops` holds every k-th measured op of each run (k > 1 only when `load(max_ops=)`
-    #: thinned a large experiment): enough to draw it, never to count it. The summaries
-    #: (`summary.summarise`, `summary_ci`) then read every op from the files instead.
+    #: thinned a large experiment): enough to draw it, never to count it. Its numbers
+    #: come from `harness.analysis.numbers`, which reads every op from the files (the
+    #: pandas functions in `summary` and `summary_ci` refuse a sample).
     sample_every: int = 1
 
     @property

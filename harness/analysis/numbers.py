@@ -42,8 +42,7 @@ def group_intervals(loaded: Loaded, by: Sequence[str] | None = None,
     """`summary_ci.group_intervals` of every op."""
     if not loaded.sampled:
         return summary_ci.group_intervals(loaded, by, metrics)
-    cis = queries.summarise_with_intervals(loaded, by, metrics=metrics)[1]
-    return cis  # type: ignore[return-value]
+    return queries.summarise_with_intervals(loaded, by, metrics=metrics)[1]  # type: ignore[return-value]
 
 
 def summarise_with_ci(loaded: Loaded, by: Sequence[str],

@@ -72,7 +72,8 @@ def _count_label(v: float, _pos: object = None) -> str:
 
 
 def _sample_note(sample_every: int) -> str:
-    return "" if sample_every <= 1 else f"; one op in {sample_every:,} of each run drawn"
+    """A title's last line saying the ops drawn are a sample ("" when they are all)."""
+    return "" if sample_every <= 1 else f"\n(one op in {sample_every:,} of each run drawn)"
 
 
 def bars_with_ci(
@@ -142,8 +143,7 @@ def latency_ecdf(
     _log_ms_axis(ax.xaxis)
     ax.set_xlabel("latency per op [ms] (log scale)")
     ax.set_ylabel("share of ops ≤ latency")
-    if sample_every > 1:
-        title = f"{title}\n({_sample_note(sample_every)[2:]})"
+    title += _sample_note(sample_every)
     for q in (0.5, 0.99):
         ax.axhline(q, color="0.5", linestyle=":", linewidth=0.8)
         ax.annotate(f"p{q * 100:g}", (1.0, q), xycoords=("axes fraction", "data"),
@@ -244,9 +244,8 @@ def latency_over_time(
     ax.set_ylabel("latency per op [ms] (log scale)")
     if x == "index" and len(data) and data["t_ms"].max() >= 10_000:
         ax.xaxis.set_major_formatter(FuncFormatter(_count_label))  # 100k, not 100000
-    note = f"\n({_sample_note(sample_every)[2:]})" if sample_every > 1 else ""
     ax.set_title(f"{title}\n(points: ops of all runs; lines: rolling median of {window})"
-                 f"{note}", fontsize=11)
+                 f"{_sample_note(sample_every)}", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return fig
 

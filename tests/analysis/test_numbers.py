@@ -16,6 +16,7 @@ from harness.analysis.load import load
 from harness.analysis.numbers import group_intervals, run_summary, summarise, summarise_with_ci
 from harness.analysis.summary_ci import TABLE_METRICS
 from harness.errors import ResultsError
+from tests.fixtures.frames import assert_same_table
 from tests.fixtures.rawdata import write_datastore_memcache
 
 
@@ -24,18 +25,6 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # 5 ops x 4 sets x 3,000 measured ops (+5 warm-up each): 60,100 records.
     return write_datastore_memcache(tmp_path_factory.mktemp("sampled"), sets=4,
                                     ops_per_set=3_000)
-
-
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    assert list(a.columns) == list(b.columns)
-    assert len(a) == len(b)
-    for col in a.columns:
-        x, y = a[col], b[col]
-        if x.dtype.kind == "f" or y.dtype.kind == "f":
-            np.testing.assert_allclose(x.to_numpy(float), y.to_numpy(float), rtol=1e-12,
-                                       err_msg=col)
-        else:
-            assert [str(v) for v in x] == [str(v) for v in y], col
 
 
 def test_below_the_limit_nothing_is_sampled(raw: Path) -> None:
@@ -59,14 +48,14 @@ def test_numbers_of_a_sampled_load_are_those_of_every_op(raw: Path, by: list[str
                                                          ) -> None:
     full, thin = load(raw), load(raw, max_ops=10_000)
     assert thin.sampled
-    _same(summarise(full, by), summarise(thin, by))
+    assert_same_table(summarise(full, by), summarise(thin, by))
 
 
 def test_per_run_table_and_intervals_of_a_sampled_load(raw: Path) -> None:
     full, thin = load(raw), load(raw, max_ops=10_000)
-    _same(run_summary(full, by_op=True), run_summary(thin, by_op=True))
-    _same(summarise_with_ci(full, ["op"], TABLE_METRICS),
-          summarise_with_ci(thin, ["op"], TABLE_METRICS))
+    assert_same_table(run_summary(full, by_op=True), run_summary(thin, by_op=True))
+    assert_same_table(summarise_with_ci(full, ["op"], TABLE_METRICS),
+                      summarise_with_ci(thin, ["op"], TABLE_METRICS))
     want, got = group_intervals(full, ["op"]), group_intervals(thin, ["op"])
     assert want.keys() == got.keys()
     for key, cells in want.items():

@@ -18,6 +18,7 @@ from harness.analysis.summary import summarise
 from harness.analysis.summary_ci import group_intervals, with_ci_columns
 from harness.analysis.summary_table import summary_table
 from harness.results import verified
+from tests.fixtures.frames import assert_same_table
 from tests.fixtures.rawdata import write_datastore_memcache, write_tiny
 
 COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
@@ -38,26 +39,12 @@ def mixed_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return raw
 
 
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    """Counts equal; rates and latencies equal to the last bit or two (DuckDB sums
-    integers exactly and rounds its interpolation differently in the last ulp)."""
-    assert list(a.columns) == list(b.columns)
-    assert len(a) == len(b)
-    for col in a.columns:
-        x, y = a[col], b[col]
-        if x.dtype.kind == "f" or y.dtype.kind == "f":
-            np.testing.assert_allclose(x.to_numpy(float), y.to_numpy(float), rtol=1e-12,
-                                       err_msg=col)
-        else:
-            assert [str(v) for v in x] == [str(v) for v in y], col
-
-
 @pytest.mark.parametrize("by", BYS, ids=str)
 def test_sql_summary_equals_the_pandas_path(mixed_raw: Path, by: list[str] | None) -> None:
     loaded = load(mixed_raw, columns=COLUMNS)
     runs_only = load_runs_only(mixed_raw)
     assert runs_only.ops.empty  # the SQL path reads the files itself
-    _same(summarise(loaded, by), summarise_sql(runs_only, by))
+    assert_same_table(summarise(loaded, by), summarise_sql(runs_only, by))
 
 
 @pytest.mark.parametrize("by", [None, ["op"], ["experiment", "op"], ["client"]], ids=str)
@@ -78,7 +65,7 @@ def test_summary_table_equals_the_pandas_path_with_intervals(mixed_raw: Path, by
         "latency_p50_ms"].to_numpy()
     for field in ("latency_p50_ms", "latency_p99_ms"):
         ref.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
-    _same(ref, got)
+    assert_same_table(ref, got)
 
 
 def test_summary_by_op_equals_a_plain_duckdb_query(dsmc_raw: Path) -> None:
@@ -139,7 +126,7 @@ def test_sorted_pass_is_the_pandas_path_to_the_last_bit(mixed_raw: Path, by) -> 
     ref = summarise(loaded, by)
     lat_cols = [c for c in ref.columns if c.startswith("latency_p") or c == "latency_max_ms"]
     pd.testing.assert_frame_equal(ref[lat_cols], table[lat_cols], check_exact=True)
-    _same(ref, table)
+    assert_same_table(ref, table)
     assert cis.keys() == group_intervals(loaded, by).keys()
     for key, cell in group_intervals(loaded, by).items():
         for field in ("latency_p50_ms", "latency_p99_ms"):

@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from sides import timed, write_once  # this script's directory is first on sys.path
 
 EXPERIMENT = "scale"
 
@@ -74,22 +74,6 @@ def generate(raw_dir: Path, records: int, runs: int, seed: int = 0) -> None:
             print(f"  generated {i + 1}/{runs} runs", file=sys.stderr)
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None
-          ) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (GiB) and stdout of one child process."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        text = out.read().decode()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[:4]} exited {proc.returncode}")
-    return wall, usage.ru_maxrss / 2**20, text  # ru_maxrss is in KiB on Linux
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000_000)
@@ -102,12 +86,8 @@ def main() -> int:
                         help="a checkout of an earlier kit to time side by side")
     args = parser.parse_args()
     raw_dir = args.dir / f"{args.records}records-{args.runs}runs"
-    if not raw_dir.exists():
-        t = time.perf_counter()
-        tmp = raw_dir.with_name(raw_dir.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        generate(tmp, args.records, args.runs)
-        tmp.rename(raw_dir)
+    t = time.perf_counter()
+    if write_once(raw_dir, lambda tmp: generate(tmp, args.records, args.runs)):
         print(f"generated {args.records:,} records in {args.runs} runs in "
               f"{time.perf_counter() - t:.0f} s under {raw_dir}")
     size = sum(p.stat().st_size for p in raw_dir.rglob("ops.parquet"))

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from sides import timed, write_once  # this script's directory is first on sys.path
 
 EXPERIMENT = "datastore_vs_memcache"
 #: op -> median latency (ms) and log-sd: about the seed's proportions.
@@ -67,24 +66,16 @@ def generate(raw_dir: Path, ops: int, sets: int, seed: int = 0) -> None:
         print(f"  generated set {s + 1}/{sets}", file=sys.stderr)
 
 
-def timed(raw_dir: Path, checkout: Path) -> tuple[float, float, float, str]:
+def timed_study(raw_dir: Path, checkout: Path) -> tuple[float, float, float, str]:
     """Wall seconds, peak RSS (GiB), figures' MiB and stdout of the notebook's calls."""
     figures = tempfile.mkdtemp(prefix="kvbench-figs-")
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([sys.executable, "-c", NOTEBOOK, str(raw_dir), figures],
-                                stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=checkout)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        text = out.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"the notebook's calls in {checkout} exited "
-                         f"{os.waitstatus_to_exitcode(status)}")
-    size = sum(p.stat().st_size for p in Path(figures).rglob("*") if p.is_file())
-    shutil.rmtree(figures, ignore_errors=True)
-    return wall, usage.ru_maxrss / 2**20, size / 2**20, text
+    try:
+        wall, rss, text = timed([sys.executable, "-c", NOTEBOOK, str(raw_dir), figures],
+                                {**os.environ, "PYTHONPATH": str(checkout)}, checkout)
+        size = sum(p.stat().st_size for p in Path(figures).rglob("*") if p.is_file())
+    finally:
+        shutil.rmtree(figures, ignore_errors=True)
+    return wall, rss, size / 2**20, text
 
 
 def main() -> int:
@@ -98,18 +89,14 @@ def main() -> int:
                         help="a checkout of an earlier kit to time side by side")
     args = parser.parse_args()
     raw_dir = args.dir / f"{args.ops}ops-{args.sets}sets"
-    if not raw_dir.exists():
-        tmp = raw_dir.with_name(raw_dir.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        generate(tmp, args.ops, args.sets)
-        tmp.rename(raw_dir)
+    write_once(raw_dir, lambda tmp: generate(tmp, args.ops, args.sets))
     here = Path(__file__).resolve().parent.parent
     sides = {"this kit": here} | ({"--before": args.before.resolve()} if args.before else {})
-    timed(raw_dir, here)  # the first pass hashes every ops file and remembers it
+    timed_study(raw_dir, here)  # the first pass hashes every ops file and remembers it
     results: dict[str, list[tuple[float, float, float, str]]] = {k: [] for k in sides}
     for _ in range(args.repeats):  # taking turns: a busy moment hits both sides alike
         for name, checkout in sides.items():
-            results[name].append(timed(raw_dir, checkout))
+            results[name].append(timed_study(raw_dir, checkout))
     print(f"{args.ops:,} measured ops in {args.sets * len(OPS)} runs")
     print(f"{'':12s} {'wall s':>8s} {'peak RSS GiB':>13s} {'figures MiB':>12s}")
     for name, rs in results.items():

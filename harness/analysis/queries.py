@@ -60,6 +60,12 @@ class Plan:
     run_codes: np.ndarray  # group code of each run (row of loaded.runs)
     run_key_rows: pd.DataFrame  # the run-level key values of each code
 
+    def key_values(self, g: tuple[object, ...]) -> list[object]:
+        """The values of `by`, in order, of group `g` (run-level code, ops-level values)."""
+        values = {c: self.run_key_rows[c].iloc[int(g[0])] for c in self.run_keys}
+        values.update(dict(zip(self.ops_keys, g[1:], strict=True)))
+        return [values[c] for c in self.by]
+
 
 def plan(loaded: Loaded, by: Sequence[str] | None) -> Plan:
     """Grouping as `summary.summarise` forms it (a named op/client is ops-level)."""
@@ -174,9 +180,7 @@ def summarise_with_intervals(
         for field, q in metrics.items():
             if q is not None:
                 cell[field] = in_ms.interval(q)
-        values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
-        values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
-        cis[_key([values[c] for c in p.by])] = cell
+        cis[_key(p.key_values(g))] = cell
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
     return _assemble(p, units, quant), cis
 
@@ -189,9 +193,7 @@ def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> p
     rows = []
     if len(loaded.runs):
         for g, ops in group_runs(loaded, p)[1].items():
-            values = {c: p.run_key_rows[c].iloc[int(g[0])] for c in p.run_keys}
-            values.update(dict(zip(p.ops_keys, g[1:], strict=True)))
-            rows.append([*(values[c] for c in p.by), ops.n,
+            rows.append([*p.key_values(g), ops.n,
                          *(ops.quantile(q) / _NS_PER_MS for q in qs)])
     return pd.DataFrame(rows, columns=[*p.by, "ops", *qs])
 

@@ -14,7 +14,12 @@ is ready in milliseconds instead of a fresh interpreter's ~0.5 s of imports.
 Protocol: one JSON object per line. Requests ``{"id": N, "op": NAME, ...}``; replies
 ``{"id": N, "ok": true, ...}`` or ``{"id": N, "ok": false, "error": "..."}``. `ready` and
 `wait` reply when their condition holds (other requests are served meanwhile). The
-agent exits when its input closes; the workers it started live on.
+agent exits when its input closes. Over SSH that may be a dropped link, so the workers
+it started live on (the control machine reconnects and starts a new agent); a local
+agent (`--local`) can only lose its input when the harness is gone, and stops them (they
+save what they measured). Either way each worker's `alive` file, touched every
+`ALIVE_EVERY_S` by whichever agent watches it, tells the worker when no harness is left
+(`harness.worker` stops by itself then).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from harness.workerctl import alive, sha256_of
 
 #: How often pending `ready`/`wait` conditions are checked.
 POLL_S = 0.005
+#: How often the `alive` files of the workers this agent watches are touched.
+ALIVE_EVERY_S = 1.0
 
 
 def _read_json(path: str) -> Any:
@@ -50,10 +57,15 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 class Agent:
-    def __init__(self) -> None:
+    def __init__(self, local: bool = False) -> None:
         #: Requests that reply later: (id, op, request, deadline).
         self.watches: list[tuple[int, str, dict[str, Any], float]] = []
         self.started: list[subprocess.Popen[bytes]] = []
+        #: On the control machine itself: the input closes only when the harness is gone.
+        self.local = local
+        #: pid -> alive file of each worker this agent watches (spawned or waited on).
+        self.alive: dict[int, str] = {}
+        self._touched = 0.0
 
     def reply(self, rid: int, ok: bool = True, **data: Any) -> None:
         sys.stdout.write(json.dumps({"id": rid, "ok": ok, **data}) + "\n")
@@ -64,6 +76,7 @@ class Agent:
         rid, op = req.get("id", -1), req.get("op")
         try:
             if op in ("ready", "wait"):
+                self.watch(req.get("alive") or [])
                 timeout = float(req.get("timeout_s") or 1e9)
                 self.watches.append((rid, op, req, time.monotonic() + timeout))
                 self.poll_watches()
@@ -89,11 +102,14 @@ class Agent:
         else as a fresh interpreter (argv as given), in a session of its own."""
         argv, log = list(req["argv"]), req["log"]
         Path(log).parent.mkdir(parents=True, exist_ok=True)
+        if req.get("alive"):  # fresh before the worker first looks at it
+            Path(req["alive"]).touch()
         if not req.get("fork"):
             with open(log, "ab") as out:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=True)
             self.started.append(proc)  # reaped by `reap`; kept so none warns when freed
+            self.watch([[proc.pid, req["alive"]]] if req.get("alive") else [])
             return {"pid": proc.pid}
         argv = argv[argv.index("harness.worker") + 1:]
         sys.stdout.flush()
@@ -117,6 +133,7 @@ class Agent:
                     sys.stdout.flush()
                     sys.stderr.flush()
                 os._exit(code)
+        self.watch([[pid, req["alive"]]] if req.get("alive") else [])
         return {"pid": pid}
 
     def op_go(self, req: dict[str, Any]) -> None:
@@ -167,6 +184,35 @@ class Agent:
         return {"killed": [p for p in left if not alive(p)]}
 
     # -- watches and children ---------------------------------------------------------
+    def watch(self, pairs: list[list[Any]]) -> None:
+        for pid, path in pairs:
+            self.alive[int(pid)] = str(path)
+
+    def touch_alive(self, force: bool = False) -> None:
+        """Touch the alive file of every watched worker still running (once a second)."""
+        now = time.monotonic()
+        if not force and now - self._touched < ALIVE_EVERY_S:
+            return
+        self._touched = now
+        for pid, path in list(self.alive.items()):
+            if not alive(pid):
+                del self.alive[pid]
+                continue
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    def orphaned(self) -> None:
+        """The input closed. Locally the harness is gone: its workers stop (TERM: they
+        save what they measured, which the next `harness run` or `harness cleanup`
+        writes). Over SSH it may be a dropped link: they run on."""
+        if not self.local:
+            return
+        for pid in list(self.alive):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGCONT)
+
     def poll_watches(self) -> None:
         now = time.monotonic()
         for w in list(self.watches):
@@ -206,25 +252,28 @@ class Agent:
             if ready:
                 chunk = os.read(0, 1 << 16)
                 if not chunk:
-                    return 0  # the control machine is gone; workers live on
+                    self.orphaned()
+                    return 0
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         self.handle(json.loads(line))
             self.reap()
+            self.touch_alive()
             if self.watches:
                 self.poll_watches()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     # Imported once here, so forked workers start without importing anything.
     import harness.worker
     import harness.workloads  # noqa: F401
 
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401
-    return Agent().loop()
+    argv = sys.argv[1:] if argv is None else argv
+    return Agent(local="--local" in argv).loop()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ class AgentLink:
         self._stderr: list[bytes] = []
         argv = [host.python, "-m", "harness.agent"]
         self._proc: subprocess.Popen[bytes] | None = None
+        if isinstance(host, LocalHost):  # its input closes only when the harness is gone
+            argv.append("--local")
         self._chan: Any = None
         if isinstance(host, LocalHost):
             # Its own session: a Ctrl-C meant for `harness` must not kill it first.

@@ -4,13 +4,11 @@ hosts | verify | list."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
-import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,29 +19,8 @@ from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process killed by TERM
-#: Set when SIGTERM stopped `harness run` (it then exits EXIT_TERMINATED, not 130).
-_terminated = threading.Event()
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """While `harness run` runs, SIGTERM stops it as Ctrl-C does (clients and servers
-    stopped, the current run kept as partial); a second SIGTERM during that clean-up is
-    ignored so that it can finish."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be installed from the main thread
-        return
-
-    def on_term(signum: int, frame: object) -> None:
-        _terminated.set()
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+#: The signal state of the `harness run` in progress (`harness.interrupts`), for `main`.
+_interrupts: Any = None
 IMPORT_SHOWN_SKIPPED = 5
 
 
@@ -58,20 +35,27 @@ def _overrides(items: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    global _interrupts
+    from harness.interrupts import Interrupts
     from harness.runner import Runner
     from harness.spec import load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
+    interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
-                    live=not args.quiet)
+                    live=not args.quiet, interrupts=interrupts)
     plans = runner.plans()
     if args.dry_run:
         for p in plans:
             print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
         print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}); nothing was started")
         return EXIT_OK
-    with _sigterm_as_ctrl_c():
+    _interrupts = interrupts
+    interrupts.install()
+    try:
         outcomes = runner.run()
+    finally:
+        interrupts.uninstall()
     failed = sum(o.status == "failed" for o in outcomes)
     partial = sum(o.status == "partial" for o in outcomes)
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
@@ -79,13 +63,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED_RUNS if failed else EXIT_OK
 
 
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """Stop what an earlier `harness run` of SPEC left running and write the records it
+    left on client machines (`harness.recovery`)."""
+    from harness.inflight import ExperimentLock
+    from harness.recovery import recover
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    exp_dir = Path(args.out) / spec.name
+    if not exp_dir.is_dir():
+        print(f"{spec.name}: nothing to clean up ({exp_dir} does not exist)")
+        return EXIT_OK
+    lock = ExperimentLock(exp_dir, spec=str(spec.path))
+    lock.acquire()
+    try:
+        found = recover(spec, Path(args.out), lock=lock, by="harness cleanup")
+    finally:
+        left = not lock.state.empty()
+        if left:
+            lock.keep()
+        else:
+            lock.release()
+    print(f"{spec.name}: {len(found.processes_stopped)} process(es) stopped, "
+          f"{len(found.runs_written)} run(s) written, {len(found.temp_dirs)} temp "
+          f"director(ies) dealt with" + (f"; {len(found.runs_left)} run(s) still on "
+                                        "unreachable machines" if found.runs_left else ""))
+    return EXIT_FAILED_RUNS if left else EXIT_OK
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     """Fetch records that runs left on client machines (issue 13: transfers)."""
+    from harness.inflight import ExperimentLock
     from harness.recollect import collect_pending
+    from harness.recovery import recover
     from harness.spec import load_spec
 
     spec = load_spec(args.spec)
-    report = collect_pending(spec, Path(args.out))
+    exp_dir = Path(args.out) / spec.name
+    lock = ExperimentLock(exp_dir, spec=str(spec.path))
+    if exp_dir.is_dir():  # never beside a `harness run` writing the same experiment
+        lock.acquire()
+        recover(spec, Path(args.out), lock=lock, by="harness collect")
+    try:
+        report = collect_pending(spec, Path(args.out))
+    finally:
+        if lock.state.empty():
+            lock.release()
+        else:
+            lock.keep()
     if not report.runs_with_pending:
         print(f"{spec.name}: nothing to collect (no run has records left on a machine)")
         return EXIT_OK
@@ -95,10 +121,20 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return EXIT_FAILED_RUNS if report.files_still_pending else EXIT_OK
 
 
+def _out_problems(spec: Any, out: str) -> list[str]:
+    from harness.results.outdir import out_dir_problems
+    from harness.spec import records_per_run
+
+    return out_dir_problems(Path(out), spec.name, records_per_run(spec))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.spec import expand, load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
+    problems = _out_problems(spec, args.out)
+    if problems:
+        raise SpecError([f"--out {p}" for p in problems])
     print(f"{args.spec}: ok ({len(expand(spec))} runs)")
     return EXIT_OK
 
@@ -216,6 +252,9 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, _overrides(args.set))
     bad = 0
+    for problem in _out_problems(spec, args.out):
+        bad += 1
+        print(f"--out {problem}")
     for problem in preflight.loopback_problems(spec):
         bad += 1
         print(f"{args.spec}: {problem}")
@@ -366,10 +405,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
     p.set_defaults(func=cmd_collect)
 
-    p = sub.add_parser("validate", help="check a spec without running anything")
+    p = sub.add_parser("validate", help="check a spec (and --out) without running anything")
     p.add_argument("spec")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", default=str(paths.raw_results_dir()),
+                   help="raw results directory the runs would go to (checked too)")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("cleanup", help="stop what a killed `harness run` left running and "
+                       "write the records it left", description="Reads the state file an "
+                       "earlier `harness run` of SPEC left in the experiment directory "
+                       "(it was killed, or could not write a run): stops the servers and "
+                       "client processes it started (only those: each is matched by pid "
+                       "and start time), writes the records of runs it had not written, "
+                       "removes its temporary directories, and says what it did. `harness "
+                       "run` does the same before it starts.")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("summary", help="one row per configuration")
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
@@ -444,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     hc.add_argument("spec")
     hc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a spec field, as for `harness run`")
+    hc.add_argument("--out", default=str(paths.raw_results_dir()),
+                    help="raw results directory the runs would go to (checked too)")
     hc.set_defaults(func=cmd_hosts_check)
 
     p = sub.add_parser("verify", help="check every run's ops checksum")
@@ -494,8 +550,9 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _interrupts
     args = build_parser().parse_args(argv)
-    _terminated.clear()
+    _interrupts = None
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
@@ -507,10 +564,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
-            what = "terminated (SIGTERM)" if _terminated.is_set() else "interrupted"
-            print(f"{what}: servers and clients stopped; the current run was kept as "
-                  "partial. Continue with --resume.", file=sys.stderr)
-            return EXIT_TERMINATED if _terminated.is_set() else EXIT_INTERRUPTED
+            terminated = _interrupts is not None and _interrupts.terminated
+            what = "terminated (SIGTERM)" if terminated else "interrupted"
+            print(f"{what}: servers and clients stopped; the run in progress was written "
+                  "as partial (or, if its measurement had ended, as it was). Continue with "
+                  "--resume.", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        except BaseException as exc:
+            from harness.interrupts import StopNow
+
+            if not isinstance(exc, StopNow):
+                raise
+            terminated = _interrupts is not None and _interrupts.terminated
+            print(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} twice: stopped "
+                  "at once. Records not written yet stay on the client machines (see the "
+                  "lines above); `harness run SPEC --resume` or `harness cleanup SPEC` "
+                  "writes them and stops anything left running.", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

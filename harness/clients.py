@@ -72,8 +72,11 @@ class ClientGroup:
     def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
                  endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...],
                  spec_path: str = "SPEC", agents: AgentPool | None = None,
-                 live: bool = False) -> None:
+                 live: bool = False, scratch: str | None = None) -> None:
+        """`scratch`: a local directory for the copies being collected (the runner's,
+        listed in its state file so a kill leaves no stray copies); else a temp one."""
         self.plan = plan
+        self.scratch = scratch
         #: Processes write live intervals (`harness.loadgen.live`) for `harness.livestatus`.
         self.live = live
         #: Named in errors that tell how to fetch records left on a machine.
@@ -101,7 +104,9 @@ class ClientGroup:
         for i in range(n):
             host = self.hosts[i % len(self.hosts)]
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
-            files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log")}
+            # `alive`: touched by the machine's agent while it is there; a worker whose
+            # agent is gone for long stops by itself (`harness.worker`).
+            files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log", "alive")}
             files["out"] = f"{base}.npz"
             if self.live:
                 files["live"] = f"{base}.live"
@@ -122,6 +127,7 @@ class ClientGroup:
             started.append((host, link.send("write", path=f"{base}.json",
                                             text=json.dumps(asdict(cfg))),
                             link.send("spawn", argv=argv, log=files["log"],
+                                      alive=files["alive"],
                                       fork=not isinstance(host, LocalHost)), files, i))
         # Every process that did start is recorded (so `stop` reaches it) before the
         # first failure is raised.
@@ -202,16 +208,23 @@ class ClientGroup:
         """
         try:
             asked = {name: self.agents.get(ws[0].host).send(
-                "wait", pids=[w.process.pid for w in ws])
+                "wait", pids=[w.process.pid for w in ws], alive=self._alive(ws))
                 for name, ws in self._by_host().items()}
             for name, ws in self._by_host().items():
-                self._wait_host(ws[0].host, [w.process.pid for w in ws], asked[name])
+                self._wait_host(ws[0].host, [w.process.pid for w in ws], asked[name],
+                                self._alive(ws))
         except KeyboardInterrupt:
             self.stop()
             return True
         return False
 
-    def _wait_host(self, host: Host, pids: list[int], pending: Pending) -> None:
+    @staticmethod
+    def _alive(ws: list[Worker]) -> list[list[Any]]:
+        """[pid, alive file] pairs: a new agent (after a reconnect) keeps them fresh."""
+        return [[w.process.pid, w.files["alive"]] for w in ws if "alive" in w.files]
+
+    def _wait_host(self, host: Host, pids: list[int], pending: Pending,
+                   alive: list[list[Any]] | None = None) -> None:
         lost_at: float | None = None
         before = getattr(host, "reconnects", 0)
         while True:
@@ -235,7 +248,7 @@ class ClientGroup:
                         f"processes may still be running there") from exc
                 time.sleep(0.2)
                 try:  # a new agent over a new connection (with its own backoff)
-                    pending = self.agents.get(host).send("wait", pids=pids)
+                    pending = self.agents.get(host).send("wait", pids=pids, alive=alive)
                 except HostError:
                     continue
         if lost_at is not None:
@@ -271,7 +284,8 @@ class ClientGroup:
         them later). Machines are collected from in parallel."""
         by_id = {w.client_id: w for w in self.workers}
         got = Collected(OpsArrays.empty(self.op_names))
-        with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
+        prefix = "run-" if self.scratch else "harness-collect-"
+        with tempfile.TemporaryDirectory(prefix=prefix, dir=self.scratch) as tmp:
             fetched = _parallel({name: (lambda ws=ws: fetch_records(
                 ws[0].host, [(w.client_id, w.files) for w in ws], Path(tmp),
                 log_tail=lambda cid: self._log_tail(by_id[cid]), spec_path=self.spec_path,

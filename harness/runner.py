@@ -12,7 +12,10 @@ import contextlib
 import errno
 import json
 import secrets
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -26,17 +29,21 @@ from harness.agentctl import AgentPool
 from harness.clients import ClientGroup, Collected
 from harness.errors import HarnessError, HostError, ResultsError, ServiceError, SpecError
 from harness.hosts import Host, connect_host
+from harness.inflight import ExperimentLock, InFlight, ServerEntry, WorkerEntry
+from harness.interrupts import Interrupts, StopNow
 from harness.inventory import host_info, kit_info
 from harness.livestatus import LiveStatus
 from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.recollect import collect_pending
-from harness.results import MANIFEST, Loadgen, OpsArrays, new_manifest, write_run
-from harness.runstatus import quick_stats, run_status, target_met
+from harness.recovery import recover
+from harness.results import Loadgen, Manifest, OpsArrays, iter_run_dirs, new_manifest, write_run
+from harness.results.outdir import check_out_dir
+from harness.runstatus import finish_manifest, quick_stats, target_met
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
-from harness.spec import RunPlan, Spec, expand
+from harness.spec import RunPlan, Spec, expand, records_per_run
 from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
 
@@ -58,47 +65,32 @@ def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
-    """(config_id, repetition) of the complete runs already in `exp_dir`."""
-    done: set[tuple[str, int]] = set()
+def _manifests(exp_dir: Path) -> Iterator[dict[str, Any]]:
+    """The manifests of the run directories in `exp_dir` (never a hidden temp directory:
+    a run is a directory in place, `iter_run_dirs`), as plain JSON; unreadable ones are
+    skipped (`harness verify` names them)."""
     if not exp_dir.is_dir():
-        return done
-    for man in exp_dir.glob(f"*/{MANIFEST}"):
+        return
+    for run_dir in iter_run_dirs(exp_dir):
         try:
-            data = json.loads(man.read_text())
+            data = json.loads((run_dir / "manifest.json").read_text())
         except (OSError, ValueError):
             continue
-        if data.get("status") == "complete":
-            done.add((data.get("config_id"), data.get("repetition")))
-    return done
+        if isinstance(data, dict):
+            yield data
 
 
-def _write_failure(exp_dir: Path, plan: RunPlan, run_id: str, records: int,
-                   exc: OSError) -> ResultsError:
-    """The one-line error that stops the grid when a run cannot be written (the run's
-    temporary directory is gone already: `write_run` removes it)."""
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc) or (
-        "[errno 28]" in str(exc).lower())
-    what = ("no space left on the device" if full else
-            f"cannot write there ({exc.strerror or exc})")
-    return ResultsError(
-        f"{exp_dir}: {what} while writing run {run_id} ({plan.label()}): its {records:,} "
-        "records are lost; the runs written before it are intact. "
-        + ("Free some space there" if full else "Fix that")
-        + " and continue with `harness run SPEC --resume`.")
+def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
+    """(config_id, repetition) of the complete runs already in `exp_dir`."""
+    return {(d.get("config_id"), d.get("repetition")) for d in _manifests(exp_dir)
+            if d.get("status") == "complete"}
 
 
 def completed_throughputs(exp_dir: Path) -> dict[str, dict[int, tuple[float, float]]]:
     """config_id -> {repetition: (measured ops, achieved throughput)} of the complete
     runs in `exp_dir`."""
     out: dict[str, dict[int, tuple[float, float]]] = {}
-    if not exp_dir.is_dir():
-        return out
-    for man in exp_dir.glob(f"*/{MANIFEST}"):
-        try:
-            data = json.loads(man.read_text())
-        except (OSError, ValueError):
-            continue
+    for data in _manifests(exp_dir):
         rate = (data.get("loadgen") or {}).get("achieved_rate_ops_s")
         ops = (data.get("counts") or {}).get("measured") or 1  # unknown: equal weights
         if data.get("status") == "complete" and rate:
@@ -160,6 +152,12 @@ def ci_halfwidth_pct(runs: list[tuple[float, float]], confidence: float = 0.95) 
     return float(100 * np.expm1(half))
 
 
+#: How long a workload's `prepare` (and `baseline`) may wait on the servers before the
+#: run fails; a line names the servers every `PREPARE_NOTE_S` meanwhile.
+PREPARE_TIMEOUT_S = 300.0
+PREPARE_NOTE_S = 10.0
+
+
 @dataclass
 class _Context:
     """What every run of one `harness run` shares: hosts, their facts, client dirs."""
@@ -169,6 +167,10 @@ class _Context:
     client_hosts: list[Host]
     workdirs: dict[str, str]
     kit: dict[str, Any]
+    #: The experiment's lock and state file: what this process started, for a kill.
+    lock: ExperimentLock
+    #: Local directory for copies being collected (listed in the state file).
+    scratch: str
     #: Client machines holding records not yet copied: their work directories stay.
     keep_workdirs: set[str] = field(default_factory=set)
     #: One agent per client machine, for every run (`harness.agentctl`).
@@ -184,9 +186,11 @@ class Runner:
     def __init__(self, spec: Spec, out_dir: Path, *, resume: bool = False,
                  progress: bool = True, stream: IO[str] | None = None, live: bool = False,
                  on_run_start: Callable[[RunPlan, dict[str, RunningService]], None]
-                 | None = None) -> None:
+                 | None = None, interrupts: Interrupts | None = None) -> None:
         """`on_run_start` is called as each run's clients are released: fault-injection
-        tests use it to kill or pause servers mid-run."""
+        tests use it to kill or pause servers mid-run. `interrupts`: the signal state of
+        `harness run` (the CLI installs its handlers); without one, Ctrl-C is a plain
+        KeyboardInterrupt."""
         self.on_run_start = on_run_start
         self.spec = spec
         self.out_dir = Path(out_dir)
@@ -196,12 +200,17 @@ class Runner:
         self.live = live
         self.stream = stream or sys.stderr
         self.workload = WORKLOADS.get(spec.workload)
+        self.interrupts = interrupts or Interrupts()
         self._gave_up: set[str] = set()
+
+    @property
+    def exp_dir(self) -> Path:
+        return self.out_dir / self.spec.name
 
     def plans(self) -> list[RunPlan]:
         plans = expand(self.spec)
         if self.resume:
-            done = completed_runs(self.out_dir / self.spec.name)
+            done = completed_runs(self.exp_dir)
             plans = [p for p in plans if (p.config_id, p.repetition) not in done]
         return plans
 
@@ -244,22 +253,52 @@ class Runner:
             for h in hosts.values():
                 h.close()
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[ExperimentLock]:
+        """The experiment's lock, after what a killed run left is cleared away
+        (`harness.recovery`); the state file is removed at the end when everything it
+        lists is gone, else kept with a line saying what is left and how to clear it."""
+        lock = ExperimentLock(self.exp_dir, spec=str(self.spec.path))
+        lock.acquire()
+        try:
+            recover(self.spec, self.out_dir, self.say, lock)
+            lock.save()
+            yield lock
+        finally:
+            if lock.state.empty():
+                lock.release()
+            else:
+                lock.save()
+                lock.keep()
+                self.say(f"{self.spec.name}: {_left_over(lock)} left, listed in "
+                         f"{lock.dir}; the next `harness run {self.spec.path}` (or "
+                         f"`harness cleanup {self.spec.path}`) deals with them")
+
     def run(self) -> list[RunOutcome]:
-        if self.resume:  # records a transfer left on client machines first
-            collect_pending(self.spec, self.out_dir, self.say)
-        plans = self.plans()
+        # Before anything is started or measured: a bad --out would cost a run's records.
+        check_out_dir(self.out_dir, self.spec.name, records_per_run(self.spec))
         outcomes: list[RunOutcome] = []
-        if not plans and self.spec.until is None:
-            self.say(f"{self.spec.name}: every run is complete already; nothing to do")
-            return outcomes
-        with self._hosts() as hosts, contextlib.ExitStack() as stack:
+        # Hosts first: a spec error leaves no trace; then the lock, and what a killed run
+        # left is cleared before the plans are made (it may write runs).
+        with self._hosts() as hosts, self._locked() as lock, contextlib.ExitStack() as stack:
+            if self.resume:  # records a transfer left on client machines first
+                collect_pending(self.spec, self.out_dir, self.say)
+            plans = self.plans()
+            if not plans and self.spec.until is None:
+                self.say(f"{self.spec.name}: every run is complete already; nothing to do")
+                return outcomes
+            scratch = tempfile.mkdtemp(prefix="harness-collect-")
+            lock.add_scratch(scratch)
+            stack.callback(self._remove_scratch, lock, scratch)
             ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
-                           [hosts[n] for n in self.spec.clients.hosts], {}, kit_info())
+                           [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),
+                           lock, scratch)
             stack.callback(ctx.agents.close)  # after the work directories are removed
             self._start_agents(ctx)
             for h in ctx.client_hosts:
                 if h.name not in ctx.workdirs:
                     ctx.workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
+                    lock.add_workdir(h.name, ctx.workdirs[h.name])
                     stack.callback(self._remove_workdir, ctx, h)
             bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
                                            disable=not self.progress, dynamic_ncols=True,
@@ -291,11 +330,20 @@ class Runner:
     @staticmethod
     def _remove_workdir(ctx: _Context, host: Host) -> None:
         """Remove a client machine's work directory unless records not yet copied are in
-        it (`harness collect` fetches them from there)."""
+        it (`harness collect` fetches them from there) or records of a run not written
+        (the next `harness run` or `harness cleanup` writes them)."""
+        if host.name in ctx.lock.run_hosts():
+            return
+        ctx.lock.remove_workdir(host.name)
         if host.name in ctx.keep_workdirs:
             return
         with contextlib.suppress(HostError):  # unreachable now: nothing to remove it with
             host.remove_tree(ctx.workdirs[host.name])
+
+    @staticmethod
+    def _remove_scratch(lock: ExperimentLock, scratch: str) -> None:
+        shutil.rmtree(scratch, ignore_errors=True)
+        lock.remove_scratch(scratch)
 
     def _execute(self, plans: list[RunPlan], ctx: _Context, bar: tqdm,
                  outcomes: list[RunOutcome]) -> bool:
@@ -307,24 +355,24 @@ class Runner:
             key = p.services_key() + (f"#{p.index}" if self.spec.timeline else "")
             groups.setdefault(key, []).append(p)
         for group in groups.values():
-            with self._services(group[0], ctx.hosts) as running:
+            with self._services(group[0], ctx) as running:
                 endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
                 sinfo = {n: s.info() for n, s in running.items()}
                 for plan in group:
                     bar.set_postfix_str(plan.label())
-                    outcome = self._run_one(plan, ctx.client_hosts, ctx.workdirs, endpoints,
-                                            ctx.infos, sinfo, ctx.kit, running,
-                                            keep_workdirs=ctx.keep_workdirs,
-                                            agents=ctx.agents)
+                    outcome = self._run_one(plan, ctx, endpoints, sinfo, running)
                     outcomes.append(outcome)
                     bar.update(1)
                     self.say(self._line(outcome, len(outcomes), int(bar.total)))
+                    if self.interrupts.pending:  # a signal while the run was written
+                        raise KeyboardInterrupt
                     if outcome.status == "failed" and self.spec.on_failure == "stop":
                         left = int(bar.total) - len(outcomes)
                         self.say(f"on_failure: stop -- run {len(outcomes)} "
                                  f"({plan.label()}) failed; the remaining {left} run(s) "
                                  "are skipped (`harness run --resume` continues them)")
                         return True
+                    self._track_servers(ctx, running)  # a timeline may have added some
         return False
 
     def _more_repetitions(self, next_index: int) -> list[RunPlan]:
@@ -334,7 +382,7 @@ class Runner:
         `until.max_repetitions`. Says which converged and which not."""
         until = self.spec.until
         assert until is not None
-        by_config = completed_throughputs(self.out_dir / self.spec.name)
+        by_config = completed_throughputs(self.exp_dir)
         more: list[RunPlan] = []
         for plan in expand(self.spec):
             if plan.repetition != 1:
@@ -360,9 +408,8 @@ class Runner:
         return more
 
     @contextlib.contextmanager
-    def _services(
-        self, plan: RunPlan, hosts: dict[str, Host]
-    ) -> Iterator[dict[str, RunningService]]:
+    def _services(self, plan: RunPlan, ctx: _Context) -> Iterator[dict[str, RunningService]]:
+        hosts = ctx.hosts
         running: dict[str, RunningService] = {}
         try:
             for name, svc in plan.services.items():
@@ -376,54 +423,145 @@ class Runner:
                     kwargs["access"] = access_for(
                         hosts[svc.host], [hosts[h] for h in plan.clients.hosts])
                 running[name] = launcher.start(hosts[svc.host], name, svc.settings, **kwargs)
+                self._track_servers(ctx, {name: running[name]})
             yield running
         finally:
             for svc in reversed(list(running.values())):
                 svc.stop()
+                for p in svc.processes:
+                    ctx.lock.remove_server(p.host, p.pid)
 
-    def _run_one(self, plan: RunPlan, client_hosts: list[Host], workdirs: dict[str, str],
-                 endpoints: dict[str, Endpoint], infos: dict[str, Any],
-                 sinfo: dict[str, Any], kit: dict[str, Any],
-                 running: dict[str, RunningService],
-                 keep_workdirs: set[str] | None = None,
-                 agents: AgentPool | None = None) -> RunOutcome:
+    @staticmethod
+    def _track_servers(ctx: _Context, running: dict[str, RunningService]) -> None:
+        """List the server processes in the state file (with their start times, so a
+        later clean-up never signals a reused pid); only those not listed yet."""
+        known = {(s.host, s.pid) for s in ctx.lock.state.servers}
+        new: list[ServerEntry] = []
+        for name, svc in running.items():
+            procs = [p for p in svc.processes if (p.host, p.pid) not in known]
+            by_host: dict[str, list[int]] = {}
+            for p in procs:
+                by_host.setdefault(p.host, []).append(p.pid)
+            for hname, pids in by_host.items():
+                host = ctx.hosts.get(hname) or (svc.host if svc.host.name == hname else None)
+                ticks: dict[int, int] = {}
+                if host is not None:
+                    with contextlib.suppress(HostError):
+                        ticks = host.start_ticks(pids)
+                new += [ServerEntry(name, svc.kind, hname, pid, ticks.get(pid),
+                                    svc.workdir if hname == svc.host.name else None)
+                        for pid in pids]
+        if new:
+            ctx.lock.add_servers(new)
+
+    def _draft(self, plan: RunPlan, run_id: str, started: str, ctx: _Context,
+               sinfo: dict[str, Any]) -> Manifest:
+        """The run's manifest as known before it runs; `finish_manifest` completes it."""
+        return new_manifest(
+            run_id=run_id, experiment=plan.experiment, workload=plan.workload,
+            config_id=plan.config_id, repetition=plan.repetition, params=dict(plan.params),
+            grid_point=dict(plan.grid_point), status="partial", started_utc=started,
+            ended_utc="", hosts=ctx.infos, services=sinfo,
+            loadgen=Loadgen(
+                processes=plan.clients.processes, connections=plan.clients.connections,
+                inflight=plan.clients.inflight,
+                mode="open" if plan.size.open_loop else "closed",
+                target_rate_ops_s=plan.size.rate_ops_s, ops=plan.size.ops,
+                duration_s=plan.size.duration_s, warmup_ops=plan.size.warmup_ops,
+                warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
+                more={"arrival": plan.size.arrival if plan.size.open_loop else None,
+                      "client_hosts": list(plan.clients.hosts)}),
+            kit=ctx.kit, spec_file=str(self.spec.path))
+
+    def _prepare(self, plan: RunPlan, endpoints: dict[str, Endpoint]) -> Any:
+        """The workload's `prepare` and `baseline`, each bounded by `PREPARE_TIMEOUT_S`,
+        with a line every `PREPARE_NOTE_S` naming the servers it waits on."""
+        servers = ", ".join(f"{k} at {e.host}:{e.port}" for k, e in endpoints.items())
+
+        async def bounded(what: str, coro: Any) -> Any:
+            task = asyncio.ensure_future(coro)
+            began = time.monotonic()
+            while True:
+                left = PREPARE_TIMEOUT_S - (time.monotonic() - began)
+                done, _ = await asyncio.wait({task}, timeout=min(PREPARE_NOTE_S, left))
+                if done:
+                    return task.result()
+                waited = time.monotonic() - began
+                if waited >= PREPARE_TIMEOUT_S:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+                    raise ServiceError(
+                        f"{what} did not finish within {PREPARE_TIMEOUT_S:.0f} s waiting on "
+                        f"{servers}; is a server stalled or overloaded? No clients started")
+                self.say(f"  {plan.label()}: {what} still waiting on {servers} "
+                         f"after {waited:.0f} s")
+
+        async def both() -> Any:
+            await bounded("prepare", self.workload.prepare(endpoints, plan.params))
+            return await bounded("baseline", self.workload.baseline(endpoints, plan.params))
+
+        return asyncio.run(both())
+
+    def _run_one(self, plan: RunPlan, ctx: _Context, endpoints: dict[str, Endpoint],
+                 sinfo: dict[str, Any], running: dict[str, RunningService]) -> RunOutcome:
         started = utcnow()
+        run_id = run_id_for(plan)
+        draft = self._draft(plan, run_id, started, ctx, sinfo)
         ops = OpsArrays.empty(self.workload.ops)
         errors: list[str] = []
         workers: list[dict[str, Any]] = []
         interrupted = False
-        group = ClientGroup(plan, client_hosts, workdirs, endpoints, self.workload.ops,
-                            spec_path=str(self.spec.path), agents=agents, live=self.live)
+        group = ClientGroup(plan, ctx.client_hosts, ctx.workdirs, endpoints,
+                            self.workload.ops, spec_path=str(self.spec.path),
+                            agents=ctx.agents, live=self.live, scratch=ctx.scratch)
         live: LiveStatus | None = None
         baseline: Any = None
         timeline: Timeline | None = None
         gone: list[str] = []
         try:
-            # A server that died in an earlier run of this group stays dead: fail fast.
-            gone = [n for n, s in running.items() if not s.alive()]
-            if gone:
-                raise ServiceError(f"server(s) not running before the run: {', '.join(gone)} "
-                                   "(stopped during an earlier run); no clients started")
-            asyncio.run(self.workload.prepare(endpoints, plan.params))
-            baseline = asyncio.run(self.workload.baseline(endpoints, plan.params))
-            group.start()
-            group.wait_ready()
-            start_ns = group.go()
-            live = LiveStatus(group, self.say).start() if self.live else None
-            if self.spec.timeline:
-                timeline = Timeline(self.spec.timeline, running, start_ns).start()
-            if self.on_run_start is not None:
-                self.on_run_start(plan, running)
-            interrupted = group.wait()
-        except KeyboardInterrupt:
-            interrupted = True
-            group.stop()
-        except (HarnessError, OSError) as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-            group.stop()
-        except Exception as exc:  # noqa: BLE001 - a driver error in prepare; keep going
-            errors.append(f"prepare: {type(exc).__name__}: {exc}")
-            group.stop()
+            try:
+                # A server that died in an earlier run of this group stays dead: fail fast.
+                gone = [n for n, s in running.items() if not s.alive()]
+                if gone:
+                    raise ServiceError(f"server(s) not running before the run: "
+                                       f"{', '.join(gone)} (stopped during an earlier run); "
+                                       "no clients started")
+                baseline = self._prepare(plan, endpoints)
+                try:
+                    group.start()
+                finally:  # every process that started is listed, with its record files
+                    self._track_run(ctx, run_id, plan, draft, group)
+                group.wait_ready()
+                start_ns = group.go()
+                live = LiveStatus(group, self.say).start() if self.live else None
+                if self.spec.timeline:
+                    timeline = Timeline(self.spec.timeline, running, start_ns).start()
+                if self.on_run_start is not None:
+                    self.on_run_start(plan, running)
+                interrupted = group.wait()
+            except KeyboardInterrupt:
+                interrupted = True
+                group.stop()
+            except (HarnessError, OSError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                group.stop()
+            except Exception as exc:  # noqa: BLE001 - a driver error in prepare; keep going
+                errors.append(f"prepare: {type(exc).__name__}: {exc}")
+                group.stop()
+            # From here to the run directory in place a first signal waits (`protect`).
+            with self.interrupts.protect(f"writing run {run_id} ({plan.label()})"):
+                return self._finish(plan, ctx, group, draft, running, gone, errors,
+                                    interrupted, live, timeline, baseline, ops, workers)
+        except StopNow:  # a second signal: what is not written stays on the clients
+            self.say(self._left_line(ctx, run_id, plan))
+            raise
+
+    def _finish(self, plan: RunPlan, ctx: _Context, group: ClientGroup, draft: Manifest,
+                running: dict[str, RunningService], gone: list[str], errors: list[str],
+                interrupted: bool, live: LiveStatus | None, timeline: Timeline | None,
+                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]]) -> RunOutcome:
+        """Collect the records, write the run, then remove the clients' copies."""
         if live is not None:
             live.stop()
         if timeline is not None:
@@ -436,54 +574,76 @@ class Runner:
             ops, workers = got.ops, got.workers
             errors += got.errors
             pending = [asdict(p) for p in got.pending]
-            if keep_workdirs is not None:
-                keep_workdirs.update(p.host for p in got.pending)
+            ctx.keep_workdirs.update(p.host for p in got.pending)
         except (HarnessError, OSError) as exc:
             errors.append(f"collecting records: {exc}")
         dead = [n for n, s in running.items() if n not in gone and not s.alive()]
         if dead:
             errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
-        n, rate, p50, p99, err = quick_stats(ops)
-        status = run_status(plan, n, err, errors, workers, interrupted)
-        if interrupted:
-            errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
-        manifest = new_manifest(
-            run_id=run_id_for(plan), experiment=plan.experiment, workload=plan.workload,
-            config_id=plan.config_id, repetition=plan.repetition, params=dict(plan.params),
-            grid_point=dict(plan.grid_point), status=status, started_utc=started,
-            # Notes (a reconnected SSH link) say what happened without making it partial.
-            ended_utc=utcnow(), error="\n".join(errors + group.notes) or None, hosts=infos,
-            services=sinfo,
-            loadgen=Loadgen(
-                processes=plan.clients.processes, connections=plan.clients.connections,
-                inflight=plan.clients.inflight,
-                mode="open" if plan.size.open_loop else "closed",
-                target_rate_ops_s=plan.size.rate_ops_s, ops=plan.size.ops,
-                duration_s=plan.size.duration_s, warmup_ops=plan.size.warmup_ops,
-                warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
-                engine=engine_of_workers(workers),
-                more={"arrival": plan.size.arrival if plan.size.open_loop else None,
-                      "achieved_rate_ops_s": rate if n else None,
-                      "target_met": target_met(plan, rate) if plan.size.open_loop else None,
-                      "client_hosts": list(plan.clients.hosts), "workers": workers,
-                      "clock_offsets": group.clock_offsets}),
-            kit=kit, spec_file=str(self.spec.path),
+        manifest = finish_manifest(
+            draft, plan, ops, workers=workers, errors=errors, notes=group.notes,
+            interrupted=interrupted, ended_utc=utcnow(),
+            engine=engine_of_workers(workers), clock_offsets=group.clock_offsets,
             extra={**({"baseline": baseline} if baseline else {}),
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
-                   **({"timeline": timeline.records} if timeline is not None else {})},
-        )
+                   **({"timeline": timeline.records} if timeline is not None else {})})
         try:
             run_dir = write_run(self.out_dir, manifest, ops)
         except OSError as exc:
-            raise _write_failure(self.out_dir / plan.experiment, plan, manifest.run_id,
-                                 len(ops), exc) from None
+            ctx.lock.update_run(manifest.run_id, manifest=manifest.to_dict(), final=True,
+                                reason=f"could not be written ({exc.strerror or exc})")
+            raise self._write_failure(ctx, plan, manifest, len(ops), exc) from None
         if got is not None:  # written and fsynced: the copies on the clients can go
             group.discard(got)
+        ctx.lock.end_run(manifest.run_id)
         if interrupted:
             raise KeyboardInterrupt
-        return RunOutcome(plan, run_dir, status, n, rate, p50, p99, err,
+        n, rate, p50, p99, err = quick_stats(ops)
+        return RunOutcome(plan, run_dir, manifest.status, n, rate, p50, p99, err,
                           manifest.error)
+
+    @staticmethod
+    def _track_run(ctx: _Context, run_id: str, plan: RunPlan, draft: Manifest,
+                   group: ClientGroup) -> None:
+        ticks: dict[str, dict[int, int]] = {}
+        for w in group.workers:
+            if w.host.name not in ticks:
+                with contextlib.suppress(HostError):
+                    ticks[w.host.name] = w.host.start_ticks(
+                        [x.process.pid for x in group.workers if x.host is w.host])
+        ctx.lock.begin_run(InFlight(
+            run_id, plan.label(), draft.to_dict(),
+            [WorkerEntry(w.host.name, w.client_id, w.process.pid, dict(w.files),
+                         ticks.get(w.host.name, {}).get(w.process.pid))
+             for w in group.workers],
+            reason="the harness stopped before writing it"))
+
+    def _left_line(self, ctx: _Context, run_id: str, plan: RunPlan) -> str:
+        where = "; ".join(f"{h} ({ctx.workdirs.get(h, '?')})"
+                          for h in sorted(ctx.lock.run_hosts()))
+        return (f"stopped at once: run {run_id} ({plan.label()}) was not written; its "
+                f"records stay on {where or 'no machine (none were made)'}, and the next "
+                f"`harness run {self.spec.path} --resume` (or `harness cleanup "
+                f"{self.spec.path}`) writes them")
+
+    def _write_failure(self, ctx: _Context, plan: RunPlan, manifest: Manifest, records: int,
+                       exc: OSError) -> ResultsError:
+        """The one-line error that stops the grid when a run cannot be written; its
+        records stay on the client machines, listed in the state file."""
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc) or (
+            "[errno 28]" in str(exc).lower())
+        what = ("no space left on the device" if full else
+                f"cannot write there ({exc.strerror or exc})")
+        where = "; ".join(f"{h} at {ctx.workdirs.get(h, '?')}"
+                          for h in sorted(ctx.lock.run_hosts()))
+        return ResultsError(
+            f"{self.exp_dir}: {what} while writing run {manifest.run_id} ({plan.label()}): "
+            f"its {records:,} records are kept on {where or 'the client machines'}; the "
+            "runs written before it are intact. "
+            + ("Free some space there" if full else "Fix that")
+            + f" and continue with `harness run {self.spec.path} --resume`, which writes "
+            "them first.")
 
     @staticmethod
     def _line(o: RunOutcome, i: int, total: int) -> str:
@@ -502,3 +662,14 @@ class Runner:
             line += f" -- {o.error.splitlines()[0]}"
         return line
 
+
+def _left_over(lock: ExperimentLock) -> str:
+    st = lock.state
+    parts = []
+    if st.runs:
+        parts.append(f"{len(st.runs)} unwritten run(s)")
+    if st.servers:
+        parts.append(f"{len(st.servers)} server process(es)")
+    if st.workdirs:
+        parts.append(f"{len(st.workdirs)} client work director(ies)")
+    return ", ".join(parts) or "nothing"

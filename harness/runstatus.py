@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from harness.results import ERROR, REDIRECT, TIMEOUT, OpsArrays
+from harness.results import ERROR, REDIRECT, TIMEOUT, Manifest, OpsArrays
 from harness.spec import RunPlan
 
 
@@ -47,3 +49,27 @@ def target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
     """An open-loop run met its target when it achieved at least 95% of the rate; below
     that the clients could not keep the schedule and the latencies include their lag."""
     return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))
+
+
+def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,
+                    workers: list[dict[str, Any]], errors: list[str], interrupted: bool,
+                    ended_utc: str, notes: Sequence[str] = (), engine: str | None = None,
+                    clock_offsets: Mapping[str, Any] | None = None,
+                    extra: Mapping[str, Any] | None = None) -> Manifest:
+    """The run's manifest once its records are in: status, error, achieved rate, the
+    workers' statuses. Used by the runner and by the recovery of a run a killed harness
+    left (`harness.recovery`), so both decide alike."""
+    errors = list(errors)
+    n, rate, *_, err = quick_stats(ops)
+    status = run_status(plan, n, err, errors, workers, interrupted)
+    if interrupted:
+        errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
+    more = {**draft.typed_loadgen.more,
+            "achieved_rate_ops_s": rate if n else None,
+            "target_met": target_met(plan, rate) if plan.size.open_loop else None,
+            "workers": workers, "clock_offsets": dict(clock_offsets or {})}
+    loadgen = replace(draft.typed_loadgen, engine=engine, more=more).to_dict()
+    # Notes (a reconnected SSH link) say what happened without making it partial.
+    return replace(draft, status=status, ended_utc=ended_utc, loadgen=loadgen,
+                   error="\n".join([*errors, *notes]) or None,
+                   extra={**draft.extra, **(extra or {})}, counts={}, ops_file={})

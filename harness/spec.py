@@ -725,3 +725,25 @@ def expand(spec: Spec) -> list[RunPlan]:
             plans.append(RunPlan(len(plans), spec.name, spec.workload, config_id(point), point,
                                  rep, params, clients, services, spec.size))
     return plans
+
+
+#: The most a closed-loop client process does per second (the native core measured
+#: ~150-210k ops/s on one core): bounds a duration run's records for the room check.
+MAX_CLOSED_OPS_S_PER_PROCESS = 300_000
+
+
+def records_per_run(spec: Spec) -> int:
+    """At most how many records one run of `spec` keeps (every run of the grid): what
+    the output directory must have room for (`harness.results.outdir`)."""
+    most = 0
+    for plan in expand(spec):
+        size = plan.size
+        if size.ops is not None:
+            n = size.ops + size.warmup_ops
+        else:
+            seconds = float(size.duration_s or 0) + float(size.warmup_s or 0)
+            rate = (size.rate_ops_s if size.rate_ops_s is not None
+                    else MAX_CLOSED_OPS_S_PER_PROCESS * plan.clients.processes)
+            n = int(seconds * rate) + size.warmup_ops
+        most = max(most, n)
+    return most

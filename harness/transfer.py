@@ -133,7 +133,7 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
                               + (f"\n{tail}" if tail else ""))
     files_of = dict(clients)
     out.discardable = [files_of[cid][k] for cid in done
-                       for k in ("ready", "go", "status", "out")]
+                       for k in ("ready", "go", "status", "out", "alive") if k in files_of[cid]]
     return out
 
 

@@ -4,6 +4,11 @@ Started by the runner on a client host (locally or over SSH). It connects, creat
 `ready` file, waits for the `go` file (which holds the common start time, Unix ns),
 runs, and writes its records (`.npz`) and a status JSON. SIGTERM stops it early; what
 was measured so far is still written.
+
+It stops by itself when no harness is left to collect it: its `alive` file, touched
+each second by the agent that watches it, is older than `ORPHAN_BEFORE_GO_S` before the
+start (it exits without measuring) or `ORPHAN_AFTER_GO_S` after (longer than the
+control machine spends reconnecting a dropped SSH link: it stops and saves its records).
 """
 
 from __future__ import annotations
@@ -22,6 +27,46 @@ from harness.loadgen.live import Sampler
 from harness.workerctl import sha256_of
 
 GO_WAIT_S = 300.0
+ORPHAN_BEFORE_GO_S = 10.0
+#: More than `clients.RECONNECT_DEADLINE_S` (120 s), so a link that comes back in time
+#: finds its workers still measuring.
+ORPHAN_AFTER_GO_S = 150.0
+
+
+def _unwatched_s(path: str | None) -> float:
+    """Seconds since the agent last touched `path`; 0 without one (an older agent)."""
+    if not path:
+        return 0.0
+    try:
+        return max(0.0, time.time() - os.stat(path).st_mtime)
+    except OSError:
+        return 0.0
+
+
+class _Watchdog:
+    """Once a second: stop the run when the alive file went stale."""
+
+    def __init__(self, run: ClientRun, path: str | None) -> None:
+        self.run, self.path = run, path
+        self.fired: str | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        if self.path:
+            self._handle = asyncio.get_running_loop().call_later(1.0, self._check)
+
+    def _check(self) -> None:
+        age = _unwatched_s(self.path)
+        if age > ORPHAN_AFTER_GO_S:
+            self.fired = (f"stopped by itself: no agent has watched it for {age:.0f} s "
+                          "(the harness that started it is gone)")
+            self.run.stop()
+            return
+        self.start()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
@@ -44,9 +89,13 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     Path(cfg.files["ready"]).write_text(str(os.getpid()))
     deadline = time.monotonic() + GO_WAIT_S
     go = Path(cfg.files["go"])
+    alive = cfg.files.get("alive")
     while not go.exists():
         if run.stopping or time.monotonic() > deadline:
             return _finish(run, workload.ops, 0, "stopped", "never got the go signal")
+        if _unwatched_s(alive) > ORPHAN_BEFORE_GO_S:
+            return _finish(run, workload.ops, 0, "stopped", "never got the go signal: "
+                           "the harness that started it is gone")
         await asyncio.sleep(0.002)
     start_at_ns = int(go.read_text())
     delay = (start_at_ns - time.time_ns()) / 1e9
@@ -65,15 +114,18 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     sampler = Sampler(run, cfg.files["live"]) if cfg.files.get("live") else None
     if sampler is not None:
         sampler.start()
+    watchdog = _Watchdog(run, alive)
+    watchdog.start()
     try:
         await run.run()
     except Exception as exc:  # noqa: BLE001 - keep the records, report the error
         error = f"{type(exc).__name__}: {exc}"
+    watchdog.stop()
     if sampler is not None:
         sampler.stop()
     state = "aborted" if run.aborted or error else ("stopped" if run.stopping else "complete")
-    return _finish(run, workload.ops, lag_ns, state, error or (run.last_error if run.aborted
-                                                                  else None))
+    return _finish(run, workload.ops, lag_ns, state, error or watchdog.fired or (
+        run.last_error if run.aborted else None))
 
 
 def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,

@@ -21,6 +21,7 @@ declare -A NEED=(
   [java]=default-jre-headless
   [jar:hdrhistogram.jar]=libhdrhistogram-java
   [gcc]=gcc  # builds the native load-generator core (optional: Python path without it)
+  [strace]=strace  # signals and kills at exact system calls in the tests
 )
 
 have() {

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -338,9 +339,11 @@ def small_tmpfs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_disk_full_stops_with_a_clear_error_and_keeps_earlier_runs(
+def test_disk_full_stops_with_a_clear_error_and_keeps_every_record(
         small_tmpfs: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """Runs of ~150 KB into a 512 KB tmpfs: a few fit, then one cannot be written."""
+    """Runs of ~150 KB into a 512 KB tmpfs: a few fit, then one cannot be written. Its
+    records stay on the client machine, named in the error; once there is room, --resume
+    writes that run first and measures the rest."""
     path = write_spec(tmp_path, name="full", reps=10, processes=2,
                       run="{ops: 20000, timeout_s: 2}")
     code = cli_main(["run", str(path), "--out", str(small_tmpfs), "--no-progress"])
@@ -349,8 +352,12 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_earlier_runs(
     [line] = [x for x in err.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {small_tmpfs / 'full'}: no space left on the device "
                            "while writing run ")
-    assert "records are lost; the runs written before it are intact" in line
-    assert "Free some space there and continue with `harness run SPEC --resume`" in line
+    m = re.search(r"its 20,000 records are kept on client at (/\S+); the runs written "
+                  r"before it are intact", line)
+    assert m, line
+    assert len(list(Path(m.group(1)).glob("*.npz"))) == 2
+    assert (f"Free some space there and continue with `harness run {path} --resume`, which "
+            "writes them first" in line)
     assert "Traceback" not in err
     exp = small_tmpfs / "full"
     assert not [p for p in exp.iterdir() if p.name.startswith(".tmp-")]
@@ -363,6 +370,15 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_earlier_runs(
     for d in written:
         for svc in json.loads((d / "manifest.json").read_text())["services"].values():
             assert all(gone(pid) for pid in svc["pids"])
+    subprocess.run(["mount", "-o", "remount,size=4m", str(small_tmpfs)], check=True)
+    assert cli_main(["run", str(path), "--out", str(small_tmpfs), "--no-progress",
+                     "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "20,000 records recovered and written as complete" in err
+    mans = [read_manifest(d) for d in iter_run_dirs(small_tmpfs)]
+    assert sorted(m.repetition for m in mans) == list(range(1, 11))
+    assert all(m.status == "complete" for m in mans)
+    assert not Path(m.group(1)).exists()
 
 
 # -- a machine's link goes silent (no FIN, no RST) on the multi-machine test bed ------------

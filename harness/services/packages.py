@@ -47,4 +47,7 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("libhdrhistogram-java", None, "jar:hdrhistogram.jar",
                   "HdrHistogram's own log reader checks `harness export hdr`"),
     SystemPackage("gcc", None, "gcc", "builds the native load-generator core (optional)"),
+    SystemPackage("strace", None, "strace",
+                  "signals and kills at exact system calls in the tests (`harness run` is "
+                  "killed at each fsync of a run's write)"),
 )

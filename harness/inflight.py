@@ -1,0 +1,234 @@
+"""What a running `harness run` has started, on disk, so that nothing outlives a kill.
+
+Each experiment directory gets a hidden ``.harness/`` with two files:
+
+- ``lock``: held (flock) by the one `harness run` writing into the experiment; a second
+  one is refused with the holder's pid, machine and start time. The kernel releases it
+  when the holder dies, however it dies.
+- ``state.json``: the servers it started (host, pid, process start time, work
+  directory), the client machines' work directories, the local scratch directory, and
+  the run in flight: its manifest so far and every client process's record files. It is
+  rewritten (atomically) whenever that changes and removed when `harness run` ends
+  cleanly. A state file found by the next `harness run`, `--resume` or `harness
+  cleanup` was left by a run that did not end cleanly: `harness.recovery` stops what it
+  lists and writes the records it names as runs.
+
+Readers of raw results never see it: runs are the directories holding a manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ResultsError
+
+STATE_DIR = ".harness"
+STATE_FILE = "state.json"
+LOCK_FILE = "lock"
+STATE_VERSION = 1
+
+
+@dataclass
+class ServerEntry:
+    """One server process started on `host` (a spec host name)."""
+
+    service: str
+    kind: str
+    host: str
+    pid: int
+    #: /proc/<pid>/stat's start time (clock ticks after boot): a pid reused by another
+    #: process since is never signalled.
+    started_ticks: int | None = None
+    workdir: str | None = None
+
+
+@dataclass
+class WorkerEntry:
+    """One client process of the run in flight and where its records go."""
+
+    host: str
+    client: int
+    pid: int
+    files: dict[str, str]
+    started_ticks: int | None = None
+
+
+@dataclass
+class InFlight:
+    """A run whose records exist (or will) on client machines but not yet as a run
+    directory. `manifest` is what the runner knows of it so far (the final one once a
+    write failed); `reason` says why it was left (for the recovery's line)."""
+
+    run_id: str
+    label: str
+    manifest: dict[str, Any]
+    workers: list[WorkerEntry] = field(default_factory=list)
+    reason: str = ""
+    #: `manifest` is final (status decided, only the write failed): written as it is.
+    final: bool = False
+
+
+@dataclass
+class State:
+    version: int = STATE_VERSION
+    pid: int = 0
+    machine: str = ""
+    started_utc: str = ""
+    spec: str = ""
+    servers: list[ServerEntry] = field(default_factory=list)
+    #: client host name -> its work directory (records of runs in flight are in it).
+    workdirs: dict[str, str] = field(default_factory=dict)
+    #: Local directories of this process (copies being collected): removed on recovery.
+    scratch: list[str] = field(default_factory=list)
+    runs: list[InFlight] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> State:
+        runs = [InFlight(**{**r, "workers": [WorkerEntry(**w) for w in r.get("workers", [])]})
+                for r in data.get("runs", [])]
+        return cls(version=int(data.get("version", 0)), pid=int(data.get("pid", 0)),
+                   machine=str(data.get("machine", "")),
+                   started_utc=str(data.get("started_utc", "")), spec=str(data.get("spec", "")),
+                   servers=[ServerEntry(**s) for s in data.get("servers", [])],
+                   workdirs=dict(data.get("workdirs", {})),
+                   scratch=list(data.get("scratch", [])), runs=runs)
+
+    def empty(self) -> bool:
+        return not (self.servers or self.workdirs or self.scratch or self.runs)
+
+
+def state_dir(exp_dir: Path) -> Path:
+    return Path(exp_dir) / STATE_DIR
+
+
+def read_state(exp_dir: Path) -> State | None:
+    """The state a previous `harness run` left in `exp_dir`, or None."""
+    path = state_dir(exp_dir) / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: unreadable state of an earlier run ({exc}); look at "
+                           "it, then remove it to go on") from None
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        raise ResultsError(f"{path}: state of a different kit version; look at it, then "
+                           "remove it to go on")
+    return State.from_dict(data)
+
+
+class ExperimentLock:
+    """The experiment directory's lock and this process's state file in it."""
+
+    def __init__(self, exp_dir: Path, spec: str = "") -> None:
+        self.exp_dir = Path(exp_dir)
+        self.dir = state_dir(self.exp_dir)
+        self.state = State(pid=os.getpid(), machine=socket.gethostname(),
+                           started_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+                           spec=spec)
+        self._fd: int | None = None
+
+    # -- the lock ---------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Take the lock or raise ResultsError naming the process that holds it."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ResultsError(
+                f"{self.exp_dir}: another `harness run` is writing this experiment "
+                f"({holder}); wait for it to end or stop it, then run again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (f"pid {self.state.pid} on {self.state.machine}, started "
+                       f"{self.state.started_utc}, spec {self.state.spec}\n").encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Remove the state (everything it listed is gone) and drop the lock."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / STATE_FILE).unlink()
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        os.close(self._fd)
+        self._fd = None
+
+    def keep(self) -> None:
+        """Drop the lock but keep the state: something it lists is still out there (a
+        run's records on a client machine, a server that could not be stopped)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    # -- the state ----------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the state atomically (no fsync: it guards against a killed process,
+        whose writes the kernel keeps, not against a lost machine)."""
+        if self._fd is None:
+            return
+        path = self.dir / STATE_FILE
+        if self.state.empty():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return
+        tmp = self.dir / f"{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str) + "\n")
+        os.replace(tmp, path)
+
+    def add_servers(self, entries: list[ServerEntry]) -> None:
+        self.state.servers += entries
+        self.save()
+
+    def remove_server(self, host: str, pid: int) -> None:
+        self.state.servers = [s for s in self.state.servers
+                              if not (s.host == host and s.pid == pid)]
+        self.save()
+
+    def add_workdir(self, host: str, path: str) -> None:
+        self.state.workdirs[host] = path
+        self.save()
+
+    def remove_workdir(self, host: str) -> None:
+        self.state.workdirs.pop(host, None)
+        self.save()
+
+    def add_scratch(self, path: str) -> None:
+        self.state.scratch.append(path)
+        self.save()
+
+    def remove_scratch(self, path: str) -> None:
+        self.state.scratch = [p for p in self.state.scratch if p != path]
+        self.save()
+
+    def begin_run(self, run: InFlight) -> None:
+        self.state.runs.append(run)
+        self.save()
+
+    def update_run(self, run_id: str, **changes: Any) -> None:
+        for r in self.state.runs:
+            if r.run_id == run_id:
+                for k, v in changes.items():
+                    setattr(r, k, v)
+        self.save()
+
+    def end_run(self, run_id: str) -> None:
+        """The run is written and its client files are removed (or were never there)."""
+        self.state.runs = [r for r in self.state.runs if r.run_id != run_id]
+        self.save()
+
+    def run_hosts(self) -> set[str]:
+        """Client machines that hold records of a run not yet written."""
+        return {w.host for r in self.state.runs for w in r.workers}

@@ -247,3 +247,21 @@ def test_raw_impossible_figures_name_the_line(old: str, new: str, message: str,
                                               tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError, match=message):
         import_file("ycsb-raw", _raw_with(tmp_path, old, new))
+
+
+@pytest.mark.parametrize(("line_no", "old", "new", "message"), [
+    # An infinite start became INT64_MIN start times, silently.
+    (6, "1.000,1.000,", "9" * 400 + ",1.000,",
+     r"h\.hdr:6: StartTimestamp 999999999999\.\.\. \(400 characters\) is not a finite"),
+    (6, "1.000,1.000,", "1.000," + "9" * 400 + ",",
+     r"h\.hdr:6: Interval_Length 999999999999\.\.\. \(400 characters\) is not a finite"),
+    (6, "1.000,1.000,", "9999999999.000,1.000,", r"h\.hdr:6: interval ends .* past the log's"),
+    (3, "1700000000.000", "9" * 400, r"h\.hdr:3: StartTime .* is not a finite number"),
+])
+def test_hdr_impossible_times_name_the_line(line_no: int, old: str, new: str, message: str,
+                                            tmp_path: Path) -> None:
+    lines = (YCSB / "READ.hdr").read_text().splitlines(keepends=True)
+    assert old in lines[line_no - 1]
+    lines[line_no - 1] = lines[line_no - 1].replace(old, new, 1)
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("ycsb-hdr", write_variant(tmp_path, "h.hdr", "".join(lines)))

@@ -49,9 +49,10 @@ def whole(text: str, where: str, what: str) -> int:
     return int(text)
 
 
-def count(value: str | float, where: str, what: str, *, least: int = 1) -> int:
-    """A number of ops (or of threads, clients): whole, at least `least`, at most
-    `MAX_OPS`. `value` as written (text) or as a JSON or float reading gave it."""
+def count(value: str | float, where: str, what: str, *, least: int = 1,
+          most: int | None = MAX_OPS) -> int:
+    """A number of ops (or of threads, clients, bytes): whole, at least `least`, at most
+    `most`. `value` as written (text) or as a JSON or float reading gave it."""
     if isinstance(value, str):
         n = whole(value, where, what)
     elif isinstance(value, bool) or not isinstance(value, int | float):
@@ -63,8 +64,8 @@ def count(value: str | float, where: str, what: str, *, least: int = 1) -> int:
     if n < least:
         why = "negative" if n < 0 else f"below {least}"
         raise damaged(where, f"{what} {n} is {why}")
-    if n > MAX_OPS:
-        raise damaged(where, f"{what} {n:,} is more than {MAX_OPS:,}")
+    if most is not None and n > most:
+        raise damaged(where, f"{what} {n:,} is more than {most:,}")
     return n
 
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ _NS_PER_US = 1e3
 _MAX_JSON_DIGITS = 40
 _MAX_NS = 2**62  # start times are int64 ns
 #: Numeric configuration -> the least value memtier accepts.
+_RATIO = re.compile(r"^\d+:\d+$", re.ASCII)  # sets:gets
 _CONFIG_LEAST = {"threads": 1, "clients": 1, "pipeline": 1, "data_size": 0}
 
 
@@ -171,9 +173,11 @@ def _params(config: dict, where: str) -> dict[str, Any]:
                 config.get(src), bool):
             out[dst] = config[src]
     ratio = str(config.get("ratio", ""))
-    sets, _, gets = ratio.partition(":")
-    if sets.isdigit() and gets.isdigit() and int(sets) + int(gets) > 0:
-        out["get_ratio"] = round(int(gets) / (int(sets) + int(gets)), 6)
+    if _RATIO.match(ratio):
+        sets, gets = (numbers.whole(n, where, f"configuration / ratio {what}")
+                      for n, what in zip(ratio.split(":"), ("sets", "gets"), strict=True))
+        if sets + gets > 0:
+            out["get_ratio"] = round(gets / (sets + gets), 6)
     return out
 
 

@@ -92,7 +92,7 @@ class YcsbRaw:
             elif m := _SUMMARY.match(line):
                 blocks.setdefault(m.group(1).strip(), {})[m.group(2).strip()] = (m.group(3), no)
             elif "Command line:" in line:
-                params.update(command_params(line))
+                params.update(command_params(line, numbers.at(path, no)))
             elif not (_HEADER.match(line) or CHATTER.match(line)):
                 noise.skip(no, line)
         result.skipped = noise.lines

@@ -66,6 +66,7 @@ CHATTER = re.compile(r"^\s*(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d+ \d+ sec: |YCSB Cl
                       r"\*\*\*|Raw data measurement: )")
 _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
 _RAW_PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)$")
+_DIGITS = re.compile(r"^\d+$", re.ASCII)  # str.isdigit() takes '²', which int() refuses
 STATUS_OF_RETURN = {"OK": "ok", "BATCHED_OK": "ok", "NOT_FOUND": "miss"}
 NOT_OPS = ("OVERALL", "CLEANUP")
 
@@ -89,17 +90,22 @@ def _number(text: str) -> float | None:
         return None
 
 
-def command_params(line: str) -> dict[str, Any]:
-    """threads / target / workload from YCSB's ``Command line: ...`` echo."""
+def command_params(line: str, where: str) -> dict[str, Any]:
+    """threads / target / workload from YCSB's ``Command line: ...`` echo; a number
+    there is checked (at least one thread; target 0 is YCSB's "no target")."""
     try:
         words = shlex.split(line.split("Command line:", 1)[1])
     except ValueError:
         return {}
     out: dict[str, Any] = {}
-    for flag, key in (("-threads", "threads"), ("-target", "target"), ("-P", "workload")):
+    for flag, key, least in (("-threads", "threads", 1), ("-target", "target", 0),
+                             ("-P", "workload", None)):
         if flag in words[:-1]:
             value = words[words.index(flag) + 1]
-            out[key] = int(value) if value.isdigit() else Path(value).name
+            if least is not None and _DIGITS.match(value):
+                out[key] = numbers.count(value, where, flag, least=least, most=None)
+            else:
+                out[key] = Path(value).name
     return out
 
 
@@ -188,7 +194,7 @@ def read_measurements(path: Path, noise: Noise) -> tuple[Fields, dict[str, Any],
     first: int | None = None
     for no, line in enumerate(read_lines(path), 1):
         if "Command line:" in line:
-            params.update(command_params(line))
+            params.update(command_params(line, numbers.at(path, no)))
         m = _LINE.match(line)
         if m is None or _number(m.group(3)) is None:
             if not CHATTER.match(line):

@@ -270,3 +270,11 @@ def test_stated_figures_of_an_op_that_never_ran_are_not_kept(tmp_path: Path) -> 
     (run,) = import_file("memtier-json", REAL[0]).runs
     assert "wait" not in run.extra["stated_latency_ms"]
     assert run.extra["stated"]["Waits"]["Count"] == 0  # still kept verbatim
+
+
+def test_a_ratio_too_long_is_an_error(tmp_path: Path) -> None:
+    # Was int()'s ValueError (4301 digits) while reading the set:get ratio.
+    p = _sample_with(tmp_path, _set("configuration", "ratio", value="1:" + "9" * 4301))
+    with pytest.raises(ImportFormatError, match=r"m\.json: configuration / ratio gets "
+                                                r"999999999999\.\.\. \(4301 characters\)"):
+        import_file("memtier-json", p)

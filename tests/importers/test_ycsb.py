@@ -265,3 +265,18 @@ def test_hdr_impossible_times_name_the_line(line_no: int, old: str, new: str, me
     lines[line_no - 1] = lines[line_no - 1].replace(old, new, 1)
     with pytest.raises(ImportFormatError, match=message):
         import_file("ycsb-hdr", write_variant(tmp_path, "h.hdr", "".join(lines)))
+
+
+@pytest.mark.parametrize(("threads", "message"), [
+    ("9" * 4301, r"-threads 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("0", r"-threads 0 is below 1"),
+])
+@pytest.mark.parametrize(("fmt", "path"), [("ycsb", TEXT), ("ycsb-raw", RAW)])
+def test_command_line_numbers_are_checked(fmt: str, path: Path, threads: str, message: str,
+                                          tmp_path: Path) -> None:
+    text = path.read_text()
+    if "Command line:" not in text:
+        text = "Command line: -db site.ycsb.BasicDB -threads 4 -s -t\n" + text
+    p = write_variant(tmp_path, "c.txt", text.replace("-threads 4", f"-threads {threads}"))
+    with pytest.raises(ImportFormatError, match=r"c\.txt:1: " + message):
+        import_file(fmt, p)

@@ -4,11 +4,13 @@ they were read, for every importer, never Python's own ValueError or OverflowErr
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from harness.errors import ImportFormatError
 from harness.importers.numbers import MAX_OPS, amount, check_stated, count, whole
+from tests.importers.test_fuzz_importers import SAMPLES, _outcome
 
 WHERE = "f.txt:7"
 #: More digits than Python's int() converts (sys.int_info.default_max_str_digits).
@@ -79,3 +81,33 @@ def test_stated_figures_name_the_offending_line() -> None:
                      places={"p50": "f.txt:8", "p99": "f.txt:9"})
     # Equal neighbours are fine (values printed rounded), and so is every real shape.
     check_stated({"min": 0.1, "p50": 0.1, "p99": 2.0, "max": 2.0, "avg": 0.5}, WHERE, "x")
+
+
+_NUMBER = re.compile(r"\d+")
+#: Lines tried per file: each is a parse, and the seed documents are long.
+LINES_PER_FILE = 60
+
+
+def _lines_with_numbers(text: str) -> list[int]:
+    found = [i for i, line in enumerate(text.splitlines(keepends=True))
+             if _NUMBER.search(line)]
+    step = max(1, len(found) // LINES_PER_FILE)
+    return found[::step]
+
+
+@pytest.mark.parametrize(("fmt", "sample"), SAMPLES,
+                         ids=[f"{fmt}:{p.name}" for fmt, p in SAMPLES])
+def test_a_4301_digit_integer_anywhere_is_a_clean_error_or_ignored(
+        fmt: str, sample: Path, tmp_path: Path) -> None:
+    """Each (sampled) line with a number gets a 4301-digit one instead: the import fails
+    with an ImportFormatError naming the file, in good time, or parses into runs that
+    hold nothing impossible (the number was in a line it does not use)."""
+    text = sample.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines(keepends=True)
+    outcomes = []
+    for i in _lines_with_numbers(text):
+        changed = _NUMBER.sub(HUGE, lines[i], count=1)
+        data = "".join([*lines[:i], changed, *lines[i + 1:]]).encode()
+        outcome, detail = _outcome(fmt, tmp_path / sample.name, data)
+        outcomes.append((i + 1, outcome, detail))
+    assert [o for o in outcomes if o[1] not in ("clean errors", "parsed")] == []

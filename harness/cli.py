@@ -202,6 +202,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_import,
     )
 
+    # A path here would write outside -o (or nest): refused before anything is read.
+    if args.experiment is not None and (problem := paths.name_problem(args.experiment)):
+        shown = args.experiment if len(args.experiment) <= 40 else f"{args.experiment[:40]}..."
+        raise HarnessError(f"--experiment {shown!r}: {problem}")
     for flag in ("count", "size", "requests"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise HarnessError(f"--{flag} {getattr(args, flag)}: must be a positive number")

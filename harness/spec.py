@@ -22,6 +22,7 @@ import yaml
 
 from harness.errors import RegistryError, SpecError
 from harness.hostspec import HostSpec
+from harness.paths import name_problem
 from harness.results.ids import config_id
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
 
@@ -75,7 +76,6 @@ RUN_FIELDS: dict[str, Setting] = {
 MAX_RUNS = 100_000
 TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9a-fA-F:.]+\])(?::\d+)?$")
 TIMELINE_FIELDS = ("at_s", "action", "service", "args")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
@@ -344,8 +344,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         if key not in TOP_LEVEL:
             bad(str(key), f"unknown field{did_you_mean(str(key), TOP_LEVEL)}")
     name = data.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        bad("name", "required: letters, digits, '_', '-', '.' (it names a directory)")
+    if problem := name_problem(name):
+        bad("name", f"required: {problem}")
     workload = None
     wname = data.get("workload")
     if not isinstance(wname, str):

@@ -159,3 +159,11 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
     assert spec.repetitions == 1 and spec.size.ops == 7
     errs = problems(tmp_path, GOOD, overrides={"repetitions": 0})
     assert any(":repetitions: must be an integer" in e for e in errs)
+
+
+def test_a_name_too_long_for_a_directory_is_refused(tmp_path: Path) -> None:
+    # The same rule as `harness import --experiment` (harness.paths.name_problem).
+    found = problems(tmp_path, GOOD.replace("name: t1", "name: " + "n" * 101))
+    assert [p.split(":", 1)[1] for p in found] == [
+        "name: required: at most 100 characters (it names a directory), not 101 (line 1)"]
+    assert load_spec(write(tmp_path, GOOD.replace("name: t1", "name: " + "n" * 100)))

@@ -17,6 +17,7 @@ from harness.importers.cluster_perf import ClusterPerf
 from harness.importers.gae_bench import GaeBench
 from harness.importers.kv_report import KvReport
 from harness.importers.memtier_json import MemtierJson
+from harness.importers.numbers import MAX_OPS
 from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
 from harness.importers.redis_benchmark_text import RedisBenchmarkText
@@ -33,8 +34,8 @@ for _importer in (PerfcTest(), GaeBench(), ClusterPerf(), KvReport(), MemtierJso
 
 
 #: Aggregated records are expanded to one record per op: a larger count in one run is
-#: a damaged file, not a measurement.
-MAX_RECORDS_PER_OP = 10**8
+#: a damaged file, not a measurement (the bound every importer's counts are read with).
+MAX_RECORDS_PER_OP = MAX_OPS
 
 
 def import_file(fmt: str, path: Path, options: ImportOptions | None = None) -> ImportResult:

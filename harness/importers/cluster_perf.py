@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -48,8 +49,8 @@ OPS: dict[str, str] = {
     "searchdelete": "search_delete",
 }
 
-_RESULT = re.compile(
-    r"(\d+)\s*(objects|searches)\s*:\s*(\d+(?:\.\d+)?)\s*milliseconds"
+_RESULT = re.compile(  # (?<!\d): tried once per run of digits, not from each digit in it
+    r"(?<!\d)(\d+)\s*(objects|searches)\s*:\s*(\d+(?:\.\d+)?)\s*milliseconds"
     r"\s*,?\s*(?:\(\s*(\d+(?:\.\d+)?)\s*microsecs\s*/\s*(\w+)\s*\))?",
     re.IGNORECASE,
 )
@@ -57,6 +58,7 @@ _TITLE = re.compile(r"^\s*([A-Za-z][A-Za-z /_-]*?)\s*:\s*$")
 _SETTING = re.compile(r"^\s*([A-Za-z][A-Za-z ()-]*?)\s+:\s+(\S.*?)\s*$")
 _NODE = re.compile(r"^\s*Node\s+([\w.\-\[\]:]+?):(\d+)\s*,\s*rank\s+(\d+)\s*$", re.IGNORECASE)
 _DOTS = re.compile(r"^[\s.]+$")
+_WHOLE = re.compile(r"^\d+$", re.ASCII)
 _LOCAL = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -79,7 +81,7 @@ class _Output:
 
     def runs(self, index: int) -> list[ParsedRun]:
         n = self.settings.get("Number of nodes")
-        nodes = int(n) if n and n.isdigit() else None
+        nodes = int(n) if n and _WHOLE.match(n) else None  # checked as read
         hosts = [node["host"] for node in self.nodes]
         mode = _mode(nodes, hosts)
         point: dict[str, Any] = {}
@@ -128,7 +130,9 @@ class ClusterPerf:
                 stated = {"line": line.strip(" ."), "milliseconds": ms, "count": count}
                 if us is not None:
                     stated[f"microsecs_per_{per.lower()}"] = us
-                cur.results.append((no, op, int(count), float(ms), stated))
+                where = numbers.at(path, no)
+                cur.results.append((no, op, numbers.count(count, where, f"{op} count"),
+                                    numbers.amount(ms, where, f"{op} milliseconds"), stated))
                 cur.title = None
                 continue
             if _DOTS.match(line):
@@ -142,7 +146,10 @@ class ClusterPerf:
             if setting:
                 if cur.results:
                     outputs.append(cur := _Output())
-                cur.settings[setting.group(1).strip()] = setting.group(2)
+                name, value = setting.group(1).strip(), setting.group(2)
+                if name == "Number of nodes" and _WHOLE.match(value):
+                    numbers.count(value, numbers.at(path, no), name)
+                cur.settings[name] = value
                 continue
             title = _TITLE.match(line)
             if title:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -84,8 +85,10 @@ class GaeBench:
                 elif value and test is not None:
                     op, _ = op_name(test)
                     sets[op] = sets.get(op, 0) + 1
+                    seconds = numbers.amount(value.group(1), numbers.at(path, no),
+                                             f"{test} set seconds")
                     result.runs.append(ParsedRun(
-                        records=[Records.aggregate(op, count, float(value.group(1)) * 1e9)],
+                        records=[Records.aggregate(op, count, seconds * 1e9)],
                         grid_point={"op": op},
                         params={"value_size_bytes": size, "ops_per_set": count},
                         repetition=sets[op],

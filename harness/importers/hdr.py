@@ -21,10 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import ImportFormatError
-
-#: More ops than this in one histogram is a damaged payload, not a measurement (each op
-#: becomes a record; harness.importers.MAX_RECORDS_PER_OP is the same bound).
-MAX_OPS = 10**8
+from harness.importers.numbers import MAX_OPS
 
 
 @dataclass(frozen=True)

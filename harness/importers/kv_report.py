@@ -37,6 +37,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -65,12 +66,35 @@ _SUB = {k: re.compile(v, re.IGNORECASE) for k, v in _FIELDS.items()}
 _COMMENT = re.compile(r"^\s*//\s*(.*?)\s*$")
 
 
-def success_fraction(text: str) -> float:
+#: Field -> what it is called in the report (for messages), and whether it is a count.
+_NAMES = {"servers": ("Number of Servers", 1), "clients": ("Number of Clients", 1),
+          "put_ms": ("Total Put Time in ms", None), "put_count": ("Total Put Count", 0),
+          "get_ms": ("Total Get Time in ms", None), "get_count": ("Total Get Count", 0)}
+
+
+def success_fraction(text: str, where: str) -> float:
+    """``100%`` or ``841/1047`` as a fraction (nan for ``n/0``); its numbers are read as
+    `harness.importers.numbers` reads counts and amounts."""
     text = text.replace(" ", "")
     if text.endswith("%"):
-        return float(text[:-1]) / 100
+        return numbers.amount(text[:-1], where, "Throughput") / 100
     num, _, den = text.partition("/")
-    return int(num) / int(den) if int(den) else float("nan")
+    n, d = (numbers.count(v, where, "Throughput", least=0) for v in (num, den))
+    return n / d if d else float("nan")
+
+
+def _check(kind: str, value: re.Match, where: str) -> None:
+    """A field's numbers, as read: impossible ones are an error naming the line."""
+    if kind == "throughput":
+        success_fraction(value.group(1), where)
+    elif kind == "cache":
+        numbers.count(value.group(2), where, "Cache Size", least=0)
+    elif kind in _NAMES:
+        name, least = _NAMES[kind]
+        if least is None:
+            numbers.amount(value.group(1), where, name)
+        else:
+            numbers.count(value.group(1), where, name, least=least)
 
 
 class _Block:
@@ -95,7 +119,8 @@ class _Block:
         stated: dict[str, Any] = {}
         if "throughput" in f:
             stated["throughput"] = f["throughput"]
-            stated["success_fraction"] = success_fraction(f["throughput"])
+            stated["success_fraction"] = success_fraction(  # checked as read: cannot fail
+                f["throughput"], f"line {self.fields['throughput'][1]}")
             if "put_count" in f and "get_count" in f:
                 counts = int(f["get_count"]) / max(int(f["put_count"]), 1)
                 if abs(counts - stated["success_fraction"]) > 1e-9:
@@ -106,6 +131,8 @@ class _Block:
             ms, count = f.get(f"{op}_ms"), f.get(f"{op}_count")
             if ms is not None and count is not None and int(count) > 0:
                 present.append((op, ms, count))
+            elif ms is not None and count is not None:  # e.g. every get failed
+                notes.append(f"{op}: 0 ops in {ms} ms; no {op} run")
             elif ms is not None or count is not None:
                 notes.append(f"{op}: time or count missing (cut off?); no {op} run")
         out = []
@@ -143,6 +170,7 @@ class KvReport:
             for tok in tokens:
                 kind = tok.lastgroup
                 value = _SUB[kind].match(tok.group(0))
+                _check(kind, value, numbers.at(path, no))
                 if kind == "cache":
                     if cache is not None:
                         result.notes.append(f"line {cache[2]}: cache line not followed by a "

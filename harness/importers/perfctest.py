@@ -26,7 +26,9 @@ One run per experiment, i.e. per (nthreads, operation, total); op records in fil
 one client, back to back (a closed loop: start = sum of earlier latencies, a lower bound
 of the real wall time, since think time between requests is not logged). Params:
 ``threads`` (nthreads) and ``op`` (the operation, lower case). Memcache on/off is not in
-the log and stays empty.
+the log and stays empty. A log line's numbers are checked (`harness.importers.numbers`):
+0 threads, a time that is not finite, a count longer than any measurement are an error
+naming the line.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -46,7 +49,8 @@ from harness.importers.base import (
 )
 
 NAME = "perfctest"
-_NUM = re.compile(r"^\d+(?:\.\d+)?$")
+_NUM = re.compile(r"^\d+(?:\.\d+)?$", re.ASCII)
+_THREADS = re.compile(r"^\d+$", re.ASCII)  # str.isdigit() takes '²', which int() refuses
 _NS_PER_S = 1e9
 
 
@@ -54,16 +58,21 @@ def _is_num(tok: str) -> bool:
     return bool(_NUM.match(tok))
 
 
-def _parse_line(tokens: list[str]) -> tuple[str, tuple] | None:
-    """('single', (threads, op, x, time_s, total_s)) or ('all', (threads, op, total_s))."""
+def _parse_line(tokens: list[str], where: str) -> tuple[str, tuple] | None:
+    """('single', (threads, op, x, time_s, total_s)) or ('all', (threads, op, total_s));
+    None for a line that is not the log's. Its numbers are checked (an error naming the
+    line: `harness.importers.numbers`)."""
     if len(tokens) >= 6 and tokens[-1] == "SINGLEOPERATION":
         threads, op, x, t, total = tokens[-6:-1]
-        if threads.isdigit() and all(_is_num(v) for v in (x, t, total)):
-            return "single", (int(threads), op, x, float(t), float(total))
+        if _THREADS.match(threads) and all(_is_num(v) for v in (x, t, total)):
+            return "single", (numbers.count(threads, where, "nthreads", most=None), op, x,
+                              numbers.amount(t, where, f"{op} time"),
+                              numbers.amount(total, where, f"{op} total"))
     if len(tokens) >= 4 and tokens[-1] == "ALLOPERATIONS":
         threads, op, total = tokens[-4:-1]
-        if threads.isdigit() and _is_num(total):
-            return "all", (int(threads), op, float(total))
+        if _THREADS.match(threads) and _is_num(total):
+            return "all", (numbers.count(threads, where, "nthreads", most=None), op,
+                           numbers.amount(total, where, f"{op} total"))
     return None
 
 
@@ -77,7 +86,7 @@ class PerfcTest:
         runs: dict[tuple[int, str, float], list] = {}
         announced: dict[tuple[int, str, float], int] = {}
         for no, line in enumerate(read_lines(path), 1):
-            parsed = _parse_line(line.split())
+            parsed = _parse_line(line.split(), numbers.at(path, no))
             if parsed is None:
                 noise.skip(no, line)
                 continue

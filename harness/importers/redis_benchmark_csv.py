@@ -22,6 +22,10 @@ records carry 1 / rps each, back to back: the throughput is right, but the laten
 columns are then the mean time between completions, not a request latency, and the run
 says so (``extra.latency_stated = false``). Params: ``op`` (the test name as a slug:
 ``set``, ``mset_10_keys``) and ``requests``.
+
+A test's numbers are checked (`harness.importers.numbers`): an rps that is not a
+positive finite number, latency figures that are negative, not finite or out of order
+(min <= p50 <= p95 <= p99 <= max, avg within min..max) are an error naming the line.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ImportFormatError
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -49,12 +54,14 @@ _LATENCY_COLUMNS = ("avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_l
                     "p99_latency_ms", "max_latency_ms")
 
 
-def _float(text: str) -> float | None:
+def _is_number(text: str) -> bool:
+    """Anything float() reads (nan and inf too: those are then damaged numbers, not a
+    line that is not a test's)."""
     try:
-        value = float(text)
+        float(text)
     except ValueError:
-        return None
-    return value if value == value else None  # NaN is not a figure
+        return False
+    return True
 
 
 class RedisBenchmarkCsv:
@@ -81,8 +88,7 @@ class RedisBenchmarkCsv:
             if row and row[0].lower() == "test" and len(row) >= 2 and row[1].lower() == "rps":
                 header = [c.lower() for c in row]
                 continue
-            rps = _float(row[1]) if len(row) >= 2 else None
-            if not row or not row[0] or rps is None or rps <= 0:
+            if not row or not row[0] or len(row) < 2 or not _is_number(row[1]):
                 noise.skip(no, line)
                 continue
             if line.count('"') % 2 or (header and len(row) < len(header)):
@@ -90,11 +96,19 @@ class RedisBenchmarkCsv:
                 noise.skip(no, line)
                 result.notes.append(f"line {no}: incomplete row (cut off?); not imported")
                 continue
+            where = numbers.at(path, no)
+            rps = numbers.amount(row[1], where, f"{row[0]} rps", positive=True)
             cols = header if header and len(row) == len(header) else ["test", "rps"]
             values = dict(zip(cols, row, strict=False))
             stated: dict[str, Any] = {"test": row[0], "rps": row[1]}
             stated.update({k: values[k] for k in _LATENCY_COLUMNS if k in values})
-            avg = _float(values.get("avg_latency_ms", ""))
+            # Every latency column of the layout is a number, in order (avg within them).
+            figures = {k.removesuffix("_latency_ms"): numbers.amount(
+                           values[k], where, f"{row[0]} latencies (ms) "
+                                             f"{k.removesuffix('_latency_ms')}")
+                       for k in _LATENCY_COLUMNS if k in values}
+            numbers.check_stated(figures, where, f"{row[0]} latencies (ms)")
+            avg = figures.pop("avg", None)
             wall_ns = count / rps * 1e9
             notes: list[str] = []
             if avg is not None:
@@ -107,8 +121,6 @@ class RedisBenchmarkCsv:
                 notes.append("no latency in this CSV (old layout): records carry 1/rps, the "
                              "mean time between completions, not a request latency")
             op = slug(row[0])
-            figures = {k.removesuffix("_latency_ms"): v for k in _LATENCY_COLUMNS[1:]
-                       if (v := _float(values.get(k, ""))) is not None}
             seen[op] = seen.get(op, 0) + 1
             result.runs.append(ParsedRun(
                 records=[rec],

@@ -35,6 +35,11 @@ count). No average printed (older redis, ``-q``): the records carry 1 / rps each
 mean time between completions, and the run says so (``extra.latency_stated = false``).
 Params: ``op`` (the test name as a slug), ``requests``, and where printed ``clients``,
 ``value_size_bytes``, ``keep_alive``.
+
+Numbers are checked as read (`harness.importers.numbers`), each an error naming its
+line: 0 requests, an rps that is not a positive finite number, a latency summary that
+is negative, not finite or out of order, a printed distribution that decreases, counts
+longer than any measurement.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ImportFormatError
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -73,6 +79,13 @@ _PROGRESS = re.compile(r"^\s*.+: rps=\S+ \(overall: \S+\) avg_msec=\S+ \(overall
 _KNOWN = re.compile(r"^\s*(Summary:|latency summary \(msec\):|Latency by percentile "
                     r"distribution:|Cumulative distribution of latencies:)\s*$")
 _LATENCY_NAMES = ("avg", "min", "p50", "p95", "p99", "max")
+_PARAM_LEAST = {"clients": 1, "value_size_bytes": 0, "keep_alive": 0}
+
+
+def _rps(text: str, where: str, test: str) -> float:
+    """Requests per second as printed: a positive finite number (the test's requests
+    took some time), else an error naming the line."""
+    return numbers.amount(text, where, f"{test} requests per second", positive=True)
 
 
 class _Test:
@@ -87,6 +100,24 @@ class _Test:
         self.settings: dict[str, str] = {}
         self.latency_ms: dict[str, float] = {}
         self.distribution: list[tuple[float, float, int | None]] = []
+        self.last_point: tuple[float, float, int | None] | None = None  # of this section
+
+    def add_point(self, m: re.Match, where: str) -> None:
+        """A line of a printed distribution, checked: numbers as `harness.importers.numbers`
+        reads them, and not below the section's previous line (it is cumulative)."""
+        pct = numbers.amount(m.group(1), where, f"{self.name} percent")
+        ms = numbers.amount(m.group(2), where, f"{self.name} milliseconds")
+        cum = (numbers.count(m.group(3), where, f"{self.name} cumulative count", least=0)
+               if m.group(3) else None)
+        prev = self.last_point
+        if prev is not None and (pct < prev[0] or ms < prev[1]
+                                 or (cum is not None and prev[2] is not None
+                                     and cum < prev[2])):
+            raise numbers.damaged(where, f"{self.name}: {m.group(1)}% <= {m.group(2)} ms is "
+                                         f"below {prev[0]:.3f}% <= {prev[1]:g} ms before it "
+                                         "(a cumulative distribution never decreases)")
+        self.last_point = (pct, ms, cum)
+        self.distribution.append(self.last_point)
 
 
 def _run(test: _Test, options: ImportOptions) -> tuple[ParsedRun | None, str | None]:
@@ -144,19 +175,23 @@ class RedisBenchmarkText:
             text = line.strip()
             if not text or _PROGRESS.match(line) or _KNOWN.match(line):
                 expect_latency = expect_latency or text == "latency summary (msec):"
+                if current is not None and _KNOWN.match(line):
+                    current.last_point = None  # a new distribution starts
                 continue
             if m := _HEADER.match(line):
                 current = _Test(m.group(1), no)
                 tests.append(current)
                 continue
+            where = numbers.at(path, no)
             if current is not None and (m := _RPS.match(line)):
-                current.rps = float(m.group(1))
+                current.rps = _rps(m.group(1), where, current.name)
                 continue
             if m := _QUIET.match(line):
                 current = _Test(m.group(1), no)
-                current.rps = float(m.group(2))
+                current.rps = _rps(m.group(2), where, current.name)
                 if m.group(3):
-                    current.latency_ms["p50"] = float(m.group(3))
+                    current.latency_ms["p50"] = numbers.amount(m.group(3), where,
+                                                               f"{current.name} p50")
                 tests.append(current)
                 current = None  # one line is the whole test
                 continue
@@ -164,10 +199,10 @@ class RedisBenchmarkText:
                 noise.skip(no, line)
                 continue
             if m := _REQUESTS.match(line):
-                current.requests, current.seconds = int(m.group(1)), float(m.group(2))
+                current.requests = numbers.count(m.group(1), where, f"{current.name} requests")
+                current.seconds = numbers.amount(m.group(2), where, f"{current.name} seconds")
             elif m := _DIST.match(line):
-                cum = int(m.group(3)) if m.group(3) else None
-                current.distribution.append((float(m.group(1)), float(m.group(2)), cum))
+                current.add_point(m, where)
             elif m := _SETTING.match(line):
                 current.settings[m.group(1)] = m.group(2).strip()
             elif expect_latency and text.split() == list(_LATENCY_NAMES):
@@ -178,12 +213,16 @@ class RedisBenchmarkText:
                 except ValueError:
                     noise.skip(no, line)
                     continue
-                current.latency_ms.update(zip(_LATENCY_NAMES, values, strict=True))
+                figures = dict(zip(_LATENCY_NAMES, values, strict=True))
+                numbers.check_stated(figures, where, f"{current.name} latencies (ms)")
+                current.latency_ms.update(figures)
                 expect_latency = False
             elif any((m := pattern.match(line)) for pattern, _ in _PARAMS):
                 for pattern, key in _PARAMS:
                     if m := pattern.match(line):
-                        current.params[key] = int(m.group(1))
+                        current.params[key] = numbers.count(
+                            m.group(1), where, f"{current.name} {key}",
+                            least=_PARAM_LEAST[key], most=None)
             else:
                 noise.skip(no, line)
         for test in tests:

@@ -26,6 +26,7 @@ import numpy as np
 
 from harness.errors import ResultsError
 from harness.importers.base import ImportResult, ParsedRun, Records
+from harness.paths import MAX_NAME_CHARS
 from harness.results import (
     MANIFEST,
     STATUS_CODE,
@@ -39,9 +40,10 @@ from harness.spec import config_id
 
 
 def default_experiment(fmt: str, path: Path) -> str:
-    """``<format>-<file stem>``, made safe as a directory name."""
+    """``<format>-<file stem>``, made safe as a directory name (cut to the length
+    `harness.paths.name_problem` allows: a file's own name may be longer)."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem).strip("._") or "file"
-    return f"{fmt}-{stem}"
+    return f"{fmt}-{stem}"[:MAX_NAME_CHARS]
 
 
 def _layout(rec: Records, lat: np.ndarray, offset: int) -> np.ndarray:

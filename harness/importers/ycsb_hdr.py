@@ -20,7 +20,9 @@ One run per file, op from the ``Logging for`` comment (else the file name): per
 interval, one record per counted op at histogram precision (`harness.importers.hdr`:
 the bucket's highest equivalent value, so percentiles match HdrHistogram's within one
 bucket), started evenly over the interval in rank order (which op ran when inside an
-interval is not recorded). ``extra.latency_source = "histogram"``.
+interval is not recorded). ``extra.latency_source = "histogram"``. A start time or
+interval length that is negative, not finite or beyond int64 ns is an error naming the
+line.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ImportFormatError
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -50,6 +53,18 @@ _LOGGING_FOR = re.compile(r"^#\[Logging for: (.+)\]\s*$")
 _START = re.compile(rf"^#\[StartTime: {_NUM} ")
 _LEGEND = re.compile(r'^"StartTimestamp",')
 _NS_PER_US = 1e3
+_MAX_NS = 2**62  # start times are int64 ns, as every record's
+
+
+def _interval(begin: str, length: str, where: str) -> tuple[float, float]:
+    """An interval's start and length (s), checked: its ops' start times must fit in
+    int64 ns."""
+    begin_s = numbers.amount(begin, where, "StartTimestamp")
+    length_s = numbers.amount(length, where, "Interval_Length")
+    if (begin_s + length_s) * 1e9 >= _MAX_NS:
+        raise numbers.damaged(where, f"interval ends {begin_s + length_s:g} s past the "
+                                     "log's base time, more than int64 ns hold")
+    return begin_s, length_s
 
 
 class YcsbHdr:
@@ -70,7 +85,7 @@ class YcsbHdr:
             if m := _LOGGING_FOR.match(line):
                 name = m.group(1).strip()
             elif m := _START.match(line):
-                start_epoch_s = float(m.group(1))
+                start_epoch_s = numbers.amount(m.group(1), numbers.at(path, no), "StartTime")
             elif m := _INTERVAL.match(line.strip()):
                 first = first or no
                 hist = decode(m.group(5), f"{path}:{no}")
@@ -82,7 +97,7 @@ class YcsbHdr:
                                             "the log; is the file damaged?")
                 if m.group(1):
                     tags.add(m.group(1))
-                begin_s, length_s = float(m.group(2)), float(m.group(3))
+                begin_s, length_s = _interval(m.group(2), m.group(3), numbers.at(path, no))
                 lat = hist.latencies(_NS_PER_US)
                 step = length_s / len(lat) if length_s > 0 else 0.0
                 lat_parts.append(lat)

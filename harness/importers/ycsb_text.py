@@ -30,15 +30,22 @@ throughput is YCSB's. The records have no distribution: the stated min/percentil
 go to ``extra.stated_latency_ms`` (ms), which `harness summary` shows for the run.
 Params: ``op`` (the ops present, e.g. ``read+update``), and ``threads``, ``target``,
 ``workload`` where a ``Command line:`` is in the file.
+
+The numbers of every op that ran are checked (`harness.importers.numbers`): a negative
+or fractional count, a zero or negative RunTime, latency figures that are negative, not
+finite or out of order are an error naming the line. An op with no operations is
+nothing measured (YCSB prints NaN figures for it) and is passed over.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
 from typing import Any
 
+from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
     ImportResult,
@@ -59,6 +66,7 @@ CHATTER = re.compile(r"^\s*(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d+ \d+ sec: |YCSB Cl
                       r"\*\*\*|Raw data measurement: )")
 _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
 _RAW_PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)$")
+_DIGITS = re.compile(r"^\d+$", re.ASCII)  # str.isdigit() takes '²', which int() refuses
 STATUS_OF_RETURN = {"OK": "ok", "BATCHED_OK": "ok", "NOT_FOUND": "miss"}
 NOT_OPS = ("OVERALL", "CLEANUP")
 
@@ -74,84 +82,159 @@ def op_name(measurement: str) -> tuple[str, str] | None:
 
 
 def _number(text: str) -> float | None:
+    """The value as a float (NaN and inf too: YCSB prints NaN for an op that never ran);
+    None when it is not a number at all."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         return None
-    return value if value == value and abs(value) != float("inf") else None
 
 
-def command_params(line: str) -> dict[str, Any]:
-    """threads / target / workload from YCSB's ``Command line: ...`` echo."""
+def command_params(line: str, where: str) -> dict[str, Any]:
+    """threads / target / workload from YCSB's ``Command line: ...`` echo; a number
+    there is checked (at least one thread; target 0 is YCSB's "no target")."""
     try:
         words = shlex.split(line.split("Command line:", 1)[1])
     except ValueError:
         return {}
     out: dict[str, Any] = {}
-    for flag, key in (("-threads", "threads"), ("-target", "target"), ("-P", "workload")):
+    for flag, key, least in (("-threads", "threads", 1), ("-target", "target", 0),
+                             ("-P", "workload", None)):
         if flag in words[:-1]:
             value = words[words.index(flag) + 1]
-            out[key] = int(value) if value.isdigit() else Path(value).name
+            if least is not None and _DIGITS.match(value):
+                out[key] = numbers.count(value, where, flag, least=least, most=None)
+            else:
+                out[key] = Path(value).name
     return out
 
 
-def stated_ms(figures: dict[str, float]) -> dict[str, float]:
-    """A measurement's latency figures (µs, YCSB's names) -> ms under summary keys."""
-    out: dict[str, float] = {}
-    for key, value in figures.items():
-        if key in ("MinLatency(us)", "Min"):
-            out["min"] = value / 1000
-        elif key in ("MaxLatency(us)", "Max"):
-            out["max"] = value / 1000
-        elif m := (_PERCENTILE.match(key) or _RAW_PERCENTILE.match(key)):
-            out[f"p{float(m.group(1)):g}"] = value / 1000
+#: measurement -> field -> (the value as written, its line)
+Fields = dict[str, dict[str, tuple[str, int]]]
+
+
+def _latency_key(key: str) -> str | None:
+    """A latency figure's name (``min``, ``max``, ``mean``, ``p<q>``); None for others."""
+    if key in ("MinLatency(us)", "Min"):
+        return "min"
+    if key in ("MaxLatency(us)", "Max"):
+        return "max"
+    if key in ("AverageLatency(us)", "Average"):
+        return "mean"
+    if m := (_PERCENTILE.match(key) or _RAW_PERCENTILE.match(key)):
+        return f"p{float(m.group(1)):g}"
+    return None
+
+
+def latency_us(name: str, fields: dict[str, tuple[str, int]], path: Path) -> dict[str, float]:
+    """A measured op's latency figures (µs, under `_latency_key` names), checked: finite,
+    not negative, min <= percentiles <= max, mean within them; else an error naming the
+    line."""
+    figures: dict[str, float] = {}
+    places: dict[str, str] = {}
+    for key, (text, line) in fields.items():
+        if short := _latency_key(key):
+            places[short] = numbers.at(path, line)
+            figures[short] = numbers.amount(text, places[short], f"[{name}] latency (us) "
+                                                                 f"{short}")
+    numbers.check_stated(figures, str(path), f"[{name}] latency (us)", places)
+    return figures
+
+
+def stated_ms(figures_us: dict[str, float]) -> dict[str, float]:
+    """Checked latency figures (µs) -> ms under summary keys (the mean is not stated:
+    it is the records' own)."""
+    return {k: v / 1000 for k, v in figures_us.items() if k != "mean"}
+
+
+def op_count(name: str, fields: dict[str, tuple[str, int]], path: Path) -> int | None:
+    """The measurement's ``Operations`` (``Total Operations`` in raw output), checked;
+    None when it has no such line."""
+    key = "Operations" if "Operations" in fields else "Total Operations"
+    if key not in fields:
+        return None
+    text, line = fields[key]
+    return numbers.count(text, numbers.at(path, line), f"[{name}] {key}", least=0)
+
+
+def return_counts(name: str, fields: dict[str, tuple[str, int]], path: Path) -> dict[str, int]:
+    """``Return=<code>`` counts, checked."""
+    return {k.split("=", 1)[1]: numbers.count(text, numbers.at(path, line), f"[{name}] {k}",
+                                              least=0)
+            for k, (text, line) in fields.items() if k.startswith("Return=")}
+
+
+def runtime_ns(fields: Fields, path: Path) -> float | None:
+    """``[OVERALL], RunTime(ms)`` in ns; a zero or negative run time is an error naming
+    the line (ops over no time cannot give a rate), a missing one None."""
+    if "RunTime(ms)" not in fields.get("OVERALL", {}):
+        return None
+    text, line = fields["OVERALL"]["RunTime(ms)"]
+    return numbers.amount(text, numbers.at(path, line), "[OVERALL] RunTime(ms)",
+                          positive=True) * 1e6
+
+
+def finite_figures(fields: Fields) -> dict[str, dict[str, float]]:
+    """The figures as stated, for the manifest: only the finite ones (NaN is YCSB's "no
+    ops", and JSON has no place for it)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, block in fields.items():
+        for key, (text, _) in block.items():
+            value = _number(text)
+            if value is not None and math.isfinite(value):
+                out.setdefault(name, {})[key] = value
     return out
 
 
-def read_measurements(path: Path, noise: Noise) -> tuple[dict[str, dict[str, float]],
-                                                          dict[str, Any], int | None]:
-    """{measurement: {field: value}}, params from a command line, first data line."""
-    blocks: dict[str, dict[str, float]] = {}
+def read_measurements(path: Path, noise: Noise) -> tuple[Fields, dict[str, Any], int | None]:
+    """{measurement: {field: (value text, line)}}, params from a command line, first data
+    line."""
+    blocks: Fields = {}
     params: dict[str, Any] = {}
     first: int | None = None
     for no, line in enumerate(read_lines(path), 1):
         if "Command line:" in line:
-            params.update(command_params(line))
+            params.update(command_params(line, numbers.at(path, no)))
         m = _LINE.match(line)
-        value = _number(m.group(3)) if m else None
-        if m is None or value is None:
+        if m is None or _number(m.group(3)) is None:
             if not CHATTER.match(line):
                 noise.skip(no, line)
             continue
         first = first or no
-        blocks.setdefault(m.group(1).strip(), {})[m.group(2).strip()] = value
+        blocks.setdefault(m.group(1).strip(), {})[m.group(2).strip()] = (m.group(3), no)
     return blocks, params, first
 
 
-def _records(name: str, fig: dict[str, float], wall_ns: float | None,
-             notes: list[str]) -> list[Records]:
+def _records(name: str, fields: dict[str, tuple[str, int]], path: Path,
+             wall_ns: float | None, notes: list[str]) -> tuple[list[Records], dict]:
+    """The op's records and its stated latency figures (ms)."""
     parsed = op_name(name)
-    count = fig.get("Operations", fig.get("Total Operations"))
-    mean_us = fig.get("AverageLatency(us)", fig.get("Average"))
-    if parsed is None or not count or count < 1 or count != int(count):
-        return []
+    if parsed is None:
+        return [], {}
+    count = op_count(name, fields, path)
+    if count is None:
+        notes.append(f"{name}: no Operations line (cut off?); not imported")
+        return [], {}
+    if count == 0:  # nothing measured: YCSB prints NaN and sentinel figures for it
+        return [], {}
     op, status = parsed
-    if mean_us is None or mean_us < 0:
-        notes.append(f"{name}: {int(count)} ops without an average latency; not imported")
-        return []
-    returns = {k.split("=", 1)[1]: int(v) for k, v in fig.items()
-               if k.startswith("Return=") and v >= 1 and v == int(v)}
-    parts = {status: int(count)}
-    if returns and sum(returns.values()) == int(count):
+    figures = latency_us(name, fields, path)
+    mean_us = figures.get("mean")
+    if mean_us is None:
+        notes.append(f"{name}: {count} ops without an average latency; not imported")
+        return [], {}
+    returns = {code: n for code, n in return_counts(name, fields, path).items() if n}
+    parts = {status: count}
+    if returns and sum(returns.values()) == count:
         parts = {}
         for code, n in returns.items():
             st = "error" if status == "error" else STATUS_OF_RETURN.get(code, "error")
             parts[st] = parts.get(st, 0) + n
     elif returns:
         notes.append(f"{name}: Return= counts ({sum(returns.values())}) differ from "
-                     f"Operations ({int(count)}); statuses not split")
-    return [Records.aggregate(op, n, mean_us * _NS_PER_US * n, wall_ns=wall_ns, status=st)
-            for st, n in parts.items()]
+                     f"Operations ({count}); statuses not split")
+    return ([Records.aggregate(op, n, mean_us * _NS_PER_US * n, wall_ns=wall_ns, status=st)
+             for st, n in parts.items()], stated_ms(figures))
 
 
 class YcsbText:
@@ -163,9 +246,7 @@ class YcsbText:
         result = ImportResult(NAME, Path(path))
         blocks, params, first = read_measurements(path, noise)
         result.skipped = noise.lines
-        overall = blocks.get("OVERALL", {})
-        runtime_ms = overall.get("RunTime(ms)")
-        wall_ns = runtime_ms * 1e6 if runtime_ms and runtime_ms > 0 else None
+        wall_ns = runtime_ns(blocks, path)
         notes = ["aggregated records: the summary shows YCSB's stated percentiles for this "
                  "run (per op)"]
         if wall_ns is None:
@@ -173,11 +254,11 @@ class YcsbText:
                          "throughput is not YCSB's")
         records: list[Records] = []
         stated: dict[str, dict[str, float]] = {}
-        for name, fig in blocks.items():
-            recs = _records(name, fig, wall_ns, notes)
+        for name, fields in blocks.items():
+            recs, figures_ms = _records(name, fields, path, wall_ns, notes)
             records += recs
             if recs and recs[0].status != "error":
-                stated[recs[0].op] = stated_ms(fig)
+                stated[recs[0].op] = figures_ms
         if not records:
             raise nothing_found(path, NAME)
         intended = sorted(n for n in blocks if n.upper().startswith("INTENDED-"))
@@ -190,7 +271,7 @@ class YcsbText:
             grid_point={"op": ops},
             params=params,
             notes=notes,
-            extra={"stated": blocks, "stated_latency_ms": stated,
+            extra={"stated": finite_figures(blocks), "stated_latency_ms": stated,
                    "latency_source": "aggregate"},
             line=first,
         ))

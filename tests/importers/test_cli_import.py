@@ -9,7 +9,8 @@ import pytest
 
 from harness.cli import main
 from harness.importers import default_experiment
-from tests.importers.conftest import DATA, write_variant
+from harness.paths import name_problem
+from tests.importers.conftest import DATA, LEGACY, LEGACY_FILES, write_variant
 
 
 def test_import_then_summary_by_threads_op(seed, tmp_path: Path, capsys) -> None:
@@ -84,3 +85,38 @@ def test_unknown_format(tmp_path: Path, capsys) -> None:
 def test_out_is_required(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["import", "gae-bench", str(tmp_path / "x")])
+
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("../../x", "letters, digits"),         # would write two levels above -o
+    ("{tmp}/elsewhere", "letters, digits"),  # an absolute path would be written there
+    ("a/b", "letters, digits"),             # would nest a directory
+    ("", "letters, digits"),                # would fall back to the default name
+    ("x" * 300, "at most 100 characters"),  # longer than a file system takes
+])
+def test_experiment_must_be_a_plain_name(name: str, why: str, tmp_path: Path,
+                                         capsys) -> None:
+    name = name.replace("{tmp}", str(tmp_path))
+    out = tmp_path / "deep" / "raw"
+    before = sorted(tmp_path.rglob("*"))
+    # Refused before anything is read: a missing file is not what the error is about,
+    # and a good file writes nothing.
+    for path in (tmp_path / "not-there.txt", LEGACY / LEGACY_FILES["003"]):
+        code = main(["import", "kv-report", str(path), "-o", str(out), "--experiment", name])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert err.startswith("error: --experiment ") and why in err, err
+        assert err.count("\n") == 1 and "not-there" not in err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_default_experiment_of_a_long_file_name_is_a_plain_name(tmp_path: Path,
+                                                                capsys) -> None:
+    # A file system takes a 250-character file name; the experiment named after it must
+    # still be a name the kit can write.
+    long = write_variant(tmp_path, "r" * 250 + ".txt",
+                         (LEGACY / LEGACY_FILES["003"]).read_text())
+    assert main(["import", "kv-report", str(long), "-o", str(tmp_path / "raw")]) == 0
+    (exp,) = (tmp_path / "raw").iterdir()
+    assert name_problem(exp.name) is None and exp.name.startswith("kv-report-rrr")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,40 @@ def test_nothing_recognisable(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "none.log", "Test report.\nInsert:\n")
     with pytest.raises(ImportFormatError, match=r"none\.log: no cluster-perf records found"):
         import_file("cluster-perf", p)
+
+
+@pytest.mark.parametrize(("result_line", "message"), [
+    # Formerly a traceback (ValueError: ... needs a positive op count).
+    ("00000 searches: 113 milliseconds", r"bad\.log:2: hash_search count 0 is below 1"),
+    ("9" * 4301 + " searches: 113 milliseconds", r"bad\.log:2: hash_search count "
+     r"999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("100000 searches: " + "9" * 400 + " milliseconds", r"bad\.log:2: hash_search "
+     r"milliseconds 999999999999\.\.\. \(400 characters\) is not a finite number"),
+])
+def test_impossible_result_names_the_line(result_line: str, message: str,
+                                          tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "bad.log", f"Hash search:\n{result_line}\n")
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("cluster-perf", p)
+
+
+@pytest.mark.parametrize(("nodes", "message"), [
+    ("0", "Number of nodes 0 is below 1"),
+    ("9" * 4301, r"Number of nodes 999999999999\.\.\. \(4301 characters\) has more digits"),
+])
+def test_impossible_number_of_nodes_names_the_line(nodes: str, message: str,
+                                                   tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "bad.log", SINGLE.replace("Number of nodes : 1",
+                                                          f"Number of nodes : {nodes}"))
+    with pytest.raises(ImportFormatError, match=rf"bad\.log:1: {message}"):
+        import_file("cluster-perf", p)
+
+
+def test_a_long_run_of_digits_is_read_in_linear_time(tmp_path: Path) -> None:
+    # The result pattern once backtracked over every start inside a digit run: 50,000
+    # digits took minutes.
+    p = write_variant(tmp_path, "digits.log", "Insert:\n" + "7" * 50_000 + " objects\n"
+                      "..........10 objects: 1 milliseconds\n")  # dots, spaces lost
+    t0 = time.monotonic()
+    assert [r.records[0].count for r in import_file("cluster-perf", p).runs] == [10]
+    assert time.monotonic() - t0 < 1

@@ -126,3 +126,12 @@ def test_manifest_is_plain_json(seed, tmp_path: Path) -> None:
     data = json.loads(man.read_text())
     assert data["source"] == "imported" and data["status"] == "complete"
     assert np.isclose(data["counts"]["measured"], 50)
+
+
+def test_a_set_time_too_large_names_its_line(tmp_path: Path) -> None:
+    # Was the generic "total time inf ns" error, after the whole file was read.
+    text = "----------DataStore - write\n0.949\n" + "9" * 400 + ".853\n0.877\n"
+    with pytest.raises(ImportFormatError, match=r"g\.txt:3: DataStore - write set seconds "
+                                                r"999999999999\.\.\. \(404 characters\) is "
+                                                "not a finite number"):
+        import_file("gae-bench", write_variant(tmp_path, "g.txt", text))

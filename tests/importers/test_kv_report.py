@@ -160,3 +160,38 @@ def test_nothing_recognisable(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "n.txt", "Performance Test Report\nReached here....\n")
     with pytest.raises(ImportFormatError, match=r"n\.txt: no kv-report records found"):
         import_file("kv-report", p)
+
+
+BLOCK = """\
+======Report======
+Number of Servers: 1 Number of Clients: 1
+Total Put Time in ms: 10 Total Put Count: 5
+Total Get Time in ms: 8 Total Get Count: {get_count}
+Throughput: {throughput}
+"""
+
+
+@pytest.mark.parametrize(("get_count", "throughput", "message"), [
+    # A huge count was an OverflowError (int / int too large for a float), 4301 digits
+    # Python's int-conversion ValueError.
+    ("1" + "0" * 400, "100%", r"k\.txt:4: Total Get Count 100000000000\.\.\. \(401 "
+     r"characters\) has more digits than any measurement"),
+    ("9" * 4301, "100%", r"k\.txt:4: Total Get Count 999999999999\.\.\. \(4301 characters\)"),
+    (str(10**8 + 1), "100%", r"k\.txt:4: Total Get Count 100,000,001 is more than"),
+    ("4", "4/" + "9" * 4301, r"k\.txt:5: Throughput 999999999999\.\.\. \(4301 characters\)"),
+    ("4", "9" * 400 + "%", r"k\.txt:5: Throughput 999999999999\.\.\. \(400 characters\) is "
+     "not a finite number"),
+])
+def test_impossible_figures_name_the_line(get_count: str, throughput: str, message: str,
+                                          tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "k.txt", BLOCK.format(get_count=get_count,
+                                                      throughput=throughput))
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("kv-report", p)
+
+
+def test_zero_gets_is_said_so_not_called_missing(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "k.txt", BLOCK.format(get_count="0", throughput="0/5"))
+    (put,) = import_file("kv-report", p).runs
+    assert put.grid_point["op"] == "put"
+    assert any("get: 0 ops in 8 ms; no get run" in n for n in put.notes), put.notes

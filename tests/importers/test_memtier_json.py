@@ -197,3 +197,84 @@ def test_histogram_with_absurd_counts_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError, match=r"huge\.json: Sets: histogram counts "
                                                 r"1,000,000,000 ops"):
         import_file("memtier-json", p)
+
+
+def _sample_with(tmp_path: Path, change, source: Path = SAMPLE) -> Path:
+    data = json.loads(source.read_text())
+    change(data)
+    return write_variant(tmp_path, "m.json", json.dumps(data))
+
+
+def _set(*keys: str, value: object):
+    def change(data: dict) -> None:
+        node = data
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    # A negative Count silently dropped the whole op.
+    (_set("ALL STATS", "Sets", "Count", value=-909), r"ALL STATS / Sets / Count -909 is "
+     "negative"),
+    (_set("ALL STATS", "Sets", "Count", value=909.5), r"Sets / Count 909\.5 is not a whole"),
+    (_set("ALL STATS", "Sets", "Average Latency", value=-0.4),
+     r"Sets latencies \(ms\) mean -0\.4 is negative"),
+    (_set("ALL STATS", "Sets", "Average Latency", value=float("nan")),
+     r"Sets latencies \(ms\) mean nan is not a finite number"),
+    (_set("ALL STATS", "Gets", "Percentile Latencies", "p50.00", value=5.0),
+     r"Gets latencies \(ms\): p50 5 is above p99 1\.031"),
+    (_set("ALL STATS", "Totals", "Max Latency", value=0.5),
+     r"Totals latencies \(ms\): p99\.9 1\.927 is above max 0\.5"),
+    (_set("ALL STATS", "Sets", "Average Latency", value=9.0),
+     r"Sets latencies \(ms\): mean 9 is outside min 0\.104 \.\. max 2\.431"),
+    # A zero duration fell back to laying the ops back to back, with only a note.
+    (_set("ALL STATS", "Runtime", "Total duration", value=0),
+     r"ALL STATS / Runtime / Total duration 0 is zero"),
+    (_set("configuration", "threads", value=-2), r"configuration / threads -2 is negative"),
+])
+def test_impossible_numbers_name_the_key(change, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match=r"m\.json: .*" + message):
+        import_file("memtier-json", _sample_with(tmp_path, change))
+
+
+def test_impossible_numbers_next_to_a_histogram(tmp_path: Path) -> None:
+    p = _sample_with(tmp_path, _set("ALL STATS", "Sets", "Count", value=-3), REAL[0])
+    with pytest.raises(ImportFormatError, match=r"Sets / Count -3 is negative"):
+        import_file("memtier-json", p)
+    p = _sample_with(tmp_path, _set("ALL STATS", "Sets", "Time-Serie", "0", "Count",
+                                    value=-5), REAL[0])
+    with pytest.raises(ImportFormatError, match=r"Sets / Time-Serie / 0 / Count -5 is "
+                                                "negative"):
+        import_file("memtier-json", p)
+
+
+def test_old_layout_negative_rate_is_an_error(tmp_path: Path) -> None:
+    p = _sample_with(tmp_path, _set("ALL STATS", "Sets", "Ops/sec", value=-12000.5), OLD)
+    with pytest.raises(ImportFormatError, match=r"Sets / Ops/sec -12000\.5 is negative"):
+        import_file("memtier-json", p)
+
+
+def test_a_4301_digit_integer_names_its_line(tmp_path: Path) -> None:
+    # json.loads raised Python's own int-conversion ValueError.
+    text = SAMPLE.read_text().replace('"Count": 909,', '"Count": ' + "9" * 4301 + ",")
+    lines = text.splitlines()
+    line = next(i for i, t in enumerate(lines, 1) if "9" * 4301 in t)
+    with pytest.raises(ImportFormatError, match=rf"m\.json:{line}: a number of 4301 digits"):
+        import_file("memtier-json", write_variant(tmp_path, "m.json", text))
+
+
+def test_stated_figures_of_an_op_that_never_ran_are_not_kept(tmp_path: Path) -> None:
+    # Real memtier prints p50 0.007 above Max 0.0 for Waits, which had no ops.
+    (run,) = import_file("memtier-json", REAL[0]).runs
+    assert "wait" not in run.extra["stated_latency_ms"]
+    assert run.extra["stated"]["Waits"]["Count"] == 0  # still kept verbatim
+
+
+def test_a_ratio_too_long_is_an_error(tmp_path: Path) -> None:
+    # Was int()'s ValueError (4301 digits) while reading the set:get ratio.
+    p = _sample_with(tmp_path, _set("configuration", "ratio", value="1:" + "9" * 4301))
+    with pytest.raises(ImportFormatError, match=r"m\.json: configuration / ratio gets "
+                                                r"999999999999\.\.\. \(4301 characters\)"):
+        import_file("memtier-json", p)

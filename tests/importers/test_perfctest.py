@@ -85,3 +85,25 @@ def test_nothing_recognisable(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "prose.txt", "Performance\n\nExperiment 1:\n")
     with pytest.raises(ImportFormatError, match=r"prose\.txt: no perfctest records found"):
         import_file("perfctest", p)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("9" * 4301 + " insert 1 0.5 459.302978 SINGLEOPERATION",
+     r"nthreads 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("0 insert 1 0.5 459.302978 SINGLEOPERATION", r"nthreads 0 is below 1"),
+    ("1 insert 1 " + "9" * 400 + ".5 459.302978 SINGLEOPERATION",
+     r"insert time 999999999999\.\.\. \(402 characters\) is not a finite number"),
+    ("1 insert 1 0.5 " + "9" * 400 + " SINGLEOPERATION",
+     r"insert total 999999999999\.\.\. \(400 characters\) is not a finite number"),
+    # A digit to str.isdigit but not to int(): was a ValueError; not a line of the log.
+    ("² insert 1 0.5 459.302978 SINGLEOPERATION", None),
+])
+def test_impossible_numbers_name_the_line(line: str, message: str | None,
+                                          tmp_path: Path) -> None:
+    text = "nthreads operation time\n1 insert 1 0.25 459.302978 SINGLEOPERATION\n" + line
+    p = write_variant(tmp_path, "p.result", text + "\n")
+    if message is None:
+        assert import_file("perfctest", p).skipped[-1] == (3, line)
+        return
+    with pytest.raises(ImportFormatError, match=r"p\.result:3: " + message):
+        import_file("perfctest", p)

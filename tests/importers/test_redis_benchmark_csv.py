@@ -110,3 +110,43 @@ def test_live_redis_benchmark(redis_server, tmp_path: Path) -> None:
     for op in ("set", "get"):
         assert table.loc[op, "throughput_ops_s"] == pytest.approx(
             float(rows[op.upper()]["rps"]), rel=1e-6)
+
+
+SET_ROW = '"SET","39761.43","0.166","0.032","0.135","0.295","0.855","3.903"'
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    # Accepted before: p50 5.0 above p99 0.001.
+    ('"SET","39761.43","0.166","0.032","5.0","0.295","0.001","3.903"',
+     r"SET latencies \(ms\): p50 5 is above p95 0\.295"),
+    ('"SET","39761.43","0.166","0.032","5.0","5.5","6.0","3.903"',
+     r"SET latencies \(ms\): p99 6 is above max 3\.903"),
+    ('"SET","39761.43","0.166","-0.032","0.135","0.295","0.855","3.903"',
+     r"SET latencies \(ms\) min -0\.032 is negative"),
+    ('"SET","39761.43","9.0","0.032","0.135","0.295","0.855","3.903"',
+     r"SET latencies \(ms\): avg 9 is outside min 0\.032 \.\. max 3\.903"),
+    # An avg of nan was taken for the old layout: records of 1/rps, no latency.
+    ('"SET","39761.43","nan","0.032","0.135","0.295","0.855","3.903"',
+     r"SET latencies \(ms\) avg nan is not a finite number"),
+    ('"SET","-39761.43","0.166","0.032","0.135","0.295","0.855","3.903"',
+     r"SET rps -39761\.43 is negative"),
+    ('"SET","0","0.166","0.032","0.135","0.295","0.855","3.903"', r"SET rps 0 is zero"),
+    ('"SET","inf","0.166","0.032","0.135","0.295","0.855","3.903"',
+     r"SET rps inf is not a finite number"),
+])
+def test_impossible_numbers_name_the_line(row: str, message: str, tmp_path: Path) -> None:
+    text = NEW.read_text().replace(SET_ROW, row)
+    with pytest.raises(ImportFormatError, match=r"s\.csv:2: " + message):
+        import_file("redis-benchmark-csv", write_variant(tmp_path, "s.csv", text),
+                    ImportOptions(requests=20000))
+
+
+def test_old_layout_impossible_rate_names_the_line(tmp_path: Path) -> None:
+    text = OLD.read_text().replace('"SET","86206.90"', '"SET","-86206.90"')
+    with pytest.raises(ImportFormatError, match=r"o\.csv:3: SET rps -86206\.90 is negative"):
+        import_file("redis-benchmark-csv", write_variant(tmp_path, "o.csv", text),
+                    ImportOptions(requests=1000))
+    text = OLD.read_text().replace('"SET","86206.90"', '"SET","nan"')
+    with pytest.raises(ImportFormatError, match=r"o\.csv:3: SET rps nan is not a finite"):
+        import_file("redis-benchmark-csv", write_variant(tmp_path, "o.csv", text),
+                    ImportOptions(requests=1000))

@@ -113,3 +113,42 @@ def test_live_redis_benchmark_text(redis_server, tmp_path: Path, quiet: bool) ->
             assert table.loc[name.lower(), "latency_p50_ms"] == float(p50)
     else:
         _check(table, _stated(out), 1500)
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    # "0 requests" fell back to --requests without a word.
+    ("  2000 requests completed in 0.05 seconds", "  0 requests completed in 0.05 seconds",
+     5, r"SET requests 0 is below 1"),
+    ("  2000 requests completed", "  " + "9" * 4301 + " requests completed", 5,
+     r"SET requests 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("  10 parallel clients", "  " + "9" * 4301 + " parallel clients", 6,
+     r"SET clients 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("(cumulative count 1042)", "(cumulative count " + "9" * 4301 + ")", 15,
+     r"SET cumulative count 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("50.000% <= 0.151 milliseconds", "50.000% <= 0.011 milliseconds", 15,
+     r"SET: 50\.000% <= 0\.011 ms is below 0\.000% <= 0\.047 ms"),
+    ("  throughput summary: 40816.33 requests", "  throughput summary: 0.00 requests", 39,
+     r"SET requests per second 0\.00 is zero"),
+    ("  throughput summary: 40816.33 requests", "  throughput summary: " + "9" * 400 +
+     ".0 requests", 39, r"SET requests per second 999999999999\.\.\. \(402 characters\) "
+     "is not a finite number"),
+    ("0.155     0.040     0.151     0.239", "0.155     0.040     0.951     0.239", 42,
+     r"SET latencies \(ms\): p50 0\.951 is above p95 0\.239"),
+    ("0.155     0.040     0.151     0.239", "nan     0.040     0.151     0.239", 42,
+     r"SET latencies \(ms\) avg nan is not a finite number"),
+])
+def test_impossible_numbers_name_the_line(old: str, new: str, line: int, message: str,
+                                          tmp_path: Path) -> None:
+    text = TEXT.read_text()
+    assert old in text
+    p = write_variant(tmp_path, "t.txt", text.replace(old, new, 1))
+    with pytest.raises(ImportFormatError, match=rf"t\.txt:{line}: {message}"):
+        import_file("redis-benchmark", p)
+
+
+def test_quiet_impossible_rate_names_the_line(tmp_path: Path) -> None:
+    text = QUIET.read_text().replace("INCR: 166666.67", "INCR: " + "9" * 400 + ".67")
+    with pytest.raises(ImportFormatError, match=r"q\.txt:8: INCR requests per second "
+                                                r"999999999999\.\.\. \(403 characters\)"):
+        import_file("redis-benchmark", write_variant(tmp_path, "q.txt", text),
+                    ImportOptions(requests=2000))

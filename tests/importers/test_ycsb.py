@@ -167,3 +167,116 @@ def test_failed_ops_and_bad_files(tmp_path: Path) -> None:
     lines[5] = lines[5][:-20] + "AAAA"  # a damaged payload
     with pytest.raises(ImportFormatError, match=r"bad\.hdr:6: damaged compressed histogram"):
         import_file("ycsb-hdr", write_variant(tmp_path, "bad.hdr", "\n".join(lines)))
+
+
+def _text_with(tmp_path: Path, old: str, new: str) -> Path:
+    text = TEXT.read_text()
+    assert old in text
+    return write_variant(tmp_path, "t.txt", text.replace(old, new))
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    # A negative count silently dropped the whole op.
+    ("[READ], Operations, 1000", "[READ], Operations, -1000",
+     r"t\.txt:13: \[READ\] Operations -1000 is negative"),
+    ("[READ], Operations, 1000", "[READ], Operations, 10.5",
+     r"t\.txt:13: \[READ\] Operations 10\.5 is not a whole number"),
+    ("[READ], Operations, 1000", "[READ], Operations, " + "9" * 4301,
+     r"t\.txt:13: \[READ\] Operations 999999999999\.\.\. \(4301 characters\) has more digits"),
+    # A zero run time laid the ops back to back: 3,143 ops/s against the stated 669.
+    ("RunTime(ms), 2241", "RunTime(ms), 0", r"t\.txt:7: \[OVERALL\] RunTime\(ms\) 0 is zero"),
+    ("RunTime(ms), 2241", "RunTime(ms), -2241",
+     r"t\.txt:7: \[OVERALL\] RunTime\(ms\) -2241 is negative"),
+    ("RunTime(ms), 2241", "RunTime(ms), NaN",
+     r"t\.txt:7: \[OVERALL\] RunTime\(ms\) NaN is not a finite number"),
+    ("[READ], Return=NOT_FOUND, 16", "[READ], Return=NOT_FOUND, -16",
+     r"t\.txt:22: \[READ\] Return=NOT_FOUND -16 is negative"),
+    ("[READ], AverageLatency(us), 293.537", "[READ], AverageLatency(us), -293.537",
+     r"t\.txt:14: \[READ\] latency \(us\) mean -293\.537 is negative"),
+    ("[READ], AverageLatency(us), 293.537", "[READ], AverageLatency(us), 2930.537",
+     r"t\.txt:14: \[READ\] latency \(us\): mean 2930\.54 is outside min 30 \.\. max 1323"),
+    ("[READ], 95thPercentileLatency(us), 682", "[READ], 95thPercentileLatency(us), 68",
+     r"t\.txt:18: \[READ\] latency \(us\): p50 249 is above p95 68"),
+    ("[READ], MaxLatency(us), 1323", "[READ], MaxLatency(us), inf",
+     r"t\.txt:16: \[READ\] latency \(us\) max inf is not a finite number"),
+])
+def test_text_impossible_figures_name_the_line(old: str, new: str, message: str,
+                                               tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("ycsb", _text_with(tmp_path, old, new))
+
+
+def test_text_without_runtime_says_so_and_zero_ops_are_nothing(tmp_path: Path) -> None:
+    # No RunTime line at all is not a damaged number: imported, and the run says why its
+    # throughput is not YCSB's. An op with no operations (YCSB prints NaN figures for
+    # it) is nothing measured, not an error.
+    p = _text_with(tmp_path, "[OVERALL], RunTime(ms), 2241\n",
+                   "[SCAN], Operations, 0\n[SCAN], AverageLatency(us), NaN\n"
+                   "[SCAN], MinLatency(us), 9223372036854775807\n[SCAN], MaxLatency(us), 0\n")
+    (run,) = import_file("ycsb", p).runs
+    assert {r.op for r in run.records} == {"read", "update"}
+    assert any("no [OVERALL] RunTime(ms)" in n for n in run.notes)
+
+
+def test_text_figures_without_a_count_are_said_so(tmp_path: Path) -> None:
+    (run,) = import_file("ycsb", _text_with(tmp_path, "[UPDATE], Operations, 500\n", "")).runs
+    assert {r.op for r in run.records} == {"read"}
+    assert any("UPDATE: no Operations line" in n for n in run.notes), run.notes
+
+
+def _raw_with(tmp_path: Path, old: str, new: str) -> Path:
+    text = RAW.read_text()
+    assert old in text
+    return write_variant(tmp_path, "r.txt", text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("[READ], p50, 250", "[READ], p50, 2500",
+     r"r\.txt:1013: \[READ\] latency \(us\): p50 2500 is above p90 528"),
+    ("[READ], Return=NOT_FOUND, 16", "[READ], Return=NOT_FOUND, -16",
+     r"r\.txt:1019: \[READ\] Return=NOT_FOUND -16 is negative"),
+    # Was an OverflowError (int(inf)) while counting the codes for a note.
+    ("[READ], Return=NOT_FOUND, 16", "[READ], Return=NOT_FOUND, 1E400",
+     r"r\.txt:1019: \[READ\] Return=NOT_FOUND 1E400 is not a whole number"),
+    ("RunTime(ms), 2241", "RunTime(ms), 0", r"r\.txt:2: \[OVERALL\] RunTime\(ms\) 0 is zero"),
+    # 15-digit timestamps once overflowed int64 nanoseconds silently.
+    ("READ,1700000000006,602", "READ,999999999999999,602",
+     r"r\.txt:5: READ timestamp 999999999999999 \(ms\) is .* from the others"),
+])
+def test_raw_impossible_figures_name_the_line(old: str, new: str, message: str,
+                                              tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("ycsb-raw", _raw_with(tmp_path, old, new))
+
+
+@pytest.mark.parametrize(("line_no", "old", "new", "message"), [
+    # An infinite start became INT64_MIN start times, silently.
+    (6, "1.000,1.000,", "9" * 400 + ",1.000,",
+     r"h\.hdr:6: StartTimestamp 999999999999\.\.\. \(400 characters\) is not a finite"),
+    (6, "1.000,1.000,", "1.000," + "9" * 400 + ",",
+     r"h\.hdr:6: Interval_Length 999999999999\.\.\. \(400 characters\) is not a finite"),
+    (6, "1.000,1.000,", "9999999999.000,1.000,", r"h\.hdr:6: interval ends .* past the log's"),
+    (3, "1700000000.000", "9" * 400, r"h\.hdr:3: StartTime .* is not a finite number"),
+])
+def test_hdr_impossible_times_name_the_line(line_no: int, old: str, new: str, message: str,
+                                            tmp_path: Path) -> None:
+    lines = (YCSB / "READ.hdr").read_text().splitlines(keepends=True)
+    assert old in lines[line_no - 1]
+    lines[line_no - 1] = lines[line_no - 1].replace(old, new, 1)
+    with pytest.raises(ImportFormatError, match=message):
+        import_file("ycsb-hdr", write_variant(tmp_path, "h.hdr", "".join(lines)))
+
+
+@pytest.mark.parametrize(("threads", "message"), [
+    ("9" * 4301, r"-threads 999999999999\.\.\. \(4301 characters\) has more digits"),
+    ("0", r"-threads 0 is below 1"),
+])
+@pytest.mark.parametrize(("fmt", "path"), [("ycsb", TEXT), ("ycsb-raw", RAW)])
+def test_command_line_numbers_are_checked(fmt: str, path: Path, threads: str, message: str,
+                                          tmp_path: Path) -> None:
+    text = path.read_text()
+    if "Command line:" not in text:
+        text = "Command line: -db site.ycsb.BasicDB -threads 4 -s -t\n" + text
+    p = write_variant(tmp_path, "c.txt", text.replace("-threads 4", f"-threads {threads}"))
+    with pytest.raises(ImportFormatError, match=r"c\.txt:1: " + message):
+        import_file(fmt, p)

@@ -177,6 +177,43 @@ def test_stalled_server_gives_timeout_records_and_the_run_ends(tmp_path: Path,
     assert gone(pids[0])  # stop() of a SIGSTOPped server works (TERM + CONT)
 
 
+def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_given_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """memcached SIGSTOPped across a run boundary, so the workload's `prepare` (which loads
+    the key space) waits on it: every PREPARE_NOTE_S a line names the server, and past
+    PREPARE_TIMEOUT_S the run fails with a line naming it (before: silence until the
+    server came back, however long). A stall shorter than the bound only costs lines."""
+    import harness.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "PREPARE_NOTE_S", 0.5)
+    monkeypatch.setattr(runner_mod, "PREPARE_TIMEOUT_S", 3.0)
+    spec = load_spec(write_spec(tmp_path, reps=2, run="{ops: 200}"))
+    stalls = iter([1.6, 6.0])  # rep 1: shorter than the bound; rep 2: longer
+
+    class StallingRunner(Runner):
+        def _run_one(self, plan, ctx, endpoints, sinfo, running):
+            pid = running["cache"].processes[0].pid
+            os.kill(pid, signal.SIGSTOP)
+
+            def cont() -> None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            threading.Timer(next(stalls), cont).start()
+            return super()._run_one(plan, ctx, endpoints, sinfo, running)
+
+    console = io.StringIO()
+    first, second = StallingRunner(spec, tmp_path / "raw", progress=False,
+                                   stream=console).run()
+    out = console.getvalue()
+    assert first.status == "complete", out
+    assert re.search(r"get_ratio=0.9 rep 1: prepare still waiting on memcached at "
+                     r"127\.0\.0\.1:\d+ after 1 s", out), out
+    assert second.status == "failed" and second.measured_ops == 0
+    assert ("prepare did not finish within 3 s waiting on memcached at 127.0.0.1:"
+            in second.error), second.error
+    assert "No clients started" in second.error
+
+
 # -- the SSH connection to the client host cut mid-run -------------------------------------
 
 def _socket_inodes(pid: str) -> set[int]:

@@ -11,6 +11,7 @@ nothing left running and every record kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -463,3 +464,74 @@ def test_read_only_out_is_refused_before_anything_starts(
     assert f"cannot write in {readonly_dir} (Read-only file system)" in err
     res = harness("hosts", "check", str(path), "--out", str(readonly_dir))
     assert res.returncode == 1 and "Read-only file system" in res.stdout
+
+
+# -- the same over SSH, on machines of their own ---------------------------------------------
+
+MACHINE_SPEC = """\
+name: remote
+workload: memcache_mix
+hosts: {hosts}
+services:
+  cache: {{kind: memcached, host: server}}
+clients: {{hosts: [client], processes: 2, connections: 2}}
+params: {{key_space: 1000}}
+repetitions: 2
+run: {{duration_s: 60}}
+"""
+
+
+def test_sigkill_with_ssh_machines_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
+    """Server and clients on namespace machines with their own addresses, reached over
+    SSH. kill -9 of the harness mid-run: the agents' channels close, but over SSH that may
+    be a dropped link, so the client processes go on measuring. `harness cleanup` reaches
+    both machines over SSH, stops the clients (they save their records) and memcached,
+    fetches the records with their checksums, writes the run, removes the work
+    directories."""
+    import yaml
+
+    from tests.fixtures.machines import machine_bed
+
+    with machine_bed(["s", "c"]) as bed:
+        hosts = bed.hosts_yaml({"server": "s", "client": "c"})
+        path = tmp_path / "remote.yaml"
+        path.write_text(MACHINE_SPEC.format(
+            hosts=yaml.safe_dump(hosts, default_flow_style=True, width=10_000).strip()))
+        raw = tmp_path / "raw"
+        state_file = raw / "remote" / STATE_DIR / STATE_FILE
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path),
+                                 "--out", str(raw), "--no-progress", "-q"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        workers: list[dict] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                state = json.loads(state_file.read_text())
+                workers = [w for r in state["runs"] for w in r["workers"]]
+                if len(workers) == 2 and all(Path(w["files"]["go"]).exists()
+                                             for w in workers):
+                    break  # measuring (the machines share this file system)
+            time.sleep(0.05)
+        assert len(workers) == 2, proc.stderr.read() if proc.poll() is not None else ""
+        time.sleep(1.0)
+        proc.kill()
+        proc.communicate(timeout=30)
+        state = json.loads(state_file.read_text())
+        [server] = state["servers"]
+        assert server["host"] == "server" and not gone(server["pid"])
+        time.sleep(2.0)  # the SSH sessions are gone; over SSH the clients measure on
+        assert not any(gone(w["pid"]) for w in workers)
+        res = harness("cleanup", str(path), "--out", str(raw))
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out
+        for w in workers:
+            assert f"client {w['client']} of run" in out and gone(w["pid"])
+        assert f"stopped memcached server 'cache' (pid {server['pid']} on server)" in out
+        assert gone(server["pid"])
+        assert "records recovered and written as partial" in out
+        [man] = [read_manifest(d) for d in iter_run_dirs(raw)]
+        assert man.extra["recovered"]["by"] == "harness cleanup"
+        assert man.counts["ok"] > 1000 and man.hosts["client"]
+        assert {w["host"] for w in man.loadgen["workers"]} == {"client"}
+        assert not Path(state["workdirs"]["client"]).exists()
+        assert not state_file.exists()

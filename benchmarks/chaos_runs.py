@@ -97,6 +97,8 @@ def command(checkout: Path, work: Path) -> tuple[list[str], dict[str, str], Path
     raw = work / "raw"
     tmpdir = work / "tmp"
     tmpdir.mkdir(exist_ok=True)
+    # `python -m` puts the working directory first on sys.path: run in `work`, so that
+    # PYTHONPATH (the checkout under test) decides which kit is imported.
     env = {**os.environ, "PYTHONPATH": str(checkout), "TMPDIR": str(tmpdir)}
     return ([sys.executable, "-m", "harness.cli", "run", str(spec), "--out", str(raw),
              "--no-progress", "-q"], env, raw)
@@ -109,7 +111,7 @@ def reference(checkout: Path) -> dict[str, list[int]]:
         base, env, _ = command(checkout, Path(work))
         log = Path(work) / "trace"
         subprocess.run(["strace", "-qq", "-y", "-o", str(log), "-e", "trace=fsync,rename",
-                        "--", *base], env=env, check=True, capture_output=True)
+                        "--", *base], env=env, check=True, capture_output=True, cwd=work)
         calls: dict[str, list[int]] = {"fsync": [], "rename": []}
         run = 0
         for line in log.read_text().splitlines():
@@ -130,7 +132,8 @@ def trial(attack: str, rng: random.Random, checkout: Path, work: Path,
     tmpdir = Path(env["TMPDIR"])
     tag = uuid.uuid4().hex
     env["HARNESS_TEST_TAG"] = tag
-    dry = subprocess.run([*base, "--dry-run"], capture_output=True, text=True, env=env)
+    dry = subprocess.run([*base, "--dry-run"], capture_output=True, text=True, env=env,
+                         cwd=work)
     plans = {int(i): (c, int(r)) for i, c, r in
              re.findall(r"^\s*(\d+)\s+(\S+)\s+rep (\d+)$", dry.stdout, re.M)}
     how, _, where = attack.partition("@")
@@ -146,13 +149,14 @@ def trial(attack: str, rng: random.Random, checkout: Path, work: Path,
         measured = set(range(ref[where][k - 1] + 1))
         result["at"] = f"{where} {when}"
         try:
-            first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+            first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120,
+                                   cwd=work)
         except subprocess.TimeoutExpired:
             result["hang"] += 1
             first = None
     else:
         proc = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env)
+                                text=True, env=env, cwd=work)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not measuring(tag) and proc.poll() is None:
             time.sleep(0.02)
@@ -177,7 +181,7 @@ def trial(attack: str, rng: random.Random, checkout: Path, work: Path,
     resume_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     try:
         second = subprocess.run([*base, "--resume"], capture_output=True, text=True,
-                                env=env, timeout=180)
+                                env=env, timeout=180, cwd=work)
         result["traceback"] += "Traceback" in second.stderr
     except subprocess.TimeoutExpired:
         result["hang"] += 1

@@ -40,6 +40,7 @@ from harness.recovery import recover
 from harness.results import Loadgen, Manifest, OpsArrays, iter_run_dirs, new_manifest, write_run
 from harness.results.outdir import check_out_dir
 from harness.runstatus import finish_manifest, quick_stats, target_met
+from harness.serverpool import ServerPool, capacity_for
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
@@ -171,6 +172,8 @@ class _Context:
     lock: ExperimentLock
     #: Local directory for copies being collected (listed in the state file).
     scratch: str
+    #: The running server sets, by configuration (`harness.serverpool`).
+    pool: ServerPool
     #: Client machines holding records not yet copied: their work directories stay.
     keep_workdirs: set[str] = field(default_factory=set)
     #: One agent per client machine, for every run (`harness.agentctl`).
@@ -290,9 +293,12 @@ class Runner:
             scratch = tempfile.mkdtemp(prefix="harness-collect-")
             lock.add_scratch(scratch)
             stack.callback(self._remove_scratch, lock, scratch)
+            pool = ServerPool(lambda running: self._stop_services(running, ctx),
+                              capacity_for([self._services_key(p) for p in plans]),
+                              fresh=False)
             ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),
-                           lock, scratch)
+                           lock, scratch, pool)
             stack.callback(ctx.agents.close)  # after the work directories are removed
             self._start_agents(ctx)
             for h in ctx.client_hosts:
@@ -300,6 +306,7 @@ class Runner:
                     ctx.workdirs[h.name] = h.mkdtemp(prefix="harness-clients-")
                     lock.add_workdir(h.name, ctx.workdirs[h.name])
                     stack.callback(self._remove_workdir, ctx, h)
+            stack.callback(pool.close)  # first of all: servers stop before the rest
             bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
                                            disable=not self.progress, dynamic_ncols=True,
                                            desc=self.spec.name))
@@ -347,33 +354,36 @@ class Runner:
 
     def _execute(self, plans: list[RunPlan], ctx: _Context, bar: tqdm,
                  outcomes: list[RunOutcome]) -> bool:
-        """Run `plans`, servers shared per service configuration; True if the grid
-        stopped early (on_failure: stop)."""
-        groups: dict[str, list[RunPlan]] = {}
-        for p in plans:
-            # A timeline changes the servers: every run gets its own, fresh ones.
-            key = p.services_key() + (f"#{p.index}" if self.spec.timeline else "")
-            groups.setdefault(key, []).append(p)
-        for group in groups.values():
-            with self._services(group[0], ctx) as running:
-                endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
-                sinfo = {n: s.info() for n, s in running.items()}
-                for plan in group:
-                    bar.set_postfix_str(plan.label())
-                    outcome = self._run_one(plan, ctx, endpoints, sinfo, running)
-                    outcomes.append(outcome)
-                    bar.update(1)
-                    self.say(self._line(outcome, len(outcomes), int(bar.total)))
-                    if self.interrupts.pending:  # a signal while the run was written
-                        raise KeyboardInterrupt
-                    if outcome.status == "failed" and self.spec.on_failure == "stop":
-                        left = int(bar.total) - len(outcomes)
-                        self.say(f"on_failure: stop -- run {len(outcomes)} "
-                                 f"({plan.label()}) failed; the remaining {left} run(s) "
-                                 "are skipped (`harness run --resume` continues them)")
-                        return True
-                    self._track_servers(ctx, running)  # a timeline may have added some
+        """Run `plans` in their order, each on the server set its configuration needs
+        (`harness.serverpool`); True if the grid stopped early (on_failure: stop)."""
+        for plan in plans:
+            sset = ctx.pool.acquire(self._services_key(plan),
+                                    lambda plan=plan: self._start_services(plan, ctx))
+            running = sset.running
+            endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
+            sset.runs += 1
+            sinfo = {n: {**s.info(), "instance": {
+                "number": sset.instance, "started_utc": sset.started_utc,
+                "run_on_instance": sset.runs}} for n, s in running.items()}
+            bar.set_postfix_str(plan.label())
+            outcome = self._run_one(plan, ctx, endpoints, sinfo, running)
+            outcomes.append(outcome)
+            bar.update(1)
+            self.say(self._line(outcome, len(outcomes), int(bar.total)))
+            if self.interrupts.pending:  # a signal while the run was written
+                raise KeyboardInterrupt
+            if outcome.status == "failed" and self.spec.on_failure == "stop":
+                left = int(bar.total) - len(outcomes)
+                self.say(f"on_failure: stop -- run {len(outcomes)} "
+                         f"({plan.label()}) failed; the remaining {left} run(s) "
+                         "are skipped (`harness run --resume` continues them)")
+                return True
+            self._track_servers(ctx, running)  # a timeline may have added some
         return False
+
+    def _services_key(self, plan: RunPlan) -> str:
+        # A timeline changes the servers: every run gets its own, fresh ones.
+        return plan.services_key() + (f"#{plan.index}" if self.spec.timeline else "")
 
     def _more_repetitions(self, next_index: int) -> list[RunPlan]:
         """One more repetition of every configuration whose 95% CI of throughput (over
@@ -407,8 +417,8 @@ class Runner:
             more.append(replace(plan, repetition=last + 1, index=next_index + len(more)))
         return more
 
-    @contextlib.contextmanager
-    def _services(self, plan: RunPlan, ctx: _Context) -> Iterator[dict[str, RunningService]]:
+    def _start_services(self, plan: RunPlan, ctx: _Context) -> dict[str, RunningService]:
+        """Start `plan`'s servers in spec order; if one fails, those started are stopped."""
         hosts = ctx.hosts
         running: dict[str, RunningService] = {}
         try:
@@ -424,12 +434,17 @@ class Runner:
                         hosts[svc.host], [hosts[h] for h in plan.clients.hosts])
                 running[name] = launcher.start(hosts[svc.host], name, svc.settings, **kwargs)
                 self._track_servers(ctx, {name: running[name]})
-            yield running
-        finally:
-            for svc in reversed(list(running.values())):
-                svc.stop()
-                for p in svc.processes:
-                    ctx.lock.remove_server(p.host, p.pid)
+        except BaseException:
+            self._stop_services(running, ctx)
+            raise
+        return running
+
+    @staticmethod
+    def _stop_services(running: dict[str, RunningService], ctx: _Context) -> None:
+        for svc in reversed(list(running.values())):
+            svc.stop()
+            for p in svc.processes:
+                ctx.lock.remove_server(p.host, p.pid)
 
     @staticmethod
     def _track_servers(ctx: _Context, running: dict[str, RunningService]) -> None:

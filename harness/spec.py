@@ -24,6 +24,7 @@ from harness.errors import RegistryError, SpecError
 from harness.hostspec import HostSpec
 from harness.results.ids import config_id
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
+from harness.specfile import MAX_INVENTORY_BYTES, MAX_SPEC_BYTES, Unreadable, read_bounded
 
 TOP_LEVEL = {
     "name": "experiment name: the directory under raw_results/",
@@ -262,9 +263,9 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     """Read and validate a spec file; raise SpecError listing every problem."""
     path = Path(path)
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise SpecError([f"{path}: cannot read spec ({exc.strerror})"]) from None
+        raw_bytes = read_bounded(path, MAX_SPEC_BYTES, "a spec")
+    except Unreadable as exc:
+        raise SpecError([f"{path}: cannot read spec ({exc})"]) from None
     try:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -626,8 +627,9 @@ def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, 
     if inv is not None:
         inv_path = (path.parent / str(inv)).resolve()
         try:
-            inventory = yaml.safe_load(inv_path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            text = read_bounded(inv_path, MAX_INVENTORY_BYTES, "an inventory").decode()
+            inventory = yaml.safe_load(text) or {}
+        except (Unreadable, UnicodeDecodeError, yaml.YAMLError) as exc:
             bad("inventory", f"cannot read inventory {inv_path}: {exc}")
         if not isinstance(inventory, Mapping):
             bad("inventory", f"{inv_path}: expected a mapping of host name -> target")

@@ -24,7 +24,14 @@ from harness.errors import RegistryError, SpecError
 from harness.hostspec import HostSpec
 from harness.results.ids import config_id
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
-from harness.specfile import MAX_INVENTORY_BYTES, MAX_SPEC_BYTES, Unreadable, read_bounded
+from harness.specfile import (
+    MAX_INVENTORY_BYTES,
+    MAX_SPEC_BYTES,
+    BadYaml,
+    Unreadable,
+    load_yaml,
+    read_bounded,
+)
 
 TOP_LEVEL = {
     "name": "experiment name: the directory under raw_results/",
@@ -206,47 +213,21 @@ class _Lines:
         return self.lines.get(path)
 
 
-#: Bounds on a spec document: nesting depth, and values with YAML aliases expanded.
-MAX_DEPTH, MAX_VALUES = 40, 100_000
+class _Problems:
+    """Collects problems: `bad(field, message)` as `file:field: message (line N)`, and
+    `bad.raw(text)` as is (a line that names another file, the inventory)."""
 
+    def __init__(self, path: Path, lines: _Lines) -> None:
+        self.path, self.lines = path, lines
+        self.problems: list[str] = []
 
-def _too_big(root: yaml.Node | None) -> str | None:
-    """Why the composed document cannot be a spec (too deep, or aliases expanding it past
-    `MAX_VALUES`), or None. Linear in the document: each node is sized once."""
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, depth)
+    def __call__(self, dotted: str, message: str) -> None:
+        line = self.lines.line(dotted)
+        self.problems.append(f"{self.path}:{dotted}: {message}"
+                             + (f" (line {line})" if line else ""))
 
-    def visit(node: yaml.Node, depth: int) -> tuple[int, int]:
-        if depth > MAX_DEPTH:
-            raise _TooBig(f"nested more than {MAX_DEPTH} levels deep (line "
-                          f"{node.start_mark.line + 1}); a spec is a few levels deep")
-        if id(node) in sizes:
-            return sizes[id(node)]
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        count, deepest = 1, 0
-        for child in children:
-            n, d = visit(child, depth + 1)
-            count, deepest = count + n, max(deepest, d + 1)
-            if count > MAX_VALUES:
-                raise _TooBig(f"more than {MAX_VALUES:,} values once YAML aliases are "
-                              f"expanded (line {node.start_mark.line + 1}); too big to be "
-                              "a spec")
-        sizes[id(node)] = (count, deepest)
-        return count, deepest
-
-    try:
-        if root is not None:
-            visit(root, 0)
-    except _TooBig as exc:
-        return str(exc)
-    return None
-
-
-class _TooBig(Exception):
-    pass
+    def raw(self, text: str) -> None:
+        self.problems.append(text)
 
 
 def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -273,37 +254,22 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
         raise SpecError([f"{path}:{line}: not UTF-8 text (byte 0x{raw_bytes[exc.start]:02x} "
                          f"at offset {exc.start}); save the spec as UTF-8"]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        too_big = _too_big(node)
-        if too_big:
-            raise SpecError([f"{path}: {too_big}"])
-        data = yaml.safe_load(text)
-    except RecursionError:
-        raise SpecError([f"{path}: nested too deeply to be a spec"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([f"{where}: malformed YAML: {problem}"]) from None
+        node, data = load_yaml(text)
+    except BadYaml as exc:
+        raise SpecError([p.text(str(path)) for p in exc.problems]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: a spec must be a YAML mapping at the top level"])
     for dotted, value in (overrides or {}).items():
         _apply_override(data, dotted, value)
-    lines = _Lines(node)
-    problems: list[str] = []
-
-    def bad(dotted: str, message: str) -> None:
-        line = lines.line(dotted)
-        problems.append(f"{path}:{dotted}: {message}" + (f" (line {line})" if line else ""))
-
+    bad = _Problems(path, _Lines(node))
     spec = _validate(path, data, bad)
-    if problems:
-        raise SpecError(problems)
+    if bad.problems:
+        raise SpecError(bad.problems)
     assert spec is not None
     for dotted, message in check_grid(spec):
         bad(dotted, message)
-    if problems:
-        raise SpecError(problems)
+    if bad.problems:
+        raise SpecError(bad.problems)
     problems = check_plans(spec)
     if problems:
         raise SpecError(problems)
@@ -621,19 +587,32 @@ def _grid_setting(
     return None
 
 
+def _read_inventory(path: Path, inv: Any, bad: Any) -> Mapping[str, Any]:
+    """The inventory a spec names, bounded and checked as the spec itself is; problems
+    inside it name the inventory file (`bad.raw`), the others the spec's field."""
+    if not isinstance(inv, str) or not inv or "\0" in inv:
+        bad("inventory", "expected the file name of an inventory (host name -> target)")
+        return {}
+    inv_path = (path.parent / inv).resolve()
+    try:
+        text = read_bounded(inv_path, MAX_INVENTORY_BYTES, "an inventory").decode()
+        inventory = load_yaml(text)[1] or {}
+    except (Unreadable, UnicodeDecodeError) as exc:
+        bad("inventory", f"cannot read inventory {inv_path}: {exc}")
+        return {}
+    except BadYaml as exc:
+        for p in exc.problems:
+            bad.raw(p.text(str(inv_path)))
+        return {}
+    if not isinstance(inventory, Mapping):
+        bad("inventory", f"{inv_path}: expected a mapping of host name -> target")
+        return {}
+    return inventory
+
+
 def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, HostSpec]:
-    inventory: Mapping[str, Any] = {}
     inv = data.get("inventory")
-    if inv is not None:
-        inv_path = (path.parent / str(inv)).resolve()
-        try:
-            text = read_bounded(inv_path, MAX_INVENTORY_BYTES, "an inventory").decode()
-            inventory = yaml.safe_load(text) or {}
-        except (Unreadable, UnicodeDecodeError, yaml.YAMLError) as exc:
-            bad("inventory", f"cannot read inventory {inv_path}: {exc}")
-        if not isinstance(inventory, Mapping):
-            bad("inventory", f"{inv_path}: expected a mapping of host name -> target")
-            inventory = {}
+    inventory = _read_inventory(path, inv, bad) if inv is not None else {}
     raw = data.get("hosts", {"localhost": "localhost"})
     if not isinstance(raw, Mapping) or not raw:
         bad("hosts", "expected a non-empty mapping of name -> target")

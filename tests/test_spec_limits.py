@@ -13,7 +13,7 @@ import pytest
 from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.spec import load_spec
-from harness.specfile import MAX_SET_BYTES, MAX_SPEC_BYTES
+from harness.specfile import MAX_INT_CHARS, MAX_SET_BYTES, MAX_SPEC_BYTES
 
 BASE = """\
 name: t
@@ -102,3 +102,92 @@ def test_a_set_value_over_the_limit_is_refused(capsys: pytest.CaptureFixture) ->
         f"error: --set description: {MAX_SET_BYTES + 1:,} bytes, more than the "
         f"{MAX_SET_BYTES:,} bytes a --set value may have\n")
     assert cli_main(["validate", str(spec), "--set", f"description={value[1:]}"]) == 0
+
+
+# -- 2. integers too long to convert, and other scalars Python cannot make --------------
+
+def test_an_integer_of_5000_digits_is_named_not_a_value_error(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + f"run: {{ops: {'9' * 5000}}}\n")
+    assert problems_of(path) == [
+        f"{path}:run.ops: a number {5000:,} characters long; no setting takes one longer "
+        f"than {MAX_INT_CHARS} (line 5)"]
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ("1" + ":0" * 3000, "run.ops"),  # YAML 1.1 base 60: slow to build, then 6,000 digits
+    ("0x" + "f" * 4000, "run.ops"),  # converts, but prints as 4,817 digits
+])
+def test_other_long_integer_forms_are_refused_too(tmp_path: Path, value: str, field: str
+                                                  ) -> None:
+    path = write(tmp_path, BASE + f"run: {{ops: {value}}}\n")
+    [found] = problems_of(path)
+    assert found.startswith(f"{path}:{field}: a number {len(value):,} characters long")
+
+
+@pytest.mark.parametrize("scalar", ["2001-02-30", "0x_", "0b_"])
+def test_a_scalar_python_cannot_make_is_a_spec_error(tmp_path: Path, scalar: str) -> None:
+    path = write(tmp_path, BASE + f"description: {scalar}\nrun: {{ops: 10}}\n")
+    [found] = problems_of(path)
+    assert found.startswith(f"{path}:5:14: cannot read {scalar!r}: ")
+
+
+# -- 3. --set values that are not YAML -----------------------------------------------------
+
+SEED = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
+
+
+def test_a_set_value_that_is_not_yaml_is_a_usage_error(capsys: pytest.CaptureFixture
+                                                       ) -> None:
+    assert cli_main(["validate", str(SEED), "--set", "clients.processes=[unclosed"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --set clients.processes: malformed YAML: ")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_set_value_is_bounded_like_a_spec(capsys: pytest.CaptureFixture) -> None:
+    bomb = "x"
+    for level in range(6):  # 10**6 values once the aliases are expanded
+        bomb = "[" + ", ".join([f"&a{level} {bomb}"] + [f"*a{level}"] * 9) + "]"
+    assert cli_main(["validate", str(SEED), "--set", f"params.x={bomb}"]) == 2
+    assert "once YAML aliases are expanded" in capsys.readouterr().err
+    assert cli_main(["validate", str(SEED), "--set", "repetitions=" + "9" * 5000]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --set repetitions: a number 5,000 characters long")
+
+
+# -- 4. duplicate keys ---------------------------------------------------------------------
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\nname: u\nworkload: memcache_mix\n"
+                           "services:\n  cache:\n    kind: memcached\n"
+                           "    settings: {threads: 1, threads: 2}\n"
+                           "run: {ops: 10}\nrun: {ops: 20}\n")
+    assert problems_of(path) == [
+        f"{path}:name: given twice, on lines 1 and 2; YAML would keep only the last (line 2)",
+        f"{path}:services.cache.settings.threads: given twice, on lines 7 and 7; YAML "
+        "would keep only the last (line 7)",
+        f"{path}:run: given twice, on lines 8 and 9; YAML would keep only the last (line 9)"]
+
+
+def test_keys_equal_as_values_are_duplicates_and_merges_are_not(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "run: {ops: 10}\ngrid: {key_space: [1], 'key_space': [2]}\n")
+    assert [p.split(": ", 1)[1] for p in problems_of(path)] == [
+        "given twice, on lines 6 and 6; YAML would keep only the last (line 6)"]
+    merged = write(tmp_path, BASE + "run: {ops: 10}\nhosts:\n"
+                                    "  localhost: &h {target: localhost, python: python3}\n"
+                                    "  other: {<<: *h, python: /usr/bin/python3}\n")
+    assert load_spec(merged).hosts["other"].python == "/usr/bin/python3"
+
+
+def test_a_key_given_twice_in_the_inventory_names_the_inventory(tmp_path: Path) -> None:
+    inv = write(tmp_path, "box: localhost\nother: localhost\nbox: 'u@h:2222'\n", "inv.yaml")
+    path = write(tmp_path, BASE + "inventory: inv.yaml\nhosts: {localhost: box}\n"
+                                  "run: {ops: 10}\n")
+    assert problems_of(path) == [
+        f"{inv}:box: given twice, on lines 1 and 3; YAML would keep only the last (line 3)"]
+
+
+def test_an_inventory_name_that_is_no_file_name_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + 'inventory: "inv\\0.yaml"\nrun: {ops: 10}\n')
+    assert problems_of(path) == [f"{path}:inventory: expected the file name of an inventory "
+                                 "(host name -> target) (line 5)"]

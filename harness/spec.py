@@ -32,6 +32,20 @@ from harness.specfile import (
     load_yaml,
     read_bounded,
 )
+from harness.speclimits import (
+    MAX_CONNECT_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MAX_CONSECUTIVE_ERRORS,
+    MAX_INFLIGHT,
+    MAX_PROCESSES,
+    MAX_RATE_OPS_S,
+    MAX_RUN_RECORDS,
+    MAX_SECONDS,
+    MIN_RATE_OPS_S,
+    machine_problems,
+    run_problems,
+    target_port_problem,
+)
 
 TOP_LEVEL = {
     "name": "experiment name: the directory under raw_results/",
@@ -57,23 +71,37 @@ HOST_FIELDS = {
     "identity_file": (str,), "ssh_config": (str,), "accept_new_host_key": (bool,),
     "connect_timeout_s": (int, float),
 }
+# The bounds and why: harness/speclimits.py.
 CLIENT_FIELDS: dict[str, Setting] = {
     "hosts": Setting((list,), ["localhost"], "client hosts; processes are spread over them"),
-    "processes": Setting((int,), 1, "client processes (one event loop each)"),
-    "connections": Setting((int,), 1, "connections per process"),
-    "inflight": Setting((int,), 1, "requests in flight per connection"),
+    "processes": Setting((int,), 1, "client processes (one event loop each)", low=1,
+                         high=MAX_PROCESSES, why="each is a Python process"),
+    "connections": Setting((int,), 1, "connections per process", low=1,
+                           high=MAX_CONNECTIONS, why="sockets of one event loop"),
+    "inflight": Setting((int,), 1, "requests in flight per connection", low=1,
+                        high=MAX_INFLIGHT, why="beyond any server's pipelining"),
 }
+_RECORDS = "records a run may hold in memory; measure longer with run.duration_s"
+_DAYS = f"{MAX_SECONDS // 86400} days"
 RUN_FIELDS: dict[str, Setting] = {
-    "ops": Setting((int, type(None)), None, "measured ops per run (over all clients)"),
-    "duration_s": Setting((int, float, type(None)), None, "measured seconds per run"),
-    "warmup_ops": Setting((int,), 0, "ops before measurement, kept and flagged warmup"),
-    "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)"),
-    "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables"),
-    "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors"),
+    "ops": Setting((int, type(None)), None, "measured ops per run (over all clients)",
+                   low=0, low_open=True, high=MAX_RUN_RECORDS, why=_RECORDS),
+    "duration_s": Setting((int, float, type(None)), None, "measured seconds per run",
+                          low=0, low_open=True, high=MAX_SECONDS, why=_DAYS),
+    "warmup_ops": Setting((int,), 0, "ops before measurement, kept and flagged warmup",
+                          low=0, high=MAX_RUN_RECORDS, why=_RECORDS),
+    "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)",
+                        low=0, high=MAX_SECONDS, why=_DAYS),
+    "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables",
+                         low=0, low_open=True, high=MAX_SECONDS, why=_DAYS),
+    "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors",
+                                      low=1, high=MAX_CONSECUTIVE_ERRORS),
     "rate_ops_s": Setting((int, float, type(None)), None,
-                          "open loop: total target rate over all clients; null = closed loop"),
+                          "open loop: total target rate over all clients; null = closed loop",
+                          low=MIN_RATE_OPS_S, high=MAX_RATE_OPS_S),
     "arrival": Setting((str,), "fixed", "open-loop schedule", choices=("fixed", "poisson")),
-    "seed": Setting((int,), 0, "seed of the poisson schedule"),
+    # numpy's generators take no negative seed (the clients' schedules would fail).
+    "seed": Setting((int,), 0, "seed of the poisson schedule", low=0),
     "fail_if_error_rate_above": Setting(
         (int, float, type(None)), None,
         "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
@@ -374,12 +402,11 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     clients_d = resolve(raw_clients if isinstance(raw_clients, Mapping) else {}, CLIENT_FIELDS)
     if not isinstance(clients_d["hosts"], list):
         clients_d["hosts"] = []
+    elif not clients_d["hosts"]:
+        bad("clients.hosts", "must name at least one host (processes are spread over them)")
     for h in clients_d["hosts"]:
         if not isinstance(h, str) or h not in hosts:
             bad("clients.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
-    for k in ("processes", "connections", "inflight"):
-        if isinstance(clients_d[k], int) and clients_d[k] < 1:
-            bad(f"clients.{k}", "must be at least 1")
 
     params_schema = workload.params if workload else {}
     raw_params = data.get("params") or {}
@@ -402,31 +429,22 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         if setting is not None:
             for i, v in enumerate(values):
                 report(check_value(f"{where}.{i}", v, setting))
-                if (str(gkey).startswith("clients.") and isinstance(v, int)
-                        and not isinstance(v, bool) and v < 1):
-                    bad(f"{where}.{i}", f"{v} {str(gkey)[8:]}: must be at least 1")
         grid[str(gkey)] = tuple(values)
 
     reps = data.get("repetitions", 1)
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         bad("repetitions", "must be an integer >= 1")
         reps = 1
+    elif reps > MAX_RUNS:
+        bad("repetitions", f"must be at most {MAX_RUNS:,} (the most runs a spec may have)")
+        reps = 1
     raw_run = data.get("run") or {}
     report(check_settings("run", raw_run, RUN_FIELDS))
     run_d = resolve(raw_run if isinstance(raw_run, Mapping) else {}, RUN_FIELDS)
     if (run_d["ops"] is None) == (run_d["duration_s"] is None):
         bad("run", "give exactly one of run.ops or run.duration_s")
-    for k in ("ops", "duration_s", "rate_ops_s", "timeout_s"):
-        if _number(run_d[k]) and run_d[k] <= 0:
-            bad(f"run.{k}", "must be positive")
-    for k in ("warmup_ops", "warmup_s"):
-        if _number(run_d[k]) and run_d[k] < 0:
-            bad(f"run.{k}", "must be 0 or more")
-    for k in ("duration_s", "warmup_s", "timeout_s", "rate_ops_s"):
-        if _number(run_d[k]) and not math.isfinite(run_d[k]):
-            bad(f"run.{k}", f"must be a finite number, not {run_d[k]}")
-    if _number(run_d["max_consecutive_errors"]) and run_d["max_consecutive_errors"] < 1:
-        bad("run.max_consecutive_errors", "must be at least 1")
+    for dotted, message in run_problems(run_d):
+        bad(dotted, message)
     limit = run_d["fail_if_error_rate_above"]
     if _number(limit) and not 0 <= limit <= 1:
         bad("run.fail_if_error_rate_above", f"{limit} is not a share of the ops: give a "
@@ -459,7 +477,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
 UNTIL_FIELDS: dict[str, Setting] = {
     "ci_within_pct": Setting((int, float), None, "stop when the 95% CI half-width of "
                              "throughput is at most this % of its mean"),
-    "max_repetitions": Setting((int,), 30, "never more repetitions than this"),
+    "max_repetitions": Setting((int,), 30, "never more repetitions than this",
+                               high=MAX_RUNS, why="the most runs a spec may have"),
 }
 
 
@@ -536,7 +555,7 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
                 bad(f"{where}.{k}", f"unknown field{did_you_mean(str(k), TIMELINE_FIELDS)}")
         at, action, sname, args = (ev.get("at_s"), ev.get("action"), ev.get("service"),
                                    ev.get("args") or {})
-        if not isinstance(at, int | float) or isinstance(at, bool) or at < 0:
+        if not _number(at) or not 0 <= at < math.inf:  # not NaN either
             bad(f"{where}.at_s", "required: seconds (>= 0) from the start of the clients")
         elif isinstance(run_d["duration_s"], int | float) and at >= length:
             bad(f"{where}.at_s", f"{at} s is not within the run ({length:g} s)")
@@ -640,6 +659,14 @@ def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, 
         if isinstance(target, str) and not TARGET_RE.match(target):
             bad(f"{where}.target", f"{target!r} is not localhost, user@host:port or a host name")
             ok = False
+        elif isinstance(target, str) and target_port_problem(target):
+            bad(f"{where}.target", str(target_port_problem(target)))
+            ok = False
+        timeout = entry.get("connect_timeout_s")
+        if _number(timeout) and not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:
+            bad(f"{where}.connect_timeout_s", "must be more than 0 and at most "
+                                              f"{MAX_CONNECT_TIMEOUT_S:,} s")
+            ok = False
         if ok:
             hosts[str(hname)] = HostSpec(name=str(hname), **entry)
     return hosts
@@ -658,14 +685,18 @@ def _canon(value: Any) -> str:
 
 
 def check_grid(spec: Spec) -> list[tuple[str, str]]:
-    """(field, problem) of a grid that cannot run as meant: more than `MAX_RUNS` runs,
-    every point excluded, or fewer ops per run than client processes to share them."""
+    """(field, problem) of a grid that cannot run as meant: more than `MAX_RUNS` runs
+    (`until` may repeat up to its max_repetitions), every point excluded, fewer ops per
+    run than client processes to share them, or more client processes and connections
+    than one machine can have (`speclimits.machine_problems`)."""
     configs = math.prod(len(v) for v in spec.grid.values())
-    if configs * spec.repetitions > MAX_RUNS:
+    reps = max(spec.repetitions, spec.until.max_repetitions if spec.until else 0)
+    if configs * reps > MAX_RUNS:
         sizes = " x ".join(str(len(v)) for v in spec.grid.values()) or "1"
-        return [("grid", f"{sizes} configurations x {spec.repetitions} repetitions = "
-                         f"{configs * spec.repetitions:,} runs, more than {MAX_RUNS:,}; "
-                         "narrow the grid or split the experiment")]
+        which = "repetitions" if reps == spec.repetitions else "until.max_repetitions"
+        return [("grid", f"{sizes} configurations x {reps} {which} = {configs * reps:,} "
+                         f"runs, more than {MAX_RUNS:,}; narrow the grid or split the "
+                         "experiment")]
     plans = expand(spec)
     if not plans:
         return [("exclude", f"every one of the grid's {configs} configurations is excluded; "
@@ -678,6 +709,9 @@ def check_grid(spec: Spec) -> list[tuple[str, str]]:
             problems[(where, f"{ops} ops cannot be shared by {procs} client processes (each "
                              "needs at least one); raise run.ops or lower clients.processes")
                      ] = None
+        for problem in machine_problems(spec.hosts, plan.clients.hosts, procs,
+                                        plan.clients.connections, spec.grid):
+            problems[problem] = None
     return list(problems)
 
 

@@ -191,3 +191,93 @@ def test_an_inventory_name_that_is_no_file_name_is_refused(tmp_path: Path) -> No
     path = write(tmp_path, BASE + 'inventory: "inv\\0.yaml"\nrun: {ops: 10}\n')
     assert problems_of(path) == [f"{path}:inventory: expected the file name of an inventory "
                                  "(host name -> target) (line 5)"]
+
+
+# -- 5. ranges, with the field named -------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("clients: {hosts: []}\nrun: {ops: 10}\n",  # was ZeroDivisionError when clients start
+     ["clients.hosts: must name at least one host (processes are spread over them) (line 5)"]),
+    ("run: {duration_s: 1.0e+12}\n",  # was OverflowError in the clients
+     ["run.duration_s: must be at most 2,592,000 (30 days) (line 5)"]),
+    ("run: {duration_s: 10, warmup_s: 2592001, timeout_s: 1.0e+100}\n",
+     ["run.warmup_s: must be at most 2,592,000 (30 days) (line 5)",
+      "run.timeout_s: must be at most 2,592,000 (30 days) (line 5)"]),
+    ("clients: {connections: 10001, inflight: 10001}\nrun: {ops: 10}\n",
+     ["clients.connections: must be at most 10,000 (sockets of one event loop) (line 5)",
+      "clients.inflight: must be at most 10,000 (beyond any server's pipelining) (line 5)"]),
+    ("clients: {processes: 20, connections: 2000}\nrun: {ops: 100}\n",
+     ["clients.connections: 20 client processes x 2000 connections = 40,000 connections "
+      "from one machine (localhost), more than the 28,000 local ports it has to reach a "
+      "server; spread the processes over more clients.hosts or lower clients.connections "
+      "(line 5)"]),
+    ("clients: {processes: 257}\nrun: {ops: 1000}\n",
+     ["clients.processes: 257 client processes on one machine (localhost), more than 256; "
+      "spread them over more clients.hosts (line 5)"]),
+    ("run: {ops: 33554433}\n",
+     ["run.ops: must be at most 33,554,432 (records a run may hold in memory; measure "
+      "longer with run.duration_s) (line 5)"]),
+    ("run: {ops: 33554432, warmup_ops: 1}\n",
+     ["run: run.ops + run.warmup_ops = 33,554,433 records, more than the 33,554,432 a run "
+      "may hold in memory; measure longer with run.duration_s (line 5)"]),
+    ("run: {duration_s: 600, rate_ops_s: 100000}\n",
+     ["run.rate_ops_s: 100000 ops/s for 600 s is 60,000,000 records, more than the "
+      "33,554,432 a run may hold in memory (line 5)"]),
+    ("run: {duration_s: 10, rate_ops_s: 1.0e-300, seed: -1, max_consecutive_errors: "
+     "1000000000000}\n",
+     ["run.rate_ops_s: must be at least 0.001 (line 5)",
+      "run.seed: must be 0 or more (line 5)",
+      "run.max_consecutive_errors: must be at most 1,000,000,000 (line 5)"]),
+    ("repetitions: 1000000\nrun: {ops: 10}\n",
+     ["repetitions: must be at most 100,000 (the most runs a spec may have) (line 5)"]),
+    ("run: {ops: 10}\nuntil: {ci_within_pct: 5, max_repetitions: 1000000}\n",
+     ["until.max_repetitions: must be at most 100,000 (the most runs a spec may have) "
+      "(line 6)"]),
+    ("grid: {value_size_bytes: [1, 2]}\nrun: {ops: 10}\n"
+     "until: {ci_within_pct: 5, max_repetitions: 60000}\n",
+     ["grid: 2 configurations x 60000 until.max_repetitions = 120,000 runs, more than "
+      "100,000; narrow the grid or split the experiment (line 5)"]),
+])
+def test_run_and_client_ranges(tmp_path: Path, text: str, expected: list[str]) -> None:
+    path = write(tmp_path, BASE + text)
+    assert problems_of(path) == [f"{path}:{e}" for e in expected]
+
+
+@pytest.mark.parametrize(("target", "port"), [
+    ("u@h:0", 0),  # was silently port 22
+    ("u@h:99999", 99999),  # was "connection refused" at run time
+    ("[::1]:65536", 65536),
+])
+def test_host_ports_are_tcp_ports(tmp_path: Path, target: str, port: int) -> None:
+    path = write(tmp_path, BASE + f"hosts: {{localhost: localhost, box: '{target}'}}\n"
+                                  "run: {ops: 10}\n")
+    assert problems_of(path) == [f"{path}:hosts.box.target: port {port} of {target!r} is not "
+                                 "a TCP port (1-65535) (line 5)"]
+
+
+def test_an_inventory_target_port_is_checked_as_well(tmp_path: Path) -> None:
+    write(tmp_path, "box: {target: 'u@h:0', connect_timeout_s: 0}\n", "inv.yaml")
+    path = write(tmp_path, BASE + "inventory: inv.yaml\nhosts: {localhost: localhost, "
+                                  "b: box}\nrun: {ops: 10}\n")
+    assert problems_of(path) == [
+        f"{path}:hosts.b.target: port 0 of 'u@h:0' is not a TCP port (1-65535) (line 6)",
+        f"{path}:hosts.b.connect_timeout_s: must be more than 0 and at most 3,600 s (line 6)"]
+
+
+def test_two_host_names_of_one_machine_share_its_ports(tmp_path: Path) -> None:
+    """45 processes over 3 names: 15 each, 30 on this machine (`localhost` and `local`)."""
+    path = write(tmp_path, BASE + "hosts: {localhost: localhost, also: local, far: 'u@far'}\n"
+                 "clients: {hosts: [localhost, also, far], processes: 45, connections: 1000}\n"
+                 "run: {ops: 100}\n")
+    assert problems_of(path) == [
+        f"{path}:clients.connections: 30 client processes x 1000 connections = 30,000 "
+        "connections from one machine (localhost), more than the 28,000 local ports it has "
+        "to reach a server; spread the processes over more clients.hosts or lower "
+        "clients.connections (line 6)"]
+
+
+def test_a_timeline_at_nan_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "run: {duration_s: 10}\n"
+                                  "timeline: [{at_s: .nan, action: x, service: cache}]\n")
+    assert (f"{path}:timeline.0.at_s: required: seconds (>= 0) from the start of the clients "
+            "(line 6)") in problems_of(path)

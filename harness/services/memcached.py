@@ -16,6 +16,8 @@ from harness.services.base import Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
 
+#: Linux's default fs.nr_open: the most file descriptors (connections) a process may have.
+MAX_FDS = 1 << 20
 #: `stats settings` keys recorded in the manifest: what we set plus what shapes caching.
 CONFIG_KEYS = (
     "maxbytes",
@@ -71,9 +73,13 @@ class Memcached(SingleServer):
     binaries = ("memcached",)
     packages = (MEMCACHED,)
     settings: Mapping[str, Setting] = {
-        "memory_mb": Setting((int,), 64, "Item memory in MiB (-m)."),
-        "threads": Setting((int,), 1, "Worker threads (-t)."),
-        "max_connections": Setting((int,), 1024, "Simultaneous connections (-c)."),
+        # memcached takes -m -1 as 18446744073708503040 bytes: bounds matter.
+        "memory_mb": Setting((int,), 64, "Item memory in MiB (-m).", low=1, high=1 << 20,
+                             why="1 TiB"),
+        "threads": Setting((int,), 1, "Worker threads (-t).", low=1, high=256,
+                           why="far more than any machine's cores; memcached warns above 64"),
+        "max_connections": Setting((int,), 1024, "Simultaneous connections (-c).", low=1,
+                                   high=MAX_FDS, why="the file descriptors a process may have"),
         "item_size_max": Setting(
             (str, type(None)), None, "Largest item, e.g. '1m' (-I); None keeps the default."
         ),

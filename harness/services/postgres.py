@@ -32,6 +32,8 @@ DATABASE = "bench"
 #: The system user that runs initdb and postgres when the host user is root.
 SYSTEM_USER = "postgres"
 PG_BINARIES = ("initdb", "postgres", "psql")
+#: PostgreSQL's MAX_BACKENDS (2**18 - 1): it refuses a higher max_connections.
+PG_MAX_BACKENDS = 262_143
 
 #: Settings the launcher owns: overriding them in `extra` would break the endpoint.
 RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories"})
@@ -110,7 +112,8 @@ class Postgres(Service):
         ),
         "fsync": Setting((bool,), True, "fsync WAL and data files (off risks corruption)."),
         "shared_buffers": Setting((str,), "128MB", "Shared buffer cache size, e.g. '1GB'."),
-        "max_connections": Setting((int,), 100, "Maximum concurrent connections."),
+        "max_connections": Setting((int,), 100, "Maximum concurrent connections.", low=1,
+                                   high=PG_MAX_BACKENDS, why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
     }
 

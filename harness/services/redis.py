@@ -107,7 +107,7 @@ class Redis(SingleServer):
     packages = (REDIS_SERVER,)
     settings: Mapping[str, Setting] = {
         "maxmemory": Setting(
-            (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited."
+            (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited.", low=0
         ),
         "maxmemory_policy": Setting(
             (str,), "noeviction", "What to evict at maxmemory.", choices=POLICIES
@@ -116,7 +116,8 @@ class Redis(SingleServer):
         "save": Setting(
             (str,), "", "RDB snapshot rule, e.g. '3600 1'; '' takes no snapshots."
         ),
-        "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only)."),
+        "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only).", low=1,
+                              high=128, why="Redis's own maximum"),
     }
 
     def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:

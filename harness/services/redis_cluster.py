@@ -195,16 +195,19 @@ class RedisCluster(Service):
     needs_hosts = True
     actions = ("add_node", "remove_node")
     settings: Mapping[str, Setting] = {
-        "masters": Setting((int,), 3, "master nodes at the start (no replicas)"),
+        "masters": Setting((int,), 3, "master nodes at the start (no replicas)", low=1,
+                           high=1000, why="each a server process; Redis Cluster's "
+                                          "documented size"),
         "maxmemory": Setting((str, int), "0",
                              "each master's memory limit, the cache size, e.g. '64mb'; "
-                             "'0' means unlimited"),
+                             "'0' means unlimited", low=0),
         "policy": Setting((str,), "noeviction", "maxmemory-policy: what to evict at "
                           "maxmemory", choices=POLICIES),
         "hosts": Setting((list, type(None)), None,
                          "spec host names to spread the masters over (round robin); "
                          "default: the service's host"),
-        "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout"),
+        "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout", low=1,
+                                   high=86_400_000, why="a day"),
         "provides": Setting((str,), "kvstore", "the kind workloads find it under"),
     }
 

@@ -11,7 +11,7 @@ from harness.errors import ServiceError
 from harness.hosts import LocalHost
 from harness.services import RunningService
 from harness.services._util import Launch, NotReady
-from harness.services.memcached import memcached_stats_settings
+from harness.services.memcached import Memcached, memcached_stats_settings
 from tests.fixtures.servers import (
     StartServer,
 )
@@ -97,3 +97,10 @@ def test_ready_deadline_stops_what_was_started(local_host: LocalHost) -> None:
         launch.wait_until_ready(proc, never, timeout_s=0.3)
     assert not local_host.is_alive(proc)
     assert not os.path.exists(launch.workdir)
+
+
+def test_start_refuses_a_setting_out_of_its_bounds() -> None:
+    """Started directly (tests, notebooks), not only through a spec: `-m -1` would run
+    memcached with 18446744073708503040 bytes."""
+    with pytest.raises(ServiceError, match=r"memcached: memory_mb must be at least 1, not -1"):
+        Memcached().start(LocalHost(), "cache", {"memory_mb": -1})

@@ -12,8 +12,11 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.errors import SpecError
-from harness.spec import load_spec
+from harness.services import SERVICES
+from harness.settings import Setting
+from harness.spec import CLIENT_FIELDS, RUN_FIELDS, UNTIL_FIELDS, load_spec
 from harness.specfile import MAX_INT_CHARS, MAX_SET_BYTES, MAX_SPEC_BYTES
+from harness.workloads import WORKLOADS
 
 BASE = """\
 name: t
@@ -281,3 +284,104 @@ def test_a_timeline_at_nan_is_refused(tmp_path: Path) -> None:
                                   "timeline: [{at_s: .nan, action: x, service: cache}]\n")
     assert (f"{path}:timeline.0.at_s: required: seconds (>= 0) from the start of the clients "
             "(line 6)") in problems_of(path)
+
+
+def test_a_service_setting_out_of_range_is_refused_plain_or_in_the_grid(tmp_path: Path
+                                                                        ) -> None:
+    """memcached ran with `-m -1` as 18446744073708503040 bytes."""
+    path = write(tmp_path, "name: t\nworkload: memcache_mix\nservices:\n  cache:\n"
+                           "    kind: memcached\n    settings: {memory_mb: -1}\n"
+                           "grid: {services.cache.threads: [1, 0, 100000]}\n"
+                           "run: {ops: 10}\n")
+    assert problems_of(path) == [
+        f"{path}:services.cache.settings.memory_mb: must be at least 1 (line 6)",
+        f"{path}:grid.services.cache.threads.1: must be at least 1 (line 7)",
+        f"{path}:grid.services.cache.threads.2: must be at most 256 (far more than any "
+        "machine's cores; memcached warns above 64) (line 7)"]
+
+
+def _numeric(schema: dict) -> list[tuple[str, Setting]]:
+    return [(k, s) for k, s in schema.items() if {int, float} & set(s.types)]
+
+
+#: Numbers without Setting bounds, and why: a seed is any integer random.Random takes;
+#: `harness.spec` checks the other two itself (a share of ops, a percentage).
+UNBOUNDED = {"seed", "fail_if_error_rate_above", "ci_within_pct"}
+
+
+def test_every_number_of_every_schema_has_bounds() -> None:
+    """The promise of issue 24: no service setting, workload parameter or run/clients
+    field takes any number at all (`UNBOUNDED` says which may, and why)."""
+    schemas = {f"service {n}": SERVICES.get(n).settings for n in SERVICES}
+    schemas |= {f"workload {n}": WORKLOADS.get(n).params for n in WORKLOADS}
+    schemas |= {"run": RUN_FIELDS, "clients": CLIENT_FIELDS, "until": UNTIL_FIELDS}
+    missing = [f"{where}: {key}" for where, schema in schemas.items()
+               for key, s in _numeric(dict(schema))
+               if s.low is None and s.high is None and key not in UNBOUNDED]
+    assert missing == []
+
+
+@pytest.mark.parametrize("kind", sorted(SERVICES))
+def test_each_service_setting_bound_is_enforced_by_the_spec(tmp_path: Path, kind: str
+                                                            ) -> None:
+    """Just past each bound of each numeric setting: refused, naming that setting."""
+    for key, setting in _numeric(dict(SERVICES.get(kind).settings)):
+        for value, edge in _past_bounds(setting):
+            path = write(tmp_path, BASE + f"  other: {{kind: {kind}, settings: "
+                                          f"{{{key}: {value}}}}}\nrun: {{ops: 10}}\n")
+            found = problems_of(path)
+            assert any(p.startswith(f"{path}:services.other.settings.{key}: must be {edge}")
+                       for p in found), (key, value, found)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_each_workload_parameter_bound_is_enforced_plain_and_in_the_grid(
+        tmp_path: Path, name: str) -> None:
+    for key, setting in _numeric(dict(WORKLOADS.get(name).params)):
+        for value, edge in _past_bounds(setting):
+            path = write(tmp_path, f"name: t\nworkload: {name}\nparams: {{{key}: {value}}}\n"
+                                   f"grid: {{{key}: [{value}]}}\nrun: {{ops: 10}}\n")
+            found = problems_of(path)
+            for where in (f"params.{key}", f"grid.{key}.0"):
+                assert any(p.startswith(f"{path}:{where}: must be {edge}") for p in found), (
+                    where, value, found)
+
+
+def _past_bounds(setting: Setting) -> list[tuple[str, str]]:
+    """(YAML value just past a bound, start of the message about it)."""
+    float_ok = float in setting.types
+    out = []
+    if setting.low is not None:
+        below = setting.low if setting.low_open else (
+            setting.low - (0.5 if float_ok else 1))
+        out.append((repr(below) if float_ok else str(int(below)), ""))
+    if setting.high is not None:
+        above = setting.high * 1.5 if float_ok else int(setting.high) + 1
+        out.append((repr(float(above)) if float_ok else str(above), "at most"))
+    return out
+
+
+def test_a_key_space_a_client_cannot_hold_is_refused(tmp_path: Path) -> None:
+    """key_space: 10**12 was a MemoryError in prepare."""
+    path = write(tmp_path, BASE + "params: {key_space: 1000000000000}\n"
+                                  "grid: {key_space: [10, 4000001]}\nrun: {ops: 10}\n")
+    why = "(each client process holds ~270 bytes per key)"
+    assert problems_of(path) == [
+        f"{path}:params.key_space: must be at most 4,000,000 {why} (line 5)",
+        f"{path}:grid.key_space.1: must be at most 4,000,000 {why} (line 6)"]
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ("{records_per_client: 1000000, get_passes: 100, dataset: /data/maildir}",
+     "records_per_client x (1 + get_passes) = 101,000,000 ops per cycle, more than "
+     "67,108,864 (the native core holds the cycle)"),
+    ("{records_per_client: 500000, median_bytes: 100000}",
+     "records_per_client x mean message size = about 55.9 GiB per client process, more "
+     "than 1 GiB; lower records_per_client or the message sizes"),
+])
+def test_kvstore_records_a_client_cannot_hold_are_refused(tmp_path: Path, params: str,
+                                                          message: str) -> None:
+    path = write(tmp_path, "name: t\nworkload: kvstore\nservices:\n"
+                           "  kv: {kind: redis_cluster}\n"
+                           f"params: {params}\nrun: {{ops: 10}}\n")
+    assert problems_of(path) == [f"{path}:params: {message} (line 5)"]

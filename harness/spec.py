@@ -30,6 +30,7 @@ from harness.specfile import (
     BadYaml,
     Unreadable,
     load_yaml,
+    override_problem,
     read_bounded,
 )
 from harness.speclimits import (
@@ -288,6 +289,9 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     if not isinstance(data, dict):
         raise SpecError([f"{path}: a spec must be a YAML mapping at the top level"])
     for dotted, value in (overrides or {}).items():
+        problem = override_problem(value)
+        if problem:
+            raise SpecError([f"--set {dotted}: {problem}"])
         _apply_override(data, dotted, value)
     bad = _Problems(path, _Lines(node))
     spec = _validate(path, data, bad)

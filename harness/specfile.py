@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,35 @@ def load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
 
 class _TooBig(Exception):
     pass
+
+
+def override_problem(value: Any) -> str | None:
+    """Why a Python value given as an override (`load_spec(path, overrides)`, the values
+    of `--set` after `parse_override`) could not be in a spec, or None: what `check_tree`
+    refuses in YAML (too deep, too many values, an integer too long). Later messages
+    print values, and a Python int of over 4,300 digits cannot even be printed."""
+    count = 0
+
+    def visit(v: Any, depth: int) -> None:
+        nonlocal count
+        count += 1
+        if depth > MAX_DEPTH:
+            raise _TooBig(f"nested more than {MAX_DEPTH} levels deep")
+        if count > MAX_VALUES:
+            raise _TooBig(f"more than {MAX_VALUES:,} values; too big to be in a spec")
+        if isinstance(v, int) and abs(v) >= 10**MAX_INT_CHARS:
+            raise _TooBig(f"a number about {int(v.bit_length() * 0.30103) + 1:,} digits long; "
+                          f"no setting takes one longer than {MAX_INT_CHARS}")
+        items = (x for pair in v.items() for x in pair) if isinstance(v, Mapping) else (
+            v if isinstance(v, list | tuple) else ())
+        for x in items:
+            visit(x, depth + 1)
+
+    try:
+        visit(value, 0)
+    except _TooBig as exc:
+        return str(exc)
+    return None
 
 
 def _part(key: yaml.Node) -> str:

@@ -385,3 +385,16 @@ def test_kvstore_records_a_client_cannot_hold_are_refused(tmp_path: Path, params
                            "  kv: {kind: redis_cluster}\n"
                            f"params: {params}\nrun: {{ops: 10}}\n")
     assert problems_of(path) == [f"{path}:params: {message} (line 5)"]
+
+
+def test_overrides_given_as_python_values_are_bounded_too(tmp_path: Path) -> None:
+    """`load_spec(path, overrides)` takes values that never were YAML: an int of 5,000
+    digits cannot even be printed in a message (ValueError), a deep list would recurse."""
+    path = write(tmp_path, BASE + "run: {ops: 10}\n")
+    assert problems_of(path, {"run.ops": 10**5000}) == [
+        "--set run.ops: a number about 5,001 digits long; no setting takes one longer "
+        f"than {MAX_INT_CHARS}"]
+    deep: list = []
+    deep.append(deep)  # a cycle is only ever too deep
+    assert problems_of(path, {"grid.op": deep}) == [
+        "--set grid.op: nested more than 40 levels deep"]

@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -242,18 +242,28 @@ class _Lines:
         return self.lines.get(path)
 
 
-class _Problems:
-    """Collects problems: `bad(field, message)` as `file:field: message (line N)`, and
-    `bad.raw(text)` as is (a line that names another file, the inventory)."""
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else f"{text[:most]}... ({len(text) - most:,} more)"
 
-    def __init__(self, path: Path, lines: _Lines) -> None:
+
+class _Problems:
+    """Collects problems: `bad(field, message)` as `file:field: message (line N)`, or
+    `(--set KEY)` for a value an override gave, and `bad.raw(text)` as is (a line that
+    names another file, the inventory)."""
+
+    def __init__(self, path: Path, lines: _Lines, overridden: Iterable[str] = ()) -> None:
         self.path, self.lines = path, lines
+        self.overridden = list(overridden)
         self.problems: list[str] = []
 
     def __call__(self, dotted: str, message: str) -> None:
-        line = self.lines.line(dotted)
-        self.problems.append(f"{self.path}:{dotted}: {message}"
-                             + (f" (line {line})" if line else ""))
+        key = next((k for k in self.overridden
+                    if dotted == k or dotted.startswith(f"{k}.")), None)
+        line = None if key else self.lines.line(dotted)
+        where = f" (--set {key})" if key else f" (line {line})" if line else ""
+        # A field or value a spec quotes back may be up to the file's size: clipped.
+        self.problems.append(f"{self.path}:{_clip(dotted, 200)}: {_clip(message, 1000)}"
+                             + where)
 
     def raw(self, text: str) -> None:
         self.problems.append(text)
@@ -293,7 +303,7 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
         if problem:
             raise SpecError([f"--set {dotted}: {problem}"])
         _apply_override(data, dotted, value)
-    bad = _Problems(path, _Lines(node))
+    bad = _Problems(path, _Lines(node), overrides or {})
     spec = _validate(path, data, bad)
     if bad.problems:
         raise SpecError(bad.problems)

@@ -398,3 +398,45 @@ def test_overrides_given_as_python_values_are_bounded_too(tmp_path: Path) -> Non
     deep.append(deep)  # a cycle is only ever too deep
     assert problems_of(path, {"grid.op": deep}) == [
         "--set grid.op: nested more than 40 levels deep"]
+
+
+def test_a_long_key_or_value_is_clipped_in_the_message(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + f"run: {{ops: 10}}\n? {'k' * 500_000}\n: 1\n"
+                                  f"clients: {{hosts: [{'h' * 400_000}]}}\n")
+    found = problems_of(path)
+    assert [len(p) < 1500 for p in found] == [True, True]
+    assert found[0].startswith(f"{path}:{'k' * 200}... (499,800 more): unknown field")
+
+
+# -- `harness validate` says ok only when every bound holds --------------------------------
+
+@pytest.mark.parametrize(("text", "args"), [
+    ("run: {ops: " + "9" * 5000 + "}\n", []),
+    ("run: {ops: 10}\nrun: {ops: 20}\n", []),
+    ("clients: {hosts: []}\nrun: {ops: 10}\n", []),
+    ("run: {duration_s: 1.0e+12}\n", []),
+    ("params: {key_space: 1000000000000}\nrun: {ops: 10}\n", []),
+    ("hosts: {localhost: localhost, b: 'u@h:0'}\nrun: {ops: 10}\n", []),
+    ("inventory: /dev/zero\nrun: {ops: 10}\n", []),
+    ("run: {ops: 10}\n", ["--set", "clients.processes=[unclosed"]),
+    ("run: {ops: 10}\n", ["--set", "services.cache.settings.memory_mb=-1"]),
+    ("run: {ops: 10}\n", ["--set", "grid={services.cache.memory_mb: [64, 0]}"]),
+])
+def test_validate_says_ok_only_when_every_bound_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture, text: str, args: list[str]) -> None:
+    path = write(tmp_path, BASE + text)
+    assert cli_main(["validate", str(path), *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and "Traceback" not in err
+    good = write(tmp_path, BASE + "run: {ops: 10}\n", "good.yaml")
+    assert cli_main(["validate", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: ok (1 runs)\n"
+
+
+def test_a_problem_with_a_set_value_names_the_set_not_a_line_of_the_file(
+        tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "run: {ops: 10}\n")
+    assert problems_of(path, {"grid": {"services.cache.memory_mb": [64, 0]},
+                              "run.ops": 0}) == [
+        f"{path}:grid.services.cache.memory_mb.1: must be at least 1 (--set grid)",
+        f"{path}:run.ops: must be positive (--set run.ops)"]

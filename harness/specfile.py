@@ -160,8 +160,9 @@ for _tag, _construct in SafeConstructor.yaml_constructors.items():
 def load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
     """The node tree (for line numbers) and the value of one YAML document, checked
     (see the module doc) before the value is made; BadYaml lists every problem."""
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # the pure-Python reader already checks characters here
         node = loader.get_single_node()
         if node is None:
             return None, None
@@ -179,7 +180,8 @@ def load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         raise BadYaml([YamlProblem("", line, problem, column)]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 class _TooBig(Exception):

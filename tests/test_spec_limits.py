@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from harness import specfile
 from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.services import SERVICES
@@ -440,3 +442,16 @@ def test_a_problem_with_a_set_value_names_the_set_not_a_line_of_the_file(
                               "run.ops": 0}) == [
         f"{path}:grid.services.cache.memory_mb.1: must be at least 1 (--set grid)",
         f"{path}:run.ops: must be positive (--set run.ops)"]
+
+
+@pytest.mark.parametrize("text", ["\x1fnull\n", "name: \x00\n", "a: 1\na: 2\n",
+                                  "a: " + "9" * 200 + "\n", "a: 2001-02-30\n", "[" * 100])
+def test_without_libyaml_the_pure_python_parser_refuses_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """PyYAML built without libyaml parses in Python, whose reader checks characters as
+    the loader is made (a ReaderError escaped that way once)."""
+    pure = type("Pure", (yaml.SafeLoader,),
+                {"yaml_constructors": specfile._Loader.yaml_constructors})
+    monkeypatch.setattr(specfile, "_Loader", pure)
+    path = write(tmp_path, text)
+    assert all(p.startswith(str(path)) for p in problems_of(path))

@@ -335,9 +335,28 @@ def check_plans(spec: Spec) -> list[str]:
                  for h in SERVICES.get(svc.kind).extra_hosts(svc.settings)
                  if h not in spec.hosts]
         msgs += [f"run: {m}" for m in workload.check_plan(plan)]
+        msgs += _step_problems(spec, plan)
         for m in msgs:
             found.setdefault(m, plan.label())
     return [f"{spec.path}:{m} (in run {label})" for m, label in found.items()]
+
+
+def _step_problems(spec: Spec, plan: RunPlan) -> list[str]:
+    """Each service's timeline steps, in time order, checked by its kind (a node removed
+    must exist then, an added one go to one of its hosts)."""
+    from harness.services import SERVICES
+    from harness.services.base import Step
+
+    ordered = sorted(enumerate(spec.timeline), key=lambda p: p[1].at_s)  # as they run
+    out = []
+    for name, svc in plan.services.items():
+        steps = [Step(i, ev.at_s, ev.action, ev.args) for i, ev in ordered
+                 if ev.service == name]
+        if steps:
+            out += [f"timeline.{'.'.join(filter(None, (str(step.index), field_)))}: {m}"
+                    for step, field_, m in SERVICES.get(svc.kind).check_steps(
+                        name, svc.host, svc.settings, steps)]
+    return out
 
 
 def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
@@ -584,6 +603,11 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
             bad(f"{where}.action", f"{action!r} is not an action of {kind} service {sname!r}"
                                    f"; actions: {list(actions) or 'none'}")
             continue
+        schema = SERVICES.get(kind).action_args.get(action)
+        if schema is not None and isinstance(args, Mapping):
+            for m in check_settings(f"{where}.args", args, schema):
+                field_, _, msg = m.partition(": ")
+                bad(field_, msg)
         if isinstance(at, int | float) and isinstance(args, Mapping):
             events.append(TimelineEvent(float(at), action, sname, dict(args)))
     return tuple(events)

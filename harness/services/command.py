@@ -41,7 +41,15 @@ from harness.services._util import (
     ProbeError,
     resolve_checked,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import (
+    NODE_ACTION_ARGS,
+    Endpoint,
+    RunningService,
+    Service,
+    Setting,
+    Step,
+    check_node_steps,
+)
 
 HOOK_TIMEOUT_S = 600.0
 _KIT = "import harness, os; print(os.path.dirname(os.path.dirname(harness.__file__)))"
@@ -165,6 +173,7 @@ class Command(Service):
     binaries = ()
     needs_hosts = True
     actions = ("add_node", "remove_node")
+    action_args = NODE_ACTION_ARGS
     settings: Mapping[str, Setting] = {
         "command": Setting((str, type(None)), None, "server command template (see docs)"),
         "servers": Setting((int,), 1, "servers started at the beginning", low=1, high=1000,
@@ -190,6 +199,11 @@ class Command(Service):
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
+
+    def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
+                    steps: list[Step]) -> list[tuple[Step, str, str]]:
+        return check_node_steps(name, settings["servers"], list(settings["hosts"] or [host]),
+                                steps)
 
     def _check(self, name: str, s: Mapping[str, Any]) -> None:
         if not s["command"]:

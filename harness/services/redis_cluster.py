@@ -33,7 +33,15 @@ from harness.services._util import (
     ProbeError,
     resolve_checked,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import (
+    NODE_ACTION_ARGS,
+    Endpoint,
+    RunningService,
+    Service,
+    Setting,
+    Step,
+    check_node_steps,
+)
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
     POLICIES,
@@ -194,6 +202,7 @@ class RedisCluster(Service):
     packages = (REDIS_SERVER, REDIS_TOOLS)
     needs_hosts = True
     actions = ("add_node", "remove_node")
+    action_args = NODE_ACTION_ARGS
     settings: Mapping[str, Setting] = {
         "masters": Setting((int,), 3, "master nodes at the start (no replicas)", low=1,
                            high=1000, why="each a server process; Redis Cluster's "
@@ -216,6 +225,11 @@ class RedisCluster(Service):
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
+
+    def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
+                    steps: list[Step]) -> list[tuple[Step, str, str]]:
+        return check_node_steps(name, settings["masters"], list(settings["hosts"] or [host]),
+                                steps)
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
               hosts: Mapping[str, Host] | None = None) -> RunningService:

@@ -55,6 +55,7 @@ from harness.services.postgres import (
     USER,
     _check_extra,
     allow_hba,
+    shared_buffers_problem,
 )
 
 MODES = ("single", "local-cluster", "network-cluster")
@@ -183,7 +184,8 @@ class PgCluster(Service):
                        "the clients too)")
         if s["emulation"] == "relay" and (s["loss_pct"] or 0) > 0:
             out.append("the relay cannot drop packets: loss_pct needs emulation netem/auto")
-        return out
+        buffers = shared_buffers_problem(s["shared_buffers"])
+        return [*out, buffers] if buffers else out
 
     @staticmethod
     def standbys(s: Mapping[str, Any]) -> int:

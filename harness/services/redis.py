@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,17 @@ def _complete(buf: bytes) -> bool:
     except Incomplete:
         return False
     return True
+
+
+_MEMORY = re.compile(r"^[0-9]{1,20}(b|k|kb|m|mb|g|gb)?$", re.IGNORECASE)
+
+
+def maxmemory_problem(value: Any) -> str | None:
+    """A maxmemory Redis would refuse at start ('argument must be a memory value'); an int
+    is bounded by its Setting."""
+    if isinstance(value, str) and not _MEMORY.match(value):
+        return f"maxmemory {value!r} is not a memory value such as '64mb' or '1gb' (0: no limit)"
+    return None
 
 
 def redis_command(address: str, port: int, *args: str) -> Any:
@@ -119,6 +131,10 @@ class Redis(SingleServer):
         "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only).", low=1,
                               high=128, why="Redis's own maximum"),
     }
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
+        return [problem] if problem else []
 
     def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
         return [

@@ -46,6 +46,7 @@ from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
     POLICIES,
     RedisReplyError,
+    maxmemory_problem,
     redis_command,
     redis_config,
     redis_ping,
@@ -225,6 +226,10 @@ class RedisCluster(Service):
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
+        return [problem] if problem else []
 
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
                     steps: list[Step]) -> list[tuple[Step, str, str]]:

@@ -455,3 +455,9 @@ def test_without_libyaml_the_pure_python_parser_refuses_alike(
     monkeypatch.setattr(specfile, "_Loader", pure)
     path = write(tmp_path, text)
     assert all(p.startswith(str(path)) for p in problems_of(path))
+
+
+def test_a_flood_of_problems_is_shown_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "run:\n" + "  ops: 1\n" * 61)
+    found = problems_of(path)
+    assert len(found) == 51 and found[-1] == f"{path}: ... and 10 more problems like these"

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness import paths
 from harness.errors import HarnessError, SpecError
 
@@ -25,13 +23,9 @@ IMPORT_SHOWN_SKIPPED = 5
 
 
 def _overrides(items: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SpecError([f"--set {item!r}: expected KEY=VALUE, e.g. --set repetitions=3"])
-        out[key] = yaml.safe_load(value)
-    return out
+    from harness.specfile import parse_override
+
+    return dict(parse_override(item) for item in items)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

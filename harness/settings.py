@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,12 +11,46 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Setting:
-    """One accepted setting: its type(s), default and a line of help."""
+    """One accepted setting: its type(s), default and a line of help; a number may have
+    bounds (`low` <= value <= `high`; with `low_open`, low < value), and `why` says
+    what `high` protects, for the message."""
 
     types: tuple[type, ...]
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    why: str = ""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(x: float) -> str:
+    """A bound as people write it: 2,592,000 or 0.001."""
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+def check_bounds(value: Any, setting: Setting) -> str | None:
+    """What is wrong with a number against the setting's bounds (None: nothing, or not a
+    bounded number), without a prefix."""
+    if not _number(value) or (setting.low is None and setting.high is None):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, not {value}"
+    low, high = setting.low, setting.high
+    if low is not None and (value <= low if setting.low_open else value < low):
+        if setting.low_open:
+            return "must be positive" if low == 0 else f"must be more than {_shown(low)}"
+        return "must be 0 or more" if low == 0 else f"must be at least {_shown(low)}"
+    if high is not None and value > high:
+        return f"must be at most {_shown(high)}" + (f" ({setting.why})" if setting.why else "")
+    return None
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -40,7 +75,8 @@ def check_value(where: str, value: Any, setting: Setting) -> list[str]:
                 f"{value!r}"]
     if setting.choices is not None and value not in setting.choices:
         return [f"{where}: {value!r} is not one of {list(setting.choices)}"]
-    return []
+    out_of_bounds = check_bounds(value, setting)
+    return [f"{where}: {out_of_bounds}"] if out_of_bounds else []
 
 
 def check_settings(where: str, given: Any, schema: Mapping[str, Setting]) -> list[str]:

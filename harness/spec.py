@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,29 @@ from harness.hostspec import HostSpec
 from harness.paths import name_problem
 from harness.results.ids import config_id
 from harness.settings import Setting, check_settings, check_value, did_you_mean, resolve
+from harness.specfile import (
+    MAX_INVENTORY_BYTES,
+    MAX_SPEC_BYTES,
+    BadYaml,
+    Unreadable,
+    load_yaml,
+    override_problem,
+    read_bounded,
+)
+from harness.speclimits import (
+    MAX_CONNECT_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MAX_CONSECUTIVE_ERRORS,
+    MAX_INFLIGHT,
+    MAX_PROCESSES,
+    MAX_RATE_OPS_S,
+    MAX_RUN_RECORDS,
+    MAX_SECONDS,
+    MIN_RATE_OPS_S,
+    machine_problems,
+    run_problems,
+    target_port_problem,
+)
 
 TOP_LEVEL = {
     "name": "experiment name: the directory under raw_results/",
@@ -50,23 +73,37 @@ HOST_FIELDS = {
     "identity_file": (str,), "ssh_config": (str,), "accept_new_host_key": (bool,),
     "connect_timeout_s": (int, float),
 }
+# The bounds and why: harness/speclimits.py.
 CLIENT_FIELDS: dict[str, Setting] = {
     "hosts": Setting((list,), ["localhost"], "client hosts; processes are spread over them"),
-    "processes": Setting((int,), 1, "client processes (one event loop each)"),
-    "connections": Setting((int,), 1, "connections per process"),
-    "inflight": Setting((int,), 1, "requests in flight per connection"),
+    "processes": Setting((int,), 1, "client processes (one event loop each)", low=1,
+                         high=MAX_PROCESSES, why="each is a Python process"),
+    "connections": Setting((int,), 1, "connections per process", low=1,
+                           high=MAX_CONNECTIONS, why="sockets of one event loop"),
+    "inflight": Setting((int,), 1, "requests in flight per connection", low=1,
+                        high=MAX_INFLIGHT, why="beyond any server's pipelining"),
 }
+_RECORDS = "records a run may hold in memory; measure longer with run.duration_s"
+_DAYS = f"{MAX_SECONDS // 86400} days"
 RUN_FIELDS: dict[str, Setting] = {
-    "ops": Setting((int, type(None)), None, "measured ops per run (over all clients)"),
-    "duration_s": Setting((int, float, type(None)), None, "measured seconds per run"),
-    "warmup_ops": Setting((int,), 0, "ops before measurement, kept and flagged warmup"),
-    "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)"),
-    "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables"),
-    "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors"),
+    "ops": Setting((int, type(None)), None, "measured ops per run (over all clients)",
+                   low=0, low_open=True, high=MAX_RUN_RECORDS, why=_RECORDS),
+    "duration_s": Setting((int, float, type(None)), None, "measured seconds per run",
+                          low=0, low_open=True, high=MAX_SECONDS, why=_DAYS),
+    "warmup_ops": Setting((int,), 0, "ops before measurement, kept and flagged warmup",
+                          low=0, high=MAX_RUN_RECORDS, why=_RECORDS),
+    "warmup_s": Setting((int, float), 0.0, "seconds before measurement (duration runs)",
+                        low=0, high=MAX_SECONDS, why=_DAYS),
+    "timeout_s": Setting((int, float, type(None)), 10.0, "per-op timeout; null disables",
+                         low=0, low_open=True, high=MAX_SECONDS, why=_DAYS),
+    "max_consecutive_errors": Setting((int,), 200, "a client stops after this many errors",
+                                      low=1, high=MAX_CONSECUTIVE_ERRORS),
     "rate_ops_s": Setting((int, float, type(None)), None,
-                          "open loop: total target rate over all clients; null = closed loop"),
+                          "open loop: total target rate over all clients; null = closed loop",
+                          low=MIN_RATE_OPS_S, high=MAX_RATE_OPS_S),
     "arrival": Setting((str,), "fixed", "open-loop schedule", choices=("fixed", "poisson")),
-    "seed": Setting((int,), 0, "seed of the poisson schedule"),
+    # numpy's generators take no negative seed (the clients' schedules would fail).
+    "seed": Setting((int,), 0, "seed of the poisson schedule", low=0),
     "fail_if_error_rate_above": Setting(
         (int, float, type(None)), None,
         "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
@@ -205,47 +242,31 @@ class _Lines:
         return self.lines.get(path)
 
 
-#: Bounds on a spec document: nesting depth, and values with YAML aliases expanded.
-MAX_DEPTH, MAX_VALUES = 40, 100_000
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else f"{text[:most]}... ({len(text) - most:,} more)"
 
 
-def _too_big(root: yaml.Node | None) -> str | None:
-    """Why the composed document cannot be a spec (too deep, or aliases expanding it past
-    `MAX_VALUES`), or None. Linear in the document: each node is sized once."""
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, depth)
+class _Problems:
+    """Collects problems: `bad(field, message)` as `file:field: message (line N)`, or
+    `(--set KEY)` for a value an override gave, and `bad.raw(text)` as is (a line that
+    names another file, the inventory)."""
 
-    def visit(node: yaml.Node, depth: int) -> tuple[int, int]:
-        if depth > MAX_DEPTH:
-            raise _TooBig(f"nested more than {MAX_DEPTH} levels deep (line "
-                          f"{node.start_mark.line + 1}); a spec is a few levels deep")
-        if id(node) in sizes:
-            return sizes[id(node)]
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        count, deepest = 1, 0
-        for child in children:
-            n, d = visit(child, depth + 1)
-            count, deepest = count + n, max(deepest, d + 1)
-            if count > MAX_VALUES:
-                raise _TooBig(f"more than {MAX_VALUES:,} values once YAML aliases are "
-                              f"expanded (line {node.start_mark.line + 1}); too big to be "
-                              "a spec")
-        sizes[id(node)] = (count, deepest)
-        return count, deepest
+    def __init__(self, path: Path, lines: _Lines, overridden: Iterable[str] = ()) -> None:
+        self.path, self.lines = path, lines
+        self.overridden = list(overridden)
+        self.problems: list[str] = []
 
-    try:
-        if root is not None:
-            visit(root, 0)
-    except _TooBig as exc:
-        return str(exc)
-    return None
+    def __call__(self, dotted: str, message: str) -> None:
+        key = next((k for k in self.overridden
+                    if dotted == k or dotted.startswith(f"{k}.")), None)
+        line = None if key else self.lines.line(dotted)
+        where = f" (--set {key})" if key else f" (line {line})" if line else ""
+        # A field or value a spec quotes back may be up to the file's size: clipped.
+        self.problems.append(f"{self.path}:{_clip(dotted, 200)}: {_clip(message, 1000)}"
+                             + where)
 
-
-class _TooBig(Exception):
-    pass
+    def raw(self, text: str) -> None:
+        self.problems.append(text)
 
 
 def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -262,9 +283,9 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
     """Read and validate a spec file; raise SpecError listing every problem."""
     path = Path(path)
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise SpecError([f"{path}: cannot read spec ({exc.strerror})"]) from None
+        raw_bytes = read_bounded(path, MAX_SPEC_BYTES, "a spec")
+    except Unreadable as exc:
+        raise SpecError([f"{path}: cannot read spec ({exc})"]) from None
     try:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -272,37 +293,25 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
         raise SpecError([f"{path}:{line}: not UTF-8 text (byte 0x{raw_bytes[exc.start]:02x} "
                          f"at offset {exc.start}); save the spec as UTF-8"]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        too_big = _too_big(node)
-        if too_big:
-            raise SpecError([f"{path}: {too_big}"])
-        data = yaml.safe_load(text)
-    except RecursionError:
-        raise SpecError([f"{path}: nested too deeply to be a spec"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([f"{where}: malformed YAML: {problem}"]) from None
+        node, data = load_yaml(text)
+    except BadYaml as exc:
+        raise SpecError([p.text(str(path)) for p in exc.problems]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: a spec must be a YAML mapping at the top level"])
     for dotted, value in (overrides or {}).items():
+        problem = override_problem(value)
+        if problem:
+            raise SpecError([f"--set {dotted}: {problem}"])
         _apply_override(data, dotted, value)
-    lines = _Lines(node)
-    problems: list[str] = []
-
-    def bad(dotted: str, message: str) -> None:
-        line = lines.line(dotted)
-        problems.append(f"{path}:{dotted}: {message}" + (f" (line {line})" if line else ""))
-
+    bad = _Problems(path, _Lines(node), overrides or {})
     spec = _validate(path, data, bad)
-    if problems:
-        raise SpecError(problems)
+    if bad.problems:
+        raise SpecError(bad.problems)
     assert spec is not None
     for dotted, message in check_grid(spec):
         bad(dotted, message)
-    if problems:
-        raise SpecError(problems)
+    if bad.problems:
+        raise SpecError(bad.problems)
     problems = check_plans(spec)
     if problems:
         raise SpecError(problems)
@@ -326,9 +335,28 @@ def check_plans(spec: Spec) -> list[str]:
                  for h in SERVICES.get(svc.kind).extra_hosts(svc.settings)
                  if h not in spec.hosts]
         msgs += [f"run: {m}" for m in workload.check_plan(plan)]
+        msgs += _step_problems(spec, plan)
         for m in msgs:
             found.setdefault(m, plan.label())
     return [f"{spec.path}:{m} (in run {label})" for m, label in found.items()]
+
+
+def _step_problems(spec: Spec, plan: RunPlan) -> list[str]:
+    """Each service's timeline steps, in time order, checked by its kind (a node removed
+    must exist then, an added one go to one of its hosts)."""
+    from harness.services import SERVICES
+    from harness.services.base import Step
+
+    ordered = sorted(enumerate(spec.timeline), key=lambda p: p[1].at_s)  # as they run
+    out = []
+    for name, svc in plan.services.items():
+        steps = [Step(i, ev.at_s, ev.action, ev.args) for i, ev in ordered
+                 if ev.service == name]
+        if steps:
+            out += [f"timeline.{'.'.join(filter(None, (str(step.index), field_)))}: {m}"
+                    for step, field_, m in SERVICES.get(svc.kind).check_steps(
+                        name, svc.host, svc.settings, steps)]
+    return out
 
 
 def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
@@ -407,12 +435,11 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     clients_d = resolve(raw_clients if isinstance(raw_clients, Mapping) else {}, CLIENT_FIELDS)
     if not isinstance(clients_d["hosts"], list):
         clients_d["hosts"] = []
+    elif not clients_d["hosts"]:
+        bad("clients.hosts", "must name at least one host (processes are spread over them)")
     for h in clients_d["hosts"]:
         if not isinstance(h, str) or h not in hosts:
             bad("clients.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
-    for k in ("processes", "connections", "inflight"):
-        if isinstance(clients_d[k], int) and clients_d[k] < 1:
-            bad(f"clients.{k}", "must be at least 1")
 
     params_schema = workload.params if workload else {}
     raw_params = data.get("params") or {}
@@ -435,31 +462,22 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         if setting is not None:
             for i, v in enumerate(values):
                 report(check_value(f"{where}.{i}", v, setting))
-                if (str(gkey).startswith("clients.") and isinstance(v, int)
-                        and not isinstance(v, bool) and v < 1):
-                    bad(f"{where}.{i}", f"{v} {str(gkey)[8:]}: must be at least 1")
         grid[str(gkey)] = tuple(values)
 
     reps = data.get("repetitions", 1)
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         bad("repetitions", "must be an integer >= 1")
         reps = 1
+    elif reps > MAX_RUNS:
+        bad("repetitions", f"must be at most {MAX_RUNS:,} (the most runs a spec may have)")
+        reps = 1
     raw_run = data.get("run") or {}
     report(check_settings("run", raw_run, RUN_FIELDS))
     run_d = resolve(raw_run if isinstance(raw_run, Mapping) else {}, RUN_FIELDS)
     if (run_d["ops"] is None) == (run_d["duration_s"] is None):
         bad("run", "give exactly one of run.ops or run.duration_s")
-    for k in ("ops", "duration_s", "rate_ops_s", "timeout_s"):
-        if _number(run_d[k]) and run_d[k] <= 0:
-            bad(f"run.{k}", "must be positive")
-    for k in ("warmup_ops", "warmup_s"):
-        if _number(run_d[k]) and run_d[k] < 0:
-            bad(f"run.{k}", "must be 0 or more")
-    for k in ("duration_s", "warmup_s", "timeout_s", "rate_ops_s"):
-        if _number(run_d[k]) and not math.isfinite(run_d[k]):
-            bad(f"run.{k}", f"must be a finite number, not {run_d[k]}")
-    if _number(run_d["max_consecutive_errors"]) and run_d["max_consecutive_errors"] < 1:
-        bad("run.max_consecutive_errors", "must be at least 1")
+    for dotted, message in run_problems(run_d):
+        bad(dotted, message)
     limit = run_d["fail_if_error_rate_above"]
     if _number(limit) and not 0 <= limit <= 1:
         bad("run.fail_if_error_rate_above", f"{limit} is not a share of the ops: give a "
@@ -492,7 +510,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
 UNTIL_FIELDS: dict[str, Setting] = {
     "ci_within_pct": Setting((int, float), None, "stop when the 95% CI half-width of "
                              "throughput is at most this % of its mean"),
-    "max_repetitions": Setting((int,), 30, "never more repetitions than this"),
+    "max_repetitions": Setting((int,), 30, "never more repetitions than this",
+                               high=MAX_RUNS, why="the most runs a spec may have"),
 }
 
 
@@ -569,7 +588,7 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
                 bad(f"{where}.{k}", f"unknown field{did_you_mean(str(k), TIMELINE_FIELDS)}")
         at, action, sname, args = (ev.get("at_s"), ev.get("action"), ev.get("service"),
                                    ev.get("args") or {})
-        if not isinstance(at, int | float) or isinstance(at, bool) or at < 0:
+        if not _number(at) or not 0 <= at < math.inf:  # not NaN either
             bad(f"{where}.at_s", "required: seconds (>= 0) from the start of the clients")
         elif isinstance(run_d["duration_s"], int | float) and at >= length:
             bad(f"{where}.at_s", f"{at} s is not within the run ({length:g} s)")
@@ -584,6 +603,11 @@ def _validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
             bad(f"{where}.action", f"{action!r} is not an action of {kind} service {sname!r}"
                                    f"; actions: {list(actions) or 'none'}")
             continue
+        schema = SERVICES.get(kind).action_args.get(action)
+        if schema is not None and isinstance(args, Mapping):
+            for m in check_settings(f"{where}.args", args, schema):
+                field_, _, msg = m.partition(": ")
+                bad(field_, msg)
         if isinstance(at, int | float) and isinstance(args, Mapping):
             events.append(TimelineEvent(float(at), action, sname, dict(args)))
     return tuple(events)
@@ -620,18 +644,32 @@ def _grid_setting(
     return None
 
 
+def _read_inventory(path: Path, inv: Any, bad: Any) -> Mapping[str, Any]:
+    """The inventory a spec names, bounded and checked as the spec itself is; problems
+    inside it name the inventory file (`bad.raw`), the others the spec's field."""
+    if not isinstance(inv, str) or not inv or "\0" in inv:
+        bad("inventory", "expected the file name of an inventory (host name -> target)")
+        return {}
+    inv_path = (path.parent / inv).resolve()
+    try:
+        text = read_bounded(inv_path, MAX_INVENTORY_BYTES, "an inventory").decode()
+        inventory = load_yaml(text)[1] or {}
+    except (Unreadable, UnicodeDecodeError) as exc:
+        bad("inventory", f"cannot read inventory {inv_path}: {exc}")
+        return {}
+    except BadYaml as exc:
+        for p in exc.problems:
+            bad.raw(p.text(str(inv_path)))
+        return {}
+    if not isinstance(inventory, Mapping):
+        bad("inventory", f"{inv_path}: expected a mapping of host name -> target")
+        return {}
+    return inventory
+
+
 def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, HostSpec]:
-    inventory: Mapping[str, Any] = {}
     inv = data.get("inventory")
-    if inv is not None:
-        inv_path = (path.parent / str(inv)).resolve()
-        try:
-            inventory = yaml.safe_load(inv_path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            bad("inventory", f"cannot read inventory {inv_path}: {exc}")
-        if not isinstance(inventory, Mapping):
-            bad("inventory", f"{inv_path}: expected a mapping of host name -> target")
-            inventory = {}
+    inventory = _read_inventory(path, inv, bad) if inv is not None else {}
     raw = data.get("hosts", {"localhost": "localhost"})
     if not isinstance(raw, Mapping) or not raw:
         bad("hosts", "expected a non-empty mapping of name -> target")
@@ -659,6 +697,14 @@ def _validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, 
         if isinstance(target, str) and not TARGET_RE.match(target):
             bad(f"{where}.target", f"{target!r} is not localhost, user@host:port or a host name")
             ok = False
+        elif isinstance(target, str) and target_port_problem(target):
+            bad(f"{where}.target", str(target_port_problem(target)))
+            ok = False
+        timeout = entry.get("connect_timeout_s")
+        if _number(timeout) and not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:
+            bad(f"{where}.connect_timeout_s", "must be more than 0 and at most "
+                                              f"{MAX_CONNECT_TIMEOUT_S:,} s")
+            ok = False
         if ok:
             hosts[str(hname)] = HostSpec(name=str(hname), **entry)
     return hosts
@@ -677,14 +723,18 @@ def _canon(value: Any) -> str:
 
 
 def check_grid(spec: Spec) -> list[tuple[str, str]]:
-    """(field, problem) of a grid that cannot run as meant: more than `MAX_RUNS` runs,
-    every point excluded, or fewer ops per run than client processes to share them."""
+    """(field, problem) of a grid that cannot run as meant: more than `MAX_RUNS` runs
+    (`until` may repeat up to its max_repetitions), every point excluded, fewer ops per
+    run than client processes to share them, or more client processes and connections
+    than one machine can have (`speclimits.machine_problems`)."""
     configs = math.prod(len(v) for v in spec.grid.values())
-    if configs * spec.repetitions > MAX_RUNS:
+    reps = max(spec.repetitions, spec.until.max_repetitions if spec.until else 0)
+    if configs * reps > MAX_RUNS:
         sizes = " x ".join(str(len(v)) for v in spec.grid.values()) or "1"
-        return [("grid", f"{sizes} configurations x {spec.repetitions} repetitions = "
-                         f"{configs * spec.repetitions:,} runs, more than {MAX_RUNS:,}; "
-                         "narrow the grid or split the experiment")]
+        which = "repetitions" if reps == spec.repetitions else "until.max_repetitions"
+        return [("grid", f"{sizes} configurations x {reps} {which} = {configs * reps:,} "
+                         f"runs, more than {MAX_RUNS:,}; narrow the grid or split the "
+                         "experiment")]
     plans = expand(spec)
     if not plans:
         return [("exclude", f"every one of the grid's {configs} configurations is excluded; "
@@ -697,6 +747,9 @@ def check_grid(spec: Spec) -> list[tuple[str, str]]:
             problems[(where, f"{ops} ops cannot be shared by {procs} client processes (each "
                              "needs at least one); raise run.ops or lower clients.processes")
                      ] = None
+        for problem in machine_problems(spec.hosts, plan.clients.hosts, procs,
+                                        plan.clients.connections, spec.grid):
+            problems[problem] = None
     return list(problems)
 
 

@@ -4,8 +4,10 @@ SpecError naming the file; never another exception, never a hang.
 Two generators, both deterministic (`derandomize=True`) and bounded: random YAML-ish
 documents (nested mappings, lists and scalars, dumped as YAML or as broken text), and
 mutations of the built-in specs in experiments/ (keys deleted, values swapped for other
-types, junk keys inserted, text truncated or spliced). The counts of each outcome are
-printed (`pytest -s`) for the record.
+types, junk keys inserted, text truncated or spliced). Scalars include what broke the
+loader before (issue 24): integers too long for Python to read (over 4,300 digits),
+zero and negative numbers, huge and tiny floats, and numbers just past the limits. The
+counts of each outcome are printed (`pytest -s`) for the record.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import SpecError
-from harness.spec import Spec, expand, load_spec
+from harness.services import SERVICES
+from harness.settings import check_bounds
+from harness.spec import CLIENT_FIELDS, RUN_FIELDS, Spec, expand, load_spec
+from harness.speclimits import target_port_problem
+from harness.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = sorted((ROOT / "experiments").glob("*.yaml"))
@@ -42,11 +48,33 @@ KEYS = ["name", "workload", "hosts", "services", "clients", "params", "grid", "r
 
 SPLICES = [":", "- ", "{", "]", "\t", "&a", "*a", "!!python/object:os.system", "'",
            "\n  x: 1\n", "\n- 1\n", "? ", "|\n", "%YAML 1.1\n", "---\n"]
-scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**12, 10**12),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from(KEYS),
-)
+
+
+class LongInt(str):
+    """The digits of an integer Python refuses to read (int max str digits: 4,300), so
+    that it can be dumped: YAML reads it back as an int; as a Python value it is text."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(
+    LongInt, lambda dumper, v: dumper.represent_scalar("tag:yaml.org,2002:int", str(v)))
+
+long_ints = st.builds(lambda n, sign: LongInt(sign + "9" * n), st.integers(4301, 6000),
+                      st.sampled_from(["", "-"]))
+# Zero, negatives, powers of two and the kit's own limits, each one off: where bounds are.
+edges = st.sampled_from([0, -1, 1, -0.0, 2**31, 2**31 - 1, 2**32, 2**63, 2**64, 10**20,
+                         65535, 65536, 10_000, 10_001, 28_000, 2**25, 2**25 + 1, 2_592_000,
+                         2_592_001, 4_000_000, 4_000_001, 1e-300, -1e-300, 5e-324])
+big_floats = st.floats(min_value=1e9, max_value=1.7e308) | st.floats(max_value=-1e9,
+                                                                     min_value=-1.7e308)
+numbers = st.one_of(st.integers(-10**12, 10**12), st.integers(-10**30, 10**30),
+                    st.floats(allow_nan=True, allow_infinity=True), big_floats, edges,
+                    long_ints)
+scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=20),
+                    st.sampled_from(KEYS))
 keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=12), st.integers(-5, 5),
                  st.booleans())
 values = st.recursive(
@@ -75,17 +103,28 @@ def _parent(doc: Any, path: tuple) -> Any:
     return doc
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @st.composite
 def mutated_builtin(draw: st.DrawFn) -> str:
-    """A built-in spec with 1-4 structural mutations, then maybe a text mutation."""
+    """A built-in spec with 1-4 structural mutations, then maybe a text mutation. One kind
+    of mutation swaps a number for another number (zero, negative, huge, just past a
+    limit): what only range checks refuse."""
     source = draw(st.sampled_from(BUILTIN))
     doc = copy.deepcopy(yaml.safe_load(source.read_text()))
     for _ in range(draw(st.integers(1, 4))):
         paths = _paths(doc)
         path = draw(st.sampled_from(paths))
+        action = draw(st.sampled_from(["delete", "replace", "insert", "wrap", "renumber"]))
+        if action == "renumber":
+            numeric = [p for p in paths if _is_number(_parent(doc, p)[p[-1]])]
+            path = draw(st.sampled_from(numeric)) if numeric else path
         parent = _parent(doc, path)
-        action = draw(st.sampled_from(["delete", "replace", "insert", "wrap"]))
-        if action == "delete":
+        if action == "renumber":
+            parent[path[-1]] = draw(numbers)
+        elif action == "delete":
             del parent[path[-1]]
         elif action == "replace":
             parent[path[-1]] = draw(values)
@@ -95,7 +134,7 @@ def mutated_builtin(draw: st.DrawFn) -> str:
             parent[draw(keys)] = draw(values)
         else:
             parent.insert(draw(st.integers(0, len(parent))), draw(values))
-    text = yaml.safe_dump(doc, sort_keys=False)
+    text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False)
     return _text_mutation(draw, text)
 
 
@@ -119,14 +158,33 @@ def _text_mutation(draw: st.DrawFn, text: str) -> str:
 def random_document(draw: st.DrawFn) -> str:
     doc = draw(st.one_of(values, st.dictionaries(st.sampled_from(KEYS), values, max_size=8)))
     try:
-        text = yaml.safe_dump(doc, sort_keys=False)
+        text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False)
     except yaml.YAMLError:  # e.g. a key YAML cannot represent: use its repr instead
         text = repr(doc)
     return _text_mutation(draw, text)
 
 
+def _assert_bounded(spec: Spec) -> None:
+    """What a valid spec promises the runner (issue 24): every number of every run within
+    its bounds, a client host to put processes on, TCP ports that are ports."""
+    workload = WORKLOADS.get(spec.workload)
+    for plan in expand(spec):
+        assert plan.clients.hosts
+        checks = [(k, getattr(plan.clients, k), CLIENT_FIELDS[k])
+                  for k in ("processes", "connections", "inflight")]
+        checks += [(k, getattr(plan.size, k), RUN_FIELDS[k]) for k in RUN_FIELDS]
+        checks += [(k, plan.params[k], s) for k, s in workload.params.items()]
+        checks += [(k, svc.settings[k], s) for svc in plan.services.values()
+                   for k, s in SERVICES.get(svc.kind).settings.items()]
+        for key, value, setting in checks:
+            assert check_bounds(value, setting) is None, (key, value)
+    for host in spec.hosts.values():
+        assert target_port_problem(host.target) is None, host.target
+
+
 def _check(path: Path, text: str, counts: Counter) -> None:
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    t0 = time.monotonic()
     try:
         spec = load_spec(path)
     except SpecError as exc:
@@ -135,8 +193,11 @@ def _check(path: Path, text: str, counts: Counter) -> None:
             assert problem.startswith(str(path)), problem  # names the file
         counts["SpecError"] += 1
         return
+    finally:
+        assert time.monotonic() - t0 < 10, "a spec of a few KB takes milliseconds"
     assert isinstance(spec, Spec)
     assert expand(spec)  # a valid spec has at least one run
+    _assert_bounded(spec)
     counts["valid Spec"] += 1
 
 
@@ -184,13 +245,30 @@ def test_pathological_documents_are_quick_spec_errors(case: str, tmp_path: Path)
     assert all(p.startswith(str(path)) for p in info.value.problems), info.value.problems
 
 
+# Overrides are Python values (`load_spec(path, overrides)`): here long integers are ints.
+py_long_ints = st.builds(lambda n, sign: sign * (10**n - 1), st.integers(4301, 6000),
+                         st.sampled_from([1, -1]))
+py_scalars = scalars.filter(lambda v: not isinstance(v, LongInt)) | py_long_ints
+py_values = st.recursive(
+    py_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5),
+                            st.dictionaries(keys, inner, max_size=6)),
+    max_leaves=25,
+)
+
+
 @FUZZ
 @given(overrides=st.dictionaries(
     st.one_of(st.sampled_from(["run.ops", "repetitions", "clients.processes", "grid.op",
                                "services.cache.settings.memory_mb", "run.timeout_s",
-                               "hosts.server", "name", "run.fail_if_error_rate_above"]),
+                               "hosts.server", "name", "run.fail_if_error_rate_above",
+                               "clients.hosts", "clients.connections", "run.duration_s",
+                               "run.warmup_ops", "params.value_size_bytes", "grid",
+                               "grid.clients.processes", "services.cache.settings.threads",
+                               "hosts.client", "inventory", "until.max_repetitions"]),
               st.text(min_size=1, max_size=15)),
-    values, max_size=3))
+    py_values, max_size=3))
 def test_overrides_on_the_seed_spec_never_crash(overrides: dict[str, Any]) -> None:
     with contextlib.suppress(SpecError):
-        load_spec(ROOT / "experiments" / "datastore_vs_memcache.yaml", overrides)
+        _assert_bounded(load_spec(ROOT / "experiments" / "datastore_vs_memcache.yaml",
+                                  overrides))

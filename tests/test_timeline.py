@@ -86,3 +86,32 @@ def test_steps_run_at_their_times_and_late_ones_are_skipped() -> None:
     assert grow["result"] == {"did": "grow"} and grow["error"] is None
     assert 0.1e9 <= grow["start_ns"] < grow["end_ns"] < 0.4e9
     assert records[2]["skipped"] == "the clients had finished"
+
+
+@pytest.mark.parametrize(("timeline", "expected"), [
+    # remove_node {node: 5} of 2 masters was an IndexError in the middle of the run.
+    ("[{at_s: 1, action: remove_node, service: kv, args: {node: 5}}]",
+     "timeline.0.args.node: there is no node 5 at 1 s: 2 nodes, 0 to 1 (or -1 to -2)"),
+    ("[{at_s: 1, action: remove_node, service: kv}, "
+     "{at_s: 2, action: remove_node, service: kv}]",
+     "timeline.1: at 2 s kv has one node left; remove_node would remove the last"),
+    ("[{at_s: 1, action: remove_node, service: kv, args: {node: x}}]",
+     "timeline.0.args.node: expected int, got str 'x'"),
+    ("[{at_s: 1, action: add_node, service: kv, args: {hots: a}}]",
+     "timeline.0.args.hots: unknown setting (did you mean 'host'?); known: host"),
+    ("[{at_s: 1, action: add_node, service: kv, args: {host: elsewhere}}]",
+     "timeline.0.args.host: 'elsewhere' is not one of kv's hosts ['localhost']"),
+])
+def test_timeline_steps_a_service_cannot_take_are_refused(tmp_path: Path, timeline: str,
+                                                         expected: str) -> None:
+    with pytest.raises(SpecError) as err:
+        load_spec(spec(tmp_path, f"timeline: {timeline}"))
+    assert any(expected in p for p in err.value.problems), err.value.problems
+
+
+def test_a_node_added_earlier_can_be_removed(tmp_path: Path) -> None:
+    s = load_spec(spec(tmp_path, "timeline: [{at_s: 1, action: add_node, service: kv}, "
+                                 "{at_s: 2, action: remove_node, service: kv, "
+                                 "args: {node: 2}}, {at_s: 3, action: remove_node, "
+                                 "service: kv, args: {node: -2}}]"))
+    assert len(s.timeline) == 3

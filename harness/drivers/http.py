@@ -56,9 +56,12 @@ def parse_url(url: str) -> URL:
     if not parts.hostname:
         raise HTTPError(f"{url!r}: no host name")
     try:
-        port = parts.port or 80
+        port = parts.port
     except ValueError as exc:
         raise HTTPError(f"{url!r}: bad port ({exc})") from None
+    if port == 0:  # not "no port": `or 80` would silently take it for one
+        raise HTTPError(f"{url!r}: bad port (0 is not a TCP port)")
+    port = port or 80
     path = parts.path or "/"
     return URL(parts.hostname, port, path if path.endswith("/") else path + "/")
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
 from harness.services.base import Endpoint, RunningService, Service
+from harness.settings import check_bounds
 
 T = TypeVar("T")
 
@@ -160,7 +161,8 @@ def tcp_request(
 
 
 def resolve_checked(service: Service, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`service.resolve(settings)`, rejecting unknown names, wrong types and bad choices.
+    """`service.resolve(settings)`, rejecting unknown names, wrong types, bad choices and
+    numbers out of their bounds.
 
     The spec validator does this before a run; `start` repeats it because it can be
     called directly (tests, notebooks), and a typo must not start a default server.
@@ -187,4 +189,7 @@ def resolve_checked(service: Service, settings: Mapping[str, Any]) -> dict[str, 
                 f"{service.kind}: setting {key}={value!r} must be one of "
                 f"{', '.join(map(str, spec.choices))}"
             )
+        out_of_bounds = check_bounds(value, spec)
+        if out_of_bounds:
+            raise ServiceError(f"{service.kind}: {key} {out_of_bounds}, not {value!r}")
     return resolved

@@ -18,6 +18,50 @@ from harness.services.packages import SystemPackage
 from harness.settings import Setting, resolve
 
 
+@dataclass(frozen=True)
+class Step:
+    """A timeline step on one service, as the spec checks it: the index of the event in
+    the spec's timeline, its time, action and arguments."""
+
+    index: int
+    at_s: float
+    action: str
+    args: Mapping[str, Any]
+
+
+#: add_node and remove_node, for kinds whose nodes come and go while clients run.
+NODE_ACTION_ARGS: Mapping[str, Mapping[str, Setting]] = {
+    "add_node": {"host": Setting((str,), None, "spec host of the new node; default: the "
+                                               "next of the service's hosts")},
+    "remove_node": {"node": Setting((int,), -1, "which node: its index from 0 in the order "
+                                                "they started, or from the end (-1: last)")},
+}
+
+
+def check_node_steps(name: str, nodes: int, hosts: list[str], steps: list[Step]
+                     ) -> list[tuple[Step, str, str]]:
+    """`NODE_ACTION_ARGS` steps, following the node count from `nodes` at the start: an
+    added node's host is one of `hosts`; a removed one exists and is not the last."""
+    out = []
+    for step in steps:
+        if step.action == "add_node":
+            host = step.args.get("host")
+            if host is not None and host not in hosts:
+                out.append((step, "args.host", f"{host!r} is not one of {name}'s hosts {hosts}"))
+            nodes += 1
+        elif step.action == "remove_node":
+            node = step.args.get("node", -1)
+            if nodes < 2:
+                out.append((step, "", f"at {step.at_s:g} s {name} has one node left; remove_node "
+                                "would remove the last"))
+            elif isinstance(node, int) and not -nodes <= node < nodes:
+                out.append((step, "args.node", f"there is no node {node} at {step.at_s:g} s: "
+                                         f"{nodes} nodes, 0 to {nodes - 1} (or -1 to "
+                                         f"-{nodes})"))
+            nodes -= 1
+    return out
+
+
 @dataclass
 class RunningService:
     """A started server. `stop()` is idempotent."""
@@ -83,8 +127,10 @@ class Service(abc.ABC):
     #: control machine and the spec's client machines connect from (`services.access`),
     #: for servers that admit by address (PostgreSQL's pg_hba.conf).
     needs_access: bool = False
-    #: Timeline actions its RunningService can `scale` (spec field `timeline`).
+    #: Timeline actions its RunningService can `scale` (spec field `timeline`), and the
+    #: arguments each takes (checked by the spec like settings).
     actions: tuple[str, ...] = ()
+    action_args: Mapping[str, Mapping[str, Setting]] = {}
 
     @abc.abstractmethod
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
@@ -107,6 +153,13 @@ class Service(abc.ABC):
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
         """Problems of settings taken together (messages without a prefix); the spec
         checks every run's settings with this before anything starts."""
+        return []
+
+    def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
+                    steps: list[Step]) -> list[tuple[Step, str, str]]:
+        """(step, field, problem) of a run's timeline steps on this service (given in
+        time order) that `scale` could not take: a step must not fail mid-run for a
+        reason known before the run. The field is relative to the step ("args.node")."""
         return []
 
     def missing_binaries(self, host: Host) -> list[str]:

@@ -41,7 +41,15 @@ from harness.services._util import (
     ProbeError,
     resolve_checked,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import (
+    NODE_ACTION_ARGS,
+    Endpoint,
+    RunningService,
+    Service,
+    Setting,
+    Step,
+    check_node_steps,
+)
 
 HOOK_TIMEOUT_S = 600.0
 _KIT = "import harness, os; print(os.path.dirname(os.path.dirname(harness.__file__)))"
@@ -165,19 +173,22 @@ class Command(Service):
     binaries = ()
     needs_hosts = True
     actions = ("add_node", "remove_node")
+    action_args = NODE_ACTION_ARGS
     settings: Mapping[str, Setting] = {
         "command": Setting((str, type(None)), None, "server command template (see docs)"),
-        "servers": Setting((int,), 1, "servers started at the beginning"),
+        "servers": Setting((int,), 1, "servers started at the beginning", low=1, high=1000,
+                           why="each a server process with its own port"),
         "hosts": Setting((list, type(None)), None,
                          "spec host names to spread servers over; default: the service's"),
         "ready": Setting((str,), "tcp", "readiness probe", choices=("tcp", "line")),
         "ready_send": Setting((str,), "", "line probe: text sent before reading a line"),
         "ready_timeout_s": Setting((int, float), DEFAULT_READY_TIMEOUT_S,
-                                   "how long a server may take to become ready"),
+                                   "how long a server may take to become ready", low=0,
+                                   low_open=True, high=86_400, why="a day"),
         "protocol": Setting((str,), "kvtext", "protocol the workload speaks to it"),
         "provides": Setting((str,), "kvstore", "the service kind workloads find it under"),
         "greeting": Setting((bool,), False, "servers send a line on connect (skipped)"),
-        "cache_size": Setting((int, type(None)), None, "{cache_size}"),
+        "cache_size": Setting((int, type(None)), None, "{cache_size}", low=0),
         "strategy": Setting((str, type(None)), None, "{strategy}, e.g. FIFO, LRU, LFU"),
         "cwd": Setting((str,), "{workdir}", "working directory of servers and hooks"),
         "vars": Setting((dict,), {}, "more template values, name -> value"),
@@ -188,6 +199,11 @@ class Command(Service):
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
+
+    def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
+                    steps: list[Step]) -> list[tuple[Step, str, str]]:
+        return check_node_steps(name, settings["servers"], list(settings["hosts"] or [host]),
+                                steps)
 
     def _check(self, name: str, s: Mapping[str, Any]) -> None:
         if not s["command"]:

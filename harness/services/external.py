@@ -51,15 +51,23 @@ class External(Service):
     def provides(self, settings: Mapping[str, Any]) -> str:
         return settings.get("provides") or self.kind
 
-    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        """Both settings, and a URL this kit can use (checked before anything starts)."""
         provides, url = settings.get("provides"), settings.get("url")
         if not provides or not url:
-            raise ServiceError(f"external {name!r}: set both `provides` (the service kind "
-                               "it stands in for) and `url`")
+            return ["set both `provides` (the service kind it stands in for) and `url`"]
         try:
-            target = parse_url(url)
+            parse_url(url)
         except HTTPError as exc:
-            raise ServiceError(f"external {name!r}: {exc}") from None
+            return [str(exc)]
+        return []
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        problems = self.validate(settings)
+        if problems:
+            raise ServiceError(f"external {name!r}: {problems[0]}")
+        provides, url = settings["provides"], settings["url"]
+        target = parse_url(url)
         try:
             status, headers, _ = http_get(target.host, target.port, target.base_path + "health")
         except (OSError, NotReady) as exc:

@@ -49,9 +49,13 @@ class FileStore(Service):
                                "directory standing in for cloud storage; None: one in the "
                                "service's temporary workdir (removed at stop)"),
         "memcache": Setting((bool,), True, "memcache use of requests that do not say"),
-        "threshold_bytes": Setting((int,), 102400, "files smaller than this are cached"),
-        "workers": Setting((int,), 1, "uvicorn worker processes"),
-        "max_body_bytes": Setting((int,), 32 * 1024 * 1024, "larger PUTs get 413"),
+        "threshold_bytes": Setting((int,), 102400, "files smaller than this are cached",
+                                   low=0, high=1 << 30, why="1 GiB"),
+        "workers": Setting((int,), 1, "uvicorn worker processes", low=1, high=256,
+                           why="far more than any machine's cores"),
+        # The app holds a request body in memory.
+        "max_body_bytes": Setting((int,), 32 * 1024 * 1024, "larger PUTs get 413", low=1,
+                                  high=1 << 30, why="1 GiB, held in memory"),
         "fsync": Setting((bool,), False, "fsync each stored file before it is renamed"),
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,12 @@ from harness.services.base import Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
 
+#: memcached's -I: a size in bytes, k or m; from its slab chunk (512 KiB, of which it must
+#: be a multiple) to 1 GiB, and at most half of -m (memcached 1.6 refuses anything else).
+_ITEM_SIZE = re.compile(r"^([0-9]{1,10})([kKmM]?)$")
+_CHUNK = 512 << 10
+#: Linux's default fs.nr_open: the most file descriptors (connections) a process may have.
+MAX_FDS = 1 << 20
 #: `stats settings` keys recorded in the manifest: what we set plus what shapes caching.
 CONFIG_KEYS = (
     "maxbytes",
@@ -71,13 +78,37 @@ class Memcached(SingleServer):
     binaries = ("memcached",)
     packages = (MEMCACHED,)
     settings: Mapping[str, Setting] = {
-        "memory_mb": Setting((int,), 64, "Item memory in MiB (-m)."),
-        "threads": Setting((int,), 1, "Worker threads (-t)."),
-        "max_connections": Setting((int,), 1024, "Simultaneous connections (-c)."),
+        # memcached takes -m -1 as 18446744073708503040 bytes: bounds matter.
+        "memory_mb": Setting((int,), 64, "Item memory in MiB (-m).", low=1, high=1 << 20,
+                             why="1 TiB"),
+        "threads": Setting((int,), 1, "Worker threads (-t).", low=1, high=256,
+                           why="far more than any machine's cores; memcached warns above 64"),
+        "max_connections": Setting((int,), 1024, "Simultaneous connections (-c).", low=1,
+                                   high=MAX_FDS, why="the file descriptors a process may have"),
         "item_size_max": Setting(
             (str, type(None)), None, "Largest item, e.g. '1m' (-I); None keeps the default."
         ),
     }
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        """What memcached would refuse at start: an item size it cannot use."""
+        s = self.resolve(settings)
+        text = s["item_size_max"]
+        if not isinstance(text, str):
+            return []  # None: memcached's default
+        match = _ITEM_SIZE.match(text)
+        if not match:
+            return [f"item_size_max {text!r} is not a size such as '512k' or '2m'"]
+        size = int(match[1]) << {"": 0, "k": 10, "m": 20}[match[2].lower()]
+        if not _CHUNK <= size <= 1 << 30:
+            return [f"item_size_max {text!r} must be from 512k to 1024m"]
+        if size % _CHUNK:
+            return [f"item_size_max {text!r} must be a multiple of 512k (memcached's slab "
+                    "chunk)"]
+        memory = s["memory_mb"]
+        if isinstance(memory, int) and size > (memory << 20) // 2:
+            return [f"item_size_max {text!r} may be at most half of memory_mb ({memory} MiB)"]
+        return []
 
     def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
         argv = [

@@ -49,7 +49,14 @@ from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
 from harness.services.packages import POSTGRESQL
 from harness.services.pg_node import PgNode, cluster_binaries
-from harness.services.postgres import DATABASE, USER, _check_extra, allow_hba
+from harness.services.postgres import (
+    DATABASE,
+    PG_MAX_BACKENDS,
+    USER,
+    _check_extra,
+    allow_hba,
+    shared_buffers_problem,
+)
 
 MODES = ("single", "local-cluster", "network-cluster")
 MAX_NODES = 9
@@ -103,20 +110,27 @@ class PgCluster(Service):
         "mode": Setting((str,), "single", "single | local-cluster | network-cluster",
                         choices=MODES),
         "nodes": Setting((int, type(None)), None,
-                         "nodes including the primary (default: 1 single, 2 clusters)"),
+                         "nodes including the primary (default: 1 single, 2 clusters)",
+                         low=1, high=MAX_NODES),
         "synchronous_commit": Setting((str,), "on", "what a commit waits for on standbys",
                                       choices=("on", "remote_write", "remote_apply")),
         "quorum": Setting((str,), "ANY", "ANY k (quorum) or FIRST k (priority) standbys",
                           choices=("ANY", "FIRST")),
         "sync_standbys": Setting((int, type(None)), None,
-                                 "k, the standbys a commit waits for (default: all)"),
+                                 "k, the standbys a commit waits for (default: all)",
+                                 low=1, high=MAX_NODES - 1),
         "profile": Setting((str,), "none", "network profile of each standby's link "
                            "(round trip: lan 0.2 ms, wifi 3 ± 1 ms, 0.1% loss)",
                            choices=tuple(PROFILES)),
-        "delay_ms": Setting(_NUM, None, "one-way delay per direction (overrides profile)"),
-        "jitter_ms": Setting(_NUM, None, "uniform ± jitter per direction (overrides)"),
-        "loss_pct": Setting(_NUM, None, "packet loss per direction, netem only (overrides)"),
-        "rate_mbit": Setting(_NUM, None, "link rate (overrides profile)"),
+        # A minute one way, a terabit: past any network a cluster is measured on.
+        "delay_ms": Setting(_NUM, None, "one-way delay per direction (overrides profile)",
+                            low=0, high=60_000, why="a minute"),
+        "jitter_ms": Setting(_NUM, None, "uniform ± jitter per direction (overrides)",
+                             low=0, high=60_000, why="a minute"),
+        "loss_pct": Setting(_NUM, None, "packet loss per direction, netem only (overrides)",
+                            low=0, high=100),
+        "rate_mbit": Setting(_NUM, None, "link rate (overrides profile)", low=0,
+                             low_open=True, high=1_000_000, why="1 Tbit/s"),
         "emulation": Setting((str,), "auto", "auto (netem if the kernel has it, else "
                              "relay) | netem | relay", choices=EMULATIONS),
         "netns": Setting((bool,), True, "standbys in network namespaces (root); false: "
@@ -127,7 +141,8 @@ class PgCluster(Service):
                                    "standby_hosts use to reach the primary"),
         "fsync": Setting((bool,), True, "fsync WAL and data files on every node"),
         "shared_buffers": Setting((str,), "128MB", "per node"),
-        "max_connections": Setting((int,), 100, "per node"),
+        "max_connections": Setting((int,), 100, "per node", low=1, high=PG_MAX_BACKENDS,
+                                   why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "more parameters for every node, name -> value"),
     }
 
@@ -169,7 +184,8 @@ class PgCluster(Service):
                        "the clients too)")
         if s["emulation"] == "relay" and (s["loss_pct"] or 0) > 0:
             out.append("the relay cannot drop packets: loss_pct needs emulation netem/auto")
-        return out
+        buffers = shared_buffers_problem(s["shared_buffers"])
+        return [*out, buffers] if buffers else out
 
     @staticmethod
     def standbys(s: Mapping[str, Any]) -> int:

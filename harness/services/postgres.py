@@ -32,6 +32,23 @@ DATABASE = "bench"
 #: The system user that runs initdb and postgres when the host user is root.
 SYSTEM_USER = "postgres"
 PG_BINARIES = ("initdb", "postgres", "psql")
+#: PostgreSQL's MAX_BACKENDS (2**18 - 1): it refuses a higher max_connections.
+PG_MAX_BACKENDS = 262_143
+#: A memory setting: a number (of 8 kB blocks for shared_buffers) and a unit, whose names
+#: are case-sensitive; shared_buffers is at least 16 blocks.
+_MEMORY = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*(B|kB|MB|GB|TB)?$")
+_UNIT_BYTES = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def shared_buffers_problem(value: str) -> str | None:
+    """A shared_buffers PostgreSQL would refuse at start."""
+    match = _MEMORY.match(value)
+    if not match:
+        return f"shared_buffers {value!r} is not a size such as '128MB' or '1GB'"
+    size = float(match[1]) * _UNIT_BYTES.get(match[2] or "", 8 << 10)
+    if size < 128 << 10:
+        return f"shared_buffers {value!r} must be at least 128kB (PostgreSQL's minimum)"
+    return None
 
 #: Settings the launcher owns: overriding them in `extra` would break the endpoint.
 RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories"})
@@ -110,12 +127,17 @@ class Postgres(Service):
         ),
         "fsync": Setting((bool,), True, "fsync WAL and data files (off risks corruption)."),
         "shared_buffers": Setting((str,), "128MB", "Shared buffer cache size, e.g. '1GB'."),
-        "max_connections": Setting((int,), 100, "Maximum concurrent connections."),
+        "max_connections": Setting((int,), 100, "Maximum concurrent connections.", low=1,
+                                   high=PG_MAX_BACKENDS, why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
     }
 
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        problem = shared_buffers_problem(self.resolve(settings)["shared_buffers"])
+        return [problem] if problem else []
 
     def missing_binaries(self, host: Host) -> list[str]:
         missing = [b for b, path in find_pg_binaries(host).items() if path is None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,6 +62,17 @@ def _complete(buf: bytes) -> bool:
     return True
 
 
+_MEMORY = re.compile(r"^[0-9]{1,20}(b|k|kb|m|mb|g|gb)?$", re.IGNORECASE)
+
+
+def maxmemory_problem(value: Any) -> str | None:
+    """A maxmemory Redis would refuse at start ('argument must be a memory value'); an int
+    is bounded by its Setting."""
+    if isinstance(value, str) and not _MEMORY.match(value):
+        return f"maxmemory {value!r} is not a memory value such as '64mb' or '1gb' (0: no limit)"
+    return None
+
+
 def redis_command(address: str, port: int, *args: str) -> Any:
     """Send one command and return its decoded reply; RedisReplyError on `-ERR`.
     Replies are read by the driver's parser (`harness.drivers.redis.parse_reply`)."""
@@ -107,7 +119,7 @@ class Redis(SingleServer):
     packages = (REDIS_SERVER,)
     settings: Mapping[str, Setting] = {
         "maxmemory": Setting(
-            (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited."
+            (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited.", low=0
         ),
         "maxmemory_policy": Setting(
             (str,), "noeviction", "What to evict at maxmemory.", choices=POLICIES
@@ -116,8 +128,13 @@ class Redis(SingleServer):
         "save": Setting(
             (str,), "", "RDB snapshot rule, e.g. '3600 1'; '' takes no snapshots."
         ),
-        "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only)."),
+        "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only).", low=1,
+                              high=128, why="Redis's own maximum"),
     }
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
+        return [problem] if problem else []
 
     def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
         return [

@@ -33,11 +33,20 @@ from harness.services._util import (
     ProbeError,
     resolve_checked,
 )
-from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.base import (
+    NODE_ACTION_ARGS,
+    Endpoint,
+    RunningService,
+    Service,
+    Setting,
+    Step,
+    check_node_steps,
+)
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
     POLICIES,
     RedisReplyError,
+    maxmemory_problem,
     redis_command,
     redis_config,
     redis_ping,
@@ -194,17 +203,21 @@ class RedisCluster(Service):
     packages = (REDIS_SERVER, REDIS_TOOLS)
     needs_hosts = True
     actions = ("add_node", "remove_node")
+    action_args = NODE_ACTION_ARGS
     settings: Mapping[str, Setting] = {
-        "masters": Setting((int,), 3, "master nodes at the start (no replicas)"),
+        "masters": Setting((int,), 3, "master nodes at the start (no replicas)", low=1,
+                           high=1000, why="each a server process; Redis Cluster's "
+                                          "documented size"),
         "maxmemory": Setting((str, int), "0",
                              "each master's memory limit, the cache size, e.g. '64mb'; "
-                             "'0' means unlimited"),
+                             "'0' means unlimited", low=0),
         "policy": Setting((str,), "noeviction", "maxmemory-policy: what to evict at "
                           "maxmemory", choices=POLICIES),
         "hosts": Setting((list, type(None)), None,
                          "spec host names to spread the masters over (round robin); "
                          "default: the service's host"),
-        "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout"),
+        "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout", low=1,
+                                   high=86_400_000, why="a day"),
         "provides": Setting((str,), "kvstore", "the kind workloads find it under"),
     }
 
@@ -213,6 +226,15 @@ class RedisCluster(Service):
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
+
+    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
+        return [problem] if problem else []
+
+    def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
+                    steps: list[Step]) -> list[tuple[Step, str, str]]:
+        return check_node_steps(name, settings["masters"], list(settings["hosts"] or [host]),
+                                steps)
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
               hosts: Mapping[str, Host] | None = None) -> RunningService:

@@ -81,22 +81,14 @@ class Cluster(Workload):
     requires = ("postgres",)
     params: Mapping[str, Setting] = {
         "op": Setting((str,), "insert", "the operation of the run", choices=OPS),
-        "objects": Setting((int,), 100_000, "N: objects per run (= run.ops)"),
+        "objects": Setting((int,), 100_000, "N: objects per run (= run.ops)", low=1,
+                           high=2**31 - 1, why="int4 keys"),
         "key_order": Setting((str,), "shuffled", "order the keys are visited in",
                              choices=("shuffled", "ascending")),
         "seed": Setting((int,), 1, "seed of the shuffled key order"),
-        "batch": Setting((int,), 1000, "rows per cursor fetch in `sequential`"),
+        "batch": Setting((int,), 1000, "rows per cursor fetch in `sequential`", low=1,
+                         high=1_000_000, why="rows the client holds at once"),
     }
-
-    def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
-        out = []
-        for n in grid.get("objects", [params["objects"]]):
-            if isinstance(n, int) and not 1 <= n <= 2**31 - 1:
-                out.append("objects must be between 1 and 2147483647 (int4 keys)")
-        for b in grid.get("batch", [params["batch"]]):
-            if isinstance(b, int) and b < 1:
-                out.append("batch must be at least 1")
-        return out
 
     def check_plan(self, plan: Any) -> list[str]:
         """Run-level rules (see the module doc): N ops of one sequential client."""

@@ -46,14 +46,9 @@ class DatastoreMemcache(Workload):
     params: Mapping[str, Setting] = {
         "op": Setting((str,), "store_write", "the operation every op of the run performs",
                       choices=OPS),
-        "value_size_bytes": Setting((int,), 100, "size of each stored value"),
+        "value_size_bytes": Setting((int,), 100, "size of each stored value", low=1,
+                                    high=1_000_000, why="memcached's item limit"),
     }
-
-    def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
-        sizes = list(grid.get("value_size_bytes", [params["value_size_bytes"]]))
-        if any(isinstance(s, int) and not 1 <= s <= 1_000_000 for s in sizes):
-            return ["value_size_bytes must be between 1 and 1000000 (memcached's item limit)"]
-        return []
 
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
         value = b"x" * params["value_size_bytes"]

@@ -63,16 +63,26 @@ class FileStore(Workload):
         "op": Setting((str,), "insert", "the operation every op of the run performs",
                       choices=OPS),
         "memcache": Setting((bool,), True, "X-Memcache header of every request"),
-        "files": Setting((int,), 100, "files per client process (the seed: 100)"),
+        # Each client process holds its files' names and sizes and one block of the
+        # largest file's size: a million files, 1 GiB files, are far past any study.
+        "files": Setting((int,), 100, "files per client process (the seed: 100)", low=1,
+                         high=1_000_000),
         "size_dist": Setting((str,), "lognormal", "file size distribution",
                              choices=DISTRIBUTIONS),
-        "size_bytes": Setting((int,), 10_000, "fixed: every file's size"),
-        "min_bytes": Setting((int,), 0, "uniform: lower bound; lognormal: clip below"),
-        "max_bytes": Setting((int,), 1_000_000, "uniform: upper bound; lognormal: clip"),
-        "median_bytes": Setting((int,), 20_000, "lognormal: median file size"),
-        "sigma": Setting((float,), 1.0, "lognormal: standard deviation of log(size)"),
+        # Their lower bounds depend on size_dist: filegen.check_params (`validate`).
+        "size_bytes": Setting((int,), 10_000, "fixed: every file's size", high=1 << 30,
+                              why="1 GiB, held in memory"),
+        "min_bytes": Setting((int,), 0, "uniform: lower bound; lognormal: clip below",
+                             high=1 << 30, why="1 GiB, held in memory"),
+        "max_bytes": Setting((int,), 1_000_000, "uniform: upper bound; lognormal: clip",
+                             high=1 << 30, why="1 GiB, held in memory"),
+        "median_bytes": Setting((int,), 20_000, "lognormal: median file size", high=1 << 30,
+                                why="1 GiB, held in memory"),
+        "sigma": Setting((float,), 1.0, "lognormal: standard deviation of log(size)",
+                         high=10, why="exp(10 sigma) already spans every size"),
         "seed": Setting((int,), 1, "seed of file sizes and contents"),
-        "rtt_probes": Setting((int,), 20, "round-trip probes before each run; 0: none"),
+        "rtt_probes": Setting((int,), 20, "round-trip probes before each run; 0: none",
+                              low=0, high=10_000),
     }
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
@@ -84,10 +94,6 @@ class FileStore(Workload):
                     isinstance(p.get(k), int | float) for k in SIZE_PARAMS):
                 continue  # a type problem, reported by the spec checker already
             problems += check_params(p["size_dist"], **{k: p[k] for k in SIZE_PARAMS})
-            if isinstance(p.get("files"), int) and p["files"] < 1:
-                problems.append("files must be at least 1")
-            if isinstance(p.get("rtt_probes"), int) and p["rtt_probes"] < 0:
-                problems.append("rtt_probes must be >= 0")
         return sorted(set(problems))
 
     async def baseline(

@@ -18,7 +18,7 @@ import numpy as np
 from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.services.base import Endpoint
-from harness.settings import Setting
+from harness.settings import Setting, check_bounds
 from harness.workloads.base import Issue, NativeOps, Pipeline, Workload, WorkloadClient
 
 OPS = ("get", "set")
@@ -29,6 +29,10 @@ OP_PATTERN_LEN = 1 << 16
 KEY_SEQ_LEN = (1 << 17) + 1
 #: Sets per pipelined batch in `prepare`.
 PREPARE_BATCH = 1000
+#: Keys of a key space: every client process encodes a get and a set of each key (about
+#: 270 bytes a key, measured), so 4 M keys are about 1 GiB in each client process.
+MAX_KEY_SPACE = 4_000_000
+KEY_SPACE_WHY = "each client process holds ~270 bytes per key"
 
 
 def key_of(prefix: bytes, i: int, key_size: int) -> bytes:
@@ -64,12 +68,17 @@ class KeyValueMix(Workload):
     client_class: type[MixClient]
 
     @staticmethod
-    def mix_params(get_help: str, key_help: str) -> dict[str, Setting]:
+    def mix_params(get_help: str, key_help: str, server: str, max_key_bytes: int,
+                   max_value_bytes: int) -> dict[str, Setting]:
+        limit = f"{server}'s limit"
         return {
-            "get_ratio": Setting((float,), 0.9, get_help),
-            "key_space": Setting((int,), 10000, "number of distinct keys, all loaded by prepare"),
-            "key_size_bytes": Setting((int,), 16, key_help),
-            "value_size_bytes": Setting((int,), 100, "length of every value"),
+            "get_ratio": Setting((float,), 0.9, get_help, low=0, high=1),
+            "key_space": Setting((int,), 10000, "number of distinct keys, all loaded by prepare",
+                                 low=1, high=MAX_KEY_SPACE, why=KEY_SPACE_WHY),
+            "key_size_bytes": Setting((int,), 16, key_help, low=1, high=max_key_bytes,
+                                      why=limit),
+            "value_size_bytes": Setting((int,), 100, "length of every value", low=1,
+                                        high=max_value_bytes, why=limit),
         }
 
     def key(self, i: int, key_size: int) -> bytes:
@@ -79,29 +88,22 @@ class KeyValueMix(Workload):
         return len(self.key_prefix) + len(str(max(key_space - 1, 0)))
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
+        """Keys long enough to number the key space (each value's own range is its
+        Setting's)."""
         def values(name: str) -> list[Any]:
-            return [v for v in grid.get(name, [params[name]]) if isinstance(v, (int, float))]
+            return [v for v in grid.get(name, [params[name]]) if isinstance(v, int)]
 
-        problems = []
-        if any(not 0.0 <= r <= 1.0 for r in values("get_ratio")):
-            problems.append("get_ratio must be between 0 and 1")
-        spaces = values("key_space")
-        if any(n < 1 for n in spaces):
-            problems.append("key_space must be at least 1")
-        sizes = values("key_size_bytes")
-        if any(s > self.max_key_bytes for s in sizes):
-            problems.append(f"key_size_bytes must be at most {self.max_key_bytes} "
-                            f"({self.server}'s limit)")
+        spaces, sizes = values("key_space"), values("key_size_bytes")
         if spaces and sizes and min(sizes) < self._min_key_size(max(spaces)):
-            problems.append(f"key_size_bytes must be at least "
-                            f"{self._min_key_size(max(spaces))} to number {max(spaces)} keys")
-        if any(not 1 <= s <= self.max_value_bytes for s in values("value_size_bytes")):
-            problems.append(f"value_size_bytes must be between 1 and {self.max_value_bytes}")
-        return problems
+            return [f"key_size_bytes must be at least {self._min_key_size(max(spaces))} to "
+                    f"number {max(spaces)} keys"]
+        return []
 
     def check(self, params: Mapping[str, Any]) -> None:
-        """`validate` for the resolved params of one run (prepare/client call it)."""
-        problems = self.validate(params, {})
+        """The resolved params of one run, checked as a spec's are (prepare and client
+        call it: they may be called without a spec)."""
+        bounds = ((k, check_bounds(params.get(k), s)) for k, s in self.params.items())
+        problems = [f"{k} {m}" for k, m in bounds if m] + self.validate(params, {})
         if problems:
             raise WorkloadError(f"{self.name}: {'; '.join(problems)}")
 

@@ -33,6 +33,7 @@ import asyncio
 import bisect
 import contextlib
 import itertools
+import math
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -52,7 +53,7 @@ from harness.drivers.kvtext import (
 from harness.errors import WorkloadError
 from harness.results import ERROR, MISS, OK, outcome
 from harness.services.base import Endpoint
-from harness.settings import Setting
+from harness.settings import Setting, check_bounds
 from harness.workloads.base import NativeOps, NativeRouter, Workload, WorkloadClient
 
 OPS = ("put", "get")
@@ -70,6 +71,15 @@ def _unit(salt: int, seq: int) -> float:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
     return (x ^ (x >> 31)) / 2.0**64
+
+
+#: The largest generated message: e-mails, not disk images.
+MAX_MESSAGE_BYTES = 64 << 20
+#: Bytes of records one client process may hold: its records, and the native core's
+#: request tables a second copy of them (with 32-bit offsets: under 4 GiB in any case).
+MAX_CLIENT_RECORD_BYTES = 1 << 30
+#: Ops of a put_then_get cycle: the native core holds its op pattern, a byte per op.
+MAX_CYCLE_OPS = 1 << 26
 
 
 def backend_of(endpoint: Endpoint, wanted: str) -> str:
@@ -95,20 +105,28 @@ class KVStore(Workload):
     params: Mapping[str, Setting] = {
         "backend": Setting((str,), "auto", "protocol expected of the service; auto: "
                            "whatever it speaks", choices=BACKENDS),
-        "records_per_client": Setting((int,), 1000, "records each client process owns"),
+        "records_per_client": Setting((int,), 1000, "records each client process owns",
+                                      low=1, high=1_000_000, why="held in memory"),
         "mode": Setting((str,), "put_then_get", "op sequence", choices=MODES),
-        "put_ratio": Setting((float,), 0.5, "mix: share of PUTs"),
-        "get_passes": Setting((int,), 1, "put_then_get: GET passes after each PUT pass"),
+        "put_ratio": Setting((float,), 0.5, "mix: share of PUTs", low=0, high=1),
+        "get_passes": Setting((int,), 1, "put_then_get: GET passes after each PUT pass",
+                              low=1, high=1000),
         "key_dist": Setting((str,), "sequential", "keys of GETs (and of mix ops)",
                             choices=KEY_DISTS),
-        "zipf_s": Setting((float,), 0.99, "zipf: exponent"),
+        # (r + 1) ** s overflows a float past ~10 for a million records.
+        "zipf_s": Setting((float,), 0.99, "zipf: exponent", low=0, low_open=True, high=10),
         "versioned": Setting((bool,), False, "each PUT's value carries its seq"),
         "dataset": Setting((str,), "generated", "'generated' or a directory of e-mails "
                            "(e.g. an Enron maildir) present on every client host"),
-        "median_bytes": Setting((int,), 2500, "generated: median message size"),
-        "sigma": Setting((float,), 1.0, "generated: sigma of log(size)"),
-        "min_bytes": Setting((int,), 300, "generated: smallest message"),
-        "max_bytes": Setting((int,), 120_000, "generated: largest message"),
+        # Their lower bounds are checked together: datasets.emails.check_params.
+        "median_bytes": Setting((int,), 2500, "generated: median message size",
+                                high=MAX_MESSAGE_BYTES, why="64 MiB"),
+        "sigma": Setting((float,), 1.0, "generated: sigma of log(size)", high=10,
+                         why="exp(10 sigma) already spans every size"),
+        "min_bytes": Setting((int,), 300, "generated: smallest message",
+                             high=MAX_MESSAGE_BYTES, why="64 MiB"),
+        "max_bytes": Setting((int,), 120_000, "generated: largest message",
+                             high=MAX_MESSAGE_BYTES, why="64 MiB"),
         "seed": Setting((int,), 1, "seed of the dataset and of the op choices"),
         "key_style": Setting((str,), "message_id", "message_id, or hash20 for servers "
                              "with 20-byte keys", choices=KEY_STYLES),
@@ -119,17 +137,39 @@ class KVStore(Workload):
         variants = [dict(params)] + [{**params, k: v} for k, vs in grid.items()
                                      if k in self.params for v in vs]
         for p in variants:
-            if isinstance(p.get("records_per_client"), int) and p["records_per_client"] < 1:
-                problems.append("records_per_client must be at least 1")
-            if isinstance(p.get("put_ratio"), float) and not 0 <= p["put_ratio"] <= 1:
-                problems.append("put_ratio must be between 0 and 1")
-            if isinstance(p.get("get_passes"), int) and p["get_passes"] < 1:
-                problems.append("get_passes must be at least 1")
-            if isinstance(p.get("zipf_s"), float) and p["zipf_s"] <= 0:
-                problems.append("zipf_s must be positive")
             if all(isinstance(p.get(k), int | float) for k in GEN_PARAMS):
                 problems += check_params(*(p[k] for k in GEN_PARAMS))
+            problems += self._memory_problems(p)
         return sorted(set(problems))
+
+    def _memory_problems(self, p: Mapping[str, Any]) -> list[str]:
+        """What a client process would hold that no machine should: the op pattern of a
+        put_then_get cycle, and generated records (by an upper bound of their mean size,
+        a lognormal clipped to [min, max]). Values out of their own bounds are left to
+        the spec's report of them."""
+        def fine(key: str) -> bool:
+            value = p.get(key)
+            return (isinstance(value, int | float) and not isinstance(value, bool)
+                    and check_bounds(value, self.params[key]) is None)
+
+        out: list[str] = []
+        if not fine("records_per_client"):
+            return out
+        n = p["records_per_client"]
+        if fine("get_passes") and n * (1 + p["get_passes"]) > MAX_CYCLE_OPS:
+            out.append(f"records_per_client x (1 + get_passes) = "
+                       f"{n * (1 + p['get_passes']):,} ops per cycle, more than "
+                       f"{MAX_CYCLE_OPS:,} (the native core holds the cycle)")
+        if p.get("dataset") != "generated" or not all(fine(k) for k in GEN_PARAMS):
+            return out
+        median, sigma, low, high = (p[k] for k in GEN_PARAMS)
+        mean = min(high, low + median * math.exp(sigma * sigma / 2))
+        if n * mean > MAX_CLIENT_RECORD_BYTES:
+            out.append(f"records_per_client x mean message size = about "
+                       f"{n * mean / 2**30:.1f} GiB per client process, more than "
+                       f"{MAX_CLIENT_RECORD_BYTES >> 30} GiB; lower records_per_client or "
+                       "the message sizes")
+        return out
 
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
         ep = endpoints["kvstore"]

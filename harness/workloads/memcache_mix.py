@@ -61,4 +61,5 @@ class MemcacheMix(KeyValueMix):
     server = "memcached"
     client_class = MixClient
     params: Mapping[str, Setting] = KeyValueMix.mix_params(
-        "share of ops that are gets (memaslap: 0.9)", "length of every key")
+        "share of ops that are gets (memaslap: 0.9)", "length of every key", "memcached",
+        MAX_KEY_BYTES, MAX_VALUE_BYTES)

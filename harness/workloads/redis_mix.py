@@ -70,4 +70,5 @@ class RedisMix(KeyValueMix):
     server = "Redis"
     client_class = RedisMixClient
     params: Mapping[str, Setting] = KeyValueMix.mix_params(
-        "share of ops that are GETs", "length of every key (16: redis-benchmark's keys)")
+        "share of ops that are GETs", "length of every key (16: redis-benchmark's keys)",
+        "Redis", MAX_BULK_BYTES, MAX_BULK_BYTES)

@@ -96,7 +96,9 @@ def test_parse_url() -> None:
     assert http.parse_url("http://127.0.0.1:8080") == http.URL("127.0.0.1", 8080, "/")
     assert http.parse_url("http://h/app") == http.URL("h", 80, "/app/")
     assert http.parse_url("http://[::1]:9/x/").host == "::1"
-    for bad in ("https://h/", "ftp://h", "http://:80/", "http://h:port/"):
+    # Port 0 was silently port 80.
+    for bad in ("https://h/", "ftp://h", "http://:80/", "http://h:port/", "http://h:0/",
+                "http://h:65536/"):
         with pytest.raises(http.HTTPError):
             http.parse_url(bad)
 

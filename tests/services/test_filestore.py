@@ -98,3 +98,8 @@ def test_external_refuses_a_url_nothing_answers_or_it_cannot_use() -> None:
             external.start(host, "tls", {"provides": "filestore", "url": "https://x/"})
         with pytest.raises(ServiceError, match="set both"):
             external.start(host, "half", {"url": url})
+    # The spec checks the same before anything starts.
+    assert external.validate({"provides": "filestore", "url": "http://h:0/"}) == [
+        "'http://h:0/': bad port (0 is not a TCP port)"]
+    assert external.validate({"url": "http://h/"}) == [
+        "set both `provides` (the service kind it stands in for) and `url`"]

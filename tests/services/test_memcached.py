@@ -11,7 +11,7 @@ from harness.errors import ServiceError
 from harness.hosts import LocalHost
 from harness.services import RunningService
 from harness.services._util import Launch, NotReady
-from harness.services.memcached import memcached_stats_settings
+from harness.services.memcached import Memcached, memcached_stats_settings
 from tests.fixtures.servers import (
     StartServer,
 )
@@ -97,3 +97,25 @@ def test_ready_deadline_stops_what_was_started(local_host: LocalHost) -> None:
         launch.wait_until_ready(proc, never, timeout_s=0.3)
     assert not local_host.is_alive(proc)
     assert not os.path.exists(launch.workdir)
+
+
+def test_start_refuses_a_setting_out_of_its_bounds() -> None:
+    """Started directly (tests, notebooks), not only through a spec: `-m -1` would run
+    memcached with 18446744073708503040 bytes."""
+    with pytest.raises(ServiceError, match=r"memcached: memory_mb must be at least 1, not -1"):
+        Memcached().start(LocalHost(), "cache", {"memory_mb": -1})
+
+
+@pytest.mark.parametrize(("settings", "problem"), [
+    ({"item_size_max": "2m"}, None),
+    ({"item_size_max": "1x"}, "item_size_max '1x' is not a size such as '512k' or '2m'"),
+    ({"item_size_max": "1k"}, "item_size_max '1k' must be from 512k to 1024m"),
+    ({"item_size_max": "600k"}, "item_size_max '600k' must be a multiple of 512k (memcached's "
+                                "slab chunk)"),
+    ({"item_size_max": "2m", "memory_mb": 2}, "item_size_max '2m' may be at most half of "
+                                              "memory_mb (2 MiB)"),
+])
+def test_validate_says_what_memcached_would_refuse_at_start(settings: dict,
+                                                            problem: str | None) -> None:
+    """Each was memcached's own refusal when the run started (checked against 1.6)."""
+    assert Memcached().validate(settings) == ([problem] if problem else [])

@@ -106,3 +106,19 @@ def test_two_instances_at_once(start_server: StartServer) -> None:
     assert a.endpoint.port != b.endpoint.port
     assert query(a, "SHOW synchronous_commit")[0][0][0] == "on"
     assert query(b, "SHOW synchronous_commit")[0][0][0] == "off"
+
+
+@pytest.mark.parametrize(("kind", "value", "problem"), [
+    ("postgres", "128MB", None), ("postgres", "1GB", None), ("pg_cluster", "16384", None),
+    ("postgres", "1 GB", None),
+    ("postgres", "lots", "shared_buffers 'lots' is not a size such as '128MB' or '1GB'"),
+    ("pg_cluster", "128mb", "shared_buffers '128mb' is not a size such as '128MB' or '1GB'"),
+    ("postgres", "64kB", "shared_buffers '64kB' must be at least 128kB (PostgreSQL's "
+                         "minimum)"),
+])
+def test_validate_says_which_shared_buffers_postgres_would_refuse(
+        kind: str, value: str, problem: str | None) -> None:
+    from harness.services import SERVICES
+
+    problems = SERVICES.get(kind).validate({"shared_buffers": value})
+    assert [p for p in problems if "shared_buffers" in p] == ([problem] if problem else [])

@@ -74,3 +74,18 @@ def test_two_instances_at_once(start_server: StartServer) -> None:
     _cmd(a, "SET", "k", "a")
     _cmd(b, "SET", "k", "b")
     assert (_cmd(a, "GET", "k"), _cmd(b, "GET", "k")) == ("a", "b")
+
+
+@pytest.mark.parametrize(("kind", "value", "ok"), [
+    ("redis", "64mb", True), ("redis", "1GB", True), ("redis", 0, True),
+    ("redis", "1.5gb", False), ("redis", "-1", False), ("redis", "lots", False),
+    ("redis_cluster", "64M", True), ("redis_cluster", "64 mb", False),
+])
+def test_validate_says_which_maxmemory_redis_would_refuse(kind: str, value: object,
+                                                          ok: bool) -> None:
+    """Redis refuses these only when it starts ('argument must be a memory value')."""
+    from harness.services import SERVICES
+
+    problems = SERVICES.get(kind).validate({"maxmemory": value})
+    assert problems == ([] if ok else [f"maxmemory {value!r} is not a memory value such as "
+                                       "'64mb' or '1gb' (0: no limit)"])

@@ -14,7 +14,7 @@ from harness.hosts import LocalHost
 from harness.results import MISS, OK
 from harness.services import Endpoint, RunningService
 from harness.services.external import http_get
-from harness.settings import resolve
+from harness.settings import check_settings, resolve
 from harness.workloads import WORKLOADS
 from harness.workloads.filestore import app_url
 from tests.fixtures.filestore import filestore_stack
@@ -129,7 +129,8 @@ def test_validate_and_urls() -> None:
         "need 0 <= min_bytes <= max_bytes"]
     assert W.validate(ok, {"median_bytes": [1000, 0]}) == [
         "lognormal needs median_bytes > 0 and sigma >= 0"]
-    assert W.validate({**ok, "files": 0}, {}) == ["files must be at least 1"]
+    assert check_settings("params", {"files": 0}, W.params) == [
+        "params.files: must be at least 1"]
     ep = Endpoint("filestore", "10.0.0.1", 81, {"url": "http://10.0.0.1:81/app"})
     assert app_url(ep).base_path == "/app/"
     assert app_url(Endpoint("filestore", "::1", 82)).netloc == "::1:82"

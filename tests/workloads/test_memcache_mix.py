@@ -15,6 +15,7 @@ from harness.errors import WorkloadError
 from harness.loadgen import ClientConfig, ClientRun
 from harness.results import MISS, OK, TIMEOUT, OpsArrays
 from harness.services.base import Endpoint, RunningService
+from harness.settings import check_settings
 from harness.workloads import WORKLOADS
 from harness.workloads.kv_mix import GET, SET
 from harness.workloads.memcache_mix import MixClient, key_of
@@ -58,10 +59,14 @@ def test_choices_are_seeded_per_client() -> None:
 def test_validate_rejects_what_memcached_or_the_key_format_cannot_take() -> None:
     ok = WL.validate(PARAMS, {})
     assert ok == []
-    assert WL.validate({**PARAMS, "get_ratio": 1.5}, {})
-    assert WL.validate({**PARAMS, "key_space": 0}, {})
-    assert WL.validate({**PARAMS, "key_size_bytes": 251}, {})
-    assert WL.validate({**PARAMS, "value_size_bytes": 0}, {})
+    # Each value's own range is its Setting's (checked by the spec, and by `check`).
+    assert check_settings("params", {"get_ratio": 1.5, "key_space": 0, "key_size_bytes": 251,
+                                     "value_size_bytes": 1_000_001}, WL.params) == [
+        "params.get_ratio: must be at most 1", "params.key_space: must be at least 1",
+        "params.key_size_bytes: must be at most 250 (memcached's limit)",
+        "params.value_size_bytes: must be at most 1,000,000 (memcached's limit)"]
+    with pytest.raises(WorkloadError, match="key_space must be at least 1"):
+        WL.check({**PARAMS, "key_space": 0})
     # 10**6 keys need 1 prefix byte + 6 digits; a grid value counts as well.
     assert WL.validate({**PARAMS, "key_space": 10**6, "key_size_bytes": 6}, {})
     assert WL.validate(PARAMS, {"key_space": [10, 10**20]})

@@ -15,6 +15,7 @@ from harness.loadgen import ClientConfig, ClientRun, Recorder
 from harness.results import ERROR, MISS, OK, OpsArrays
 from harness.services.base import Endpoint, RunningService
 from harness.services.redis import redis_command
+from harness.settings import check_settings
 from harness.workloads import WORKLOADS
 from harness.workloads.kv_mix import GET, SET
 from harness.workloads.redis_mix import RedisMixClient, key_of
@@ -62,9 +63,11 @@ def test_choices_are_seeded_per_client() -> None:
 
 def test_validate_rejects_what_the_key_format_or_redis_cannot_take() -> None:
     assert WL.validate(PARAMS, {}) == []
-    assert WL.validate({**PARAMS, "get_ratio": 1.5}, {})
-    assert WL.validate({**PARAMS, "key_space": 0}, {})
-    assert WL.validate({**PARAMS, "value_size_bytes": 0}, {})
+    # Each value's own range is its Setting's (checked by the spec, and by `check`).
+    assert check_settings("params", {"get_ratio": 1.5, "key_space": 0,
+                                     "value_size_bytes": 0}, WL.params) == [
+        "params.get_ratio: must be at most 1", "params.key_space: must be at least 1",
+        "params.value_size_bytes: must be at least 1"]
     # 10**6 keys need the 4-byte prefix and 6 digits; a grid value counts as well.
     assert WL.validate({**PARAMS, "key_space": 10**6, "key_size_bytes": 9}, {})
     assert WL.validate(PARAMS, {"key_space": [10, 10**20]})

@@ -42,7 +42,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         for p in plans:
             print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
-        print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}); nothing was started")
+        order = spec.order + (f" (seed {spec.order_seed})" if spec.order == "random" else "")
+        starts = runner.server_starts(plans)
+        print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}) in {order} order, "
+              f"{starts} server start(s) ({spec.servers} servers); nothing was started")
         return EXIT_OK
     _interrupts = interrupts
     interrupts.install()

@@ -40,11 +40,11 @@ from harness.recovery import recover
 from harness.results import Loadgen, Manifest, OpsArrays, iter_run_dirs, new_manifest, write_run
 from harness.results.outdir import check_out_dir
 from harness.runstatus import finish_manifest, quick_stats, target_met
-from harness.serverpool import ServerPool, capacity_for
+from harness.serverpool import ServerPool, capacity_for, count_starts
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
-from harness.spec import RunPlan, Spec, expand, records_per_run
+from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
 from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
 
@@ -211,11 +211,17 @@ class Runner:
         return self.out_dir / self.spec.name
 
     def plans(self) -> list[RunPlan]:
+        """The runs still to make, in the spec's order (`spec.ordered`)."""
         plans = expand(self.spec)
         if self.resume:
             done = completed_runs(self.exp_dir)
             plans = [p for p in plans if (p.config_id, p.repetition) not in done]
-        return plans
+        return ordered(self.spec, plans)
+
+    def server_starts(self, plans: list[RunPlan]) -> int:
+        """How many times servers start for `plans` (`--dry-run` says it)."""
+        keys = [self._services_key(p) for p in plans]
+        return count_starts(keys, capacity_for(keys), self.spec.servers == "fresh")
 
     def say(self, msg: str) -> None:
         tqdm.write(msg, file=self.stream)
@@ -295,7 +301,7 @@ class Runner:
             stack.callback(self._remove_scratch, lock, scratch)
             pool = ServerPool(lambda running: self._stop_services(running, ctx),
                               capacity_for([self._services_key(p) for p in plans]),
-                              fresh=False)
+                              fresh=self.spec.servers == "fresh")
             ctx = _Context(hosts, {name: host_info(h) for name, h in hosts.items()},
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),
                            lock, scratch, pool)
@@ -486,7 +492,10 @@ class Runner:
                 warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
                 more={"arrival": plan.size.arrival if plan.size.open_loop else None,
                       "client_hosts": list(plan.clients.hosts)}),
-            kit=ctx.kit, spec_file=str(self.spec.path))
+            kit=ctx.kit, spec_file=str(self.spec.path),
+            extra={"order": {"mode": self.spec.order, "servers": self.spec.servers,
+                             **({"seed": self.spec.order_seed}
+                                if self.spec.order == "random" else {})}})
 
     def _prepare(self, plan: RunPlan, endpoints: dict[str, Endpoint]) -> Any:
         """The workload's `prepare` and `baseline`, each bounded by `PREPARE_TIMEOUT_S`,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,11 @@ TOP_LEVEL = {
     "timeline": "list of {at_s, action, service, args}: steps run while clients run "
                 "(e.g. add_node); needs run.duration_s",
     "on_failure": "continue | stop: what the grid does after a failed run",
+    "order": "interleaved (default: every configuration once, then again) | random "
+             "(seeded by order_seed) | grouped (each configuration's runs together)",
+    "order_seed": "seed of order: random (recorded in every manifest)",
+    "servers": "shared (default: one server set per configuration, kept between its "
+               "runs) | fresh (restarted before every run)",
     "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
              "throughput is that tight",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
@@ -189,6 +195,14 @@ class Spec:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: Partial grid points to leave out: a point matching every key of one is skipped.
     exclude: tuple[Mapping[str, Any], ...] = ()
+    #: The order runs are made in (`ordered`) and whether servers restart before each.
+    order: str = "interleaved"
+    order_seed: int = 1
+    servers: str = "shared"
+
+
+ORDERS = ("interleaved", "random", "grouped")
+SERVER_MODES = ("shared", "fresh")
 
 
 @dataclass(frozen=True)
@@ -485,6 +499,19 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "stop"):
         bad("on_failure", "must be 'continue' or 'stop'")
+    order = data.get("order", "interleaved")
+    if order not in ORDERS:
+        bad("order", f"must be one of {list(ORDERS)}")
+    order_seed = data.get("order_seed", 1)
+    if not isinstance(order_seed, int) or isinstance(order_seed, bool) or not (
+            0 <= order_seed < 2**32):
+        bad("order_seed", "must be an integer from 0 to 2**32 - 1")
+        order_seed = 1
+    if "order_seed" in data and order != "random":
+        bad("order_seed", "only order: random uses a seed")
+    servers = data.get("servers", "shared")
+    if servers not in SERVER_MODES:
+        bad("servers", f"must be one of {list(SERVER_MODES)}")
     timeline = _validate_timeline(data.get("timeline"), services, run_d, bad)
     if workload is not None and isinstance(raw_params, Mapping):
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
@@ -504,6 +531,9 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         timeline=timeline,
         exclude=exclude,
         until=until,
+        order=order if order in ORDERS else "interleaved",
+        order_seed=order_seed,
+        servers=servers if servers in SERVER_MODES else "shared",
     )
 
 
@@ -778,6 +808,25 @@ def expand(spec: Spec) -> list[RunPlan]:
             plans.append(RunPlan(len(plans), spec.name, spec.workload, config_id(point), point,
                                  rep, params, clients, services, spec.size))
     return plans
+
+
+def ordered(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
+    """`plans` (from `expand`, or the part of them still to run) in the order the spec
+    asks for. interleaved: as `expand` makes them (repetition-major: slow drift spreads
+    over every configuration); random: shuffled by `order_seed` (the whole grid is
+    shuffled, then `plans` kept, so a resumed grid keeps its order); grouped: each
+    configuration's runs together, in the order configurations first appear."""
+    if spec.order == "interleaved":
+        return list(plans)
+    if spec.order == "random":
+        full = expand(spec)
+        random.Random(spec.order_seed).shuffle(full)
+        rank = {p.index: i for i, p in enumerate(full)}
+        return sorted(plans, key=lambda p: rank.get(p.index, len(rank) + p.index))
+    first: dict[str, int] = {}
+    for p in plans:
+        first.setdefault(p.config_id, len(first))
+    return sorted(plans, key=lambda p: (first[p.config_id], p.repetition))
 
 
 #: The most a closed-loop client process does per second (the native core measured

@@ -188,7 +188,8 @@ def trial(attack: str, rng: random.Random, checkout: Path, work: Path,
     time.sleep(5)
     # What the attacked harness measured and the tree no longer shows.
     kept = set()
-    for man in raw.glob("chaos/*/manifest.json"):
+    # Runs in place only: a hidden .tmp- directory is no run to summary, compare or verify.
+    for man in raw.glob("chaos/[!.]*/manifest.json"):
         data = json.loads(man.read_text())
         if data["started_utc"] < resume_at:
             kept.add((data["config_id"], data["repetition"]))

@@ -6,6 +6,11 @@ Runs: one row per run, manifest fields flattened (see `RUN_COLUMNS`); every key 
 ``kit_``; ``run_dir`` is where the run lives. Ops: ``run_id`` plus the ops.parquet columns
 asked for, with ``run_id``, ``op`` and ``status`` as categoricals.
 
+`load` and `load_runs_only` pool the runs as every number does (`harness.analysis.pooling`:
+complete runs, one per repetition; ``include=("partial",)`` adds partial ones) and keep
+the runs they left out, with why, in `Loaded.left_out`; `load_runs` and `read_manifests`
+give every run.
+
 Only the Parquet columns asked for are read, and ops are concatenated in Arrow before a
 single conversion to pandas, so memory is about the size of those columns and there is
 no per-op Python work.
@@ -16,7 +21,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from harness.analysis import pooling
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
     MANIFEST,
@@ -102,6 +108,9 @@ class Loaded:
     #: come from `harness.analysis.numbers`, which reads every op from the files (the
     #: pandas functions in `summary` and `summary_ci` refuse a sample).
     sample_every: int = 1
+    #: Runs read and not pooled (`harness.analysis.pooling`): the runs table's columns
+    #: plus ``left_out`` (partial, failed or duplicate). Outputs say how many.
+    left_out: pd.DataFrame = field(default_factory=lambda: _empty_left_out())
 
     @property
     def sampled(self) -> bool:
@@ -234,6 +243,19 @@ def runs_frame(pairs: Iterable[tuple[Path, Manifest]]) -> pd.DataFrame:
     )
 
 
+def _empty_left_out() -> pd.DataFrame:
+    return pd.DataFrame(columns=[*RUN_COLUMNS, "run_dir", pooling.LEFT_OUT])
+
+
+def _pooled(runs: pd.DataFrame, pool: bool, include: Sequence[str]
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs to read, runs left out); with `pool` False every run, as recorded."""
+    if not pool:
+        pooling.check_include(include)
+        return runs, _empty_left_out()
+    return pooling.pool(runs, include)
+
+
 def load_runs(
     raw_dir: Path,
     *,
@@ -350,13 +372,18 @@ def load(
     verify: bool = True,
     skip_unknown_schema: bool = True,
     max_ops: int | None = None,
+    include: Sequence[str] = (),
+    pool: bool = True,
 ) -> Loaded:
     """Runs and ops of `raw_dir`, filtered by experiment and any run-level column.
 
     Runs that cannot be read are left out of both tables and listed in `Loaded.skipped`
-    (see `read_manifests`). `max_ops`: when the runs' ops files hold more records than
-    this, `ops` keeps every k-th op of each run (`Loaded.sample_every`), so a study of
-    any size is drawn in bounded memory while its numbers come from every op."""
+    (see `read_manifests`). Runs read are pooled (`harness.analysis.pooling`: complete
+    ones, one per repetition, `include` adding partial ones); those left out are in
+    `Loaded.left_out`, their ops not read. `pool=False`: every run as recorded (exports).
+    `max_ops`: when the runs' ops files hold more records than this, `ops` keeps every
+    k-th op of each run (`Loaded.sample_every`), so a study of any size is drawn in
+    bounded memory while its numbers come from every op."""
     pairs, skipped = _read_manifests(
         raw_dir,
         experiments=experiments,
@@ -364,10 +391,12 @@ def load(
         verify=verify,
         skip_unknown_schema=skip_unknown_schema,
     )
-    runs = runs_frame(pairs)
+    # Grid keys and columns from every run read: a parameter only a left-out run has
+    # still names the rows that count it.
+    runs, left_out = _pooled(runs_frame(pairs), pool, include)
     if not len(runs):
         return Loaded(runs, _empty_ops(columns), grid_keys(m for _, m in pairs),
-                      tuple(skipped))
+                      tuple(skipped), left_out=left_out)
     pairs_ops = [(str(r), Path(d)) for r, d in zip(runs["run_id"], runs["run_dir"],
                                                     strict=True)]
     before = len(skipped)
@@ -384,6 +413,7 @@ def load(
         grid_keys=grid_keys(m for _, m in pairs),
         skipped=tuple(skipped),
         sample_every=every,
+        left_out=left_out,
     )
 
 
@@ -407,15 +437,17 @@ def load_runs_only(
     experiments: Sequence[str] | None = None,
     verify: bool = True,
     progress: bool = False,
+    include: Sequence[str] = (),
 ) -> Loaded:
-    """The runs of `raw_dir` as a `Loaded` whose ops table is empty: for the DuckDB queries
-    (`harness.analysis.queries`), which read the ops files themselves. `progress`: runs
-    read / total on stderr."""
+    """The pooled runs of `raw_dir` (as `load` pools them) as a `Loaded` whose ops table
+    is empty: for the DuckDB queries (`harness.analysis.queries`), which read the ops
+    files themselves. `progress`: runs read / total on stderr."""
     pairs, skipped = _read_manifests(raw_dir, experiments=experiments, where=None,
                                      verify=verify, skip_unknown_schema=True,
                                      progress=progress)
-    return Loaded(runs_frame(pairs), _empty_ops(DEFAULT_OPS_COLUMNS),
-                  grid_keys(m for _, m in pairs), tuple(skipped))
+    runs, left_out = _pooled(runs_frame(pairs), True, include)
+    return Loaded(runs, _empty_ops(DEFAULT_OPS_COLUMNS), grid_keys(m for _, m in pairs),
+                  tuple(skipped), left_out=left_out)
 
 
 def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:

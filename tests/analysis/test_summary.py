@@ -128,3 +128,12 @@ def test_redirect_records_are_attempts_not_ops(tmp_path):
     [row] = summary_table(tmp_path).to_dict("records")
     assert row["ops"] == 5
     assert row["latency_mean_ms"] == 0.5
+
+
+def test_resumed_and_doubled_repetitions_count_once(pooling_raw: Path):
+    """Ctrl-C, --resume and a concurrent run: 4 repetitions are 4 runs, not 5 or 6."""
+    table = summary_table(pooling_raw).set_index("size")
+    assert table.loc[1, "runs"] == 4 and table.loc[1, "ops"] == 8
+    assert table.loc[1, "latency_p99_ms"] == pytest.approx(1.0)  # no 100 ms partial op
+    assert table.loc[2, "runs"] == 1 and table.loc[2, "ops"] == 2
+    assert table.loc[2, "latency_mean_ms"] == pytest.approx(2.0)  # not the later 50 ms run

@@ -140,13 +140,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from harness.analysis.summary_table import summary_table
+    from harness.analysis import pooling
+    from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
     # Progress only on a terminal: piped stderr keeps one line per warning.
-    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True,
-                          progress=sys.stderr.isatty())
+    summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
+                             progress=sys.stderr.isatty(), include=args.include)
+    table = summary.table
+    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS); the table says
+    # them in a line under it, where three more columns would not fit.
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
@@ -157,12 +161,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
-        table = with_bracketed_ci(table, list(METRICS))
+        table = with_bracketed_ci(table.drop(columns=list(LEFT_OUT_COLUMNS)), list(METRICS))
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
                                "display.width", 250, "display.float_format", "{:.4g}".format):
             print(table.to_string(index=False))
         if bare.any():
             print(NO_CI_NOTE)
+        if left := pooling.line(summary.left_out, args.include):
+            print(left)
     return EXIT_OK
 
 
@@ -383,6 +389,13 @@ def cmd_gen_files(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _include_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include", action="append", default=[], choices=("partial",),
+                   help="also pool partial runs (interrupted, or with records lost); by "
+                   "default only complete runs count, one per repetition, and failed runs "
+                   "never: what is left out is said under the table")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -430,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
     p.add_argument("--experiment", help="comma-separated experiment names")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    _include_option(p)
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",

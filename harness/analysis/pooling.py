@@ -113,6 +113,6 @@ def line(left_out: pd.DataFrame, include: Iterable[str] = ()) -> str:
     if any("partial" in c for c in per.values()) and "partial" not in tuple(include):
         hints.append("--include partial adds the partial ones")
     if any("duplicate" in c for c in per.values()):
-        hints.append("a duplicate repeats an experiment, configuration and repetition "
-                     "that an earlier run measured")
+        hints.append("a duplicate repeats the configuration and repetition of a run "
+                     "that counts: complete before partial, then the earliest")
     return f"left out: {text}" + (f" ({'; '.join(hints)})" if hints else "")

@@ -173,13 +173,19 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare import compare, render, worse_beyond
+    from harness.analysis import pooling
+    from harness.analysis.compare import comparison, render, worse_beyond
 
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
-    table = compare(Path(args.base), Path(args.cand), by=by, metrics=metrics,
-                    alpha=args.alpha, threshold=args.threshold / 100)
+    result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
+                        alpha=args.alpha, threshold=args.threshold / 100,
+                        include=args.include)
+    table = result.table
     print(render(table, by, args.format))
+    if left := pooling.line(result.left_out, args.include):
+        # Under the table; json keeps stdout one JSON document, so stderr there.
+        print(left, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.fail_if_worse is not None:
         bad = worse_beyond(table, args.fail_if_worse)
         if len(bad):
@@ -464,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--fail-if-worse", type=float, metavar="PCT",
                    help="exit 1 if any metric is significantly worse by more than PCT%%")
+    _include_option(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")

@@ -102,17 +102,25 @@ def phrase(by_reason: Mapping[str, int]) -> str:
     return f"{text} run{'s' if items[-1][0] != 1 else ''}"
 
 
-def line(left_out: pd.DataFrame, include: Iterable[str] = ()) -> str:
-    """One line for under a CLI table: what was left out, per experiment, and how to add
-    the partial runs; empty when nothing was."""
-    per = counts(left_out)
-    if not per:
+def line(left_out: pd.DataFrame | Mapping[str, pd.DataFrame], include: Iterable[str] = ()
+         ) -> str:
+    """One line for under a CLI table: what was left out, per experiment (and per side,
+    given ``{"BASE": ..., "CAND": ...}``), and how to add the partial runs; empty when
+    nothing was."""
+    sides = left_out if isinstance(left_out, Mapping) else {"": left_out}
+    parts, reasons = [], set()
+    for side, frame in sides.items():
+        per = counts(frame)
+        if per:
+            text = "; ".join(f"{exp}: {phrase(c)}" for exp, c in per.items())
+            parts.append(f"of {side}, {text}" if side else text)
+            reasons.update(r for c in per.values() for r in c)
+    if not parts:
         return ""
-    text = "; ".join(f"{exp}: {phrase(c)}" for exp, c in per.items())
     hints = []
-    if any("partial" in c for c in per.values()) and "partial" not in tuple(include):
+    if "partial" in reasons and "partial" not in tuple(include):
         hints.append("--include partial adds the partial ones")
-    if any("duplicate" in c for c in per.values()):
+    if "duplicate" in reasons:
         hints.append("a duplicate repeats the configuration and repetition of a run "
                      "that counts: complete before partial, then the earliest")
-    return f"left out: {text}" + (f" ({'; '.join(hints)})" if hints else "")
+    return f"left out: {'; '.join(parts)}" + (f" ({'; '.join(hints)})" if hints else "")

@@ -39,7 +39,10 @@ def write(raw: Path, experiment: str, grid: dict[str, Any], rep: int, parts: lis
           extra: dict[str, Any] | None = None, connections: int = 1) -> None:
     man = new_manifest(
         run_id=f"{experiment}-{'-'.join(map(str, grid.values()))}-r{rep}",
-        experiment=experiment, workload="kvstore", config_id="c", repetition=rep, params={},
+        # config_id names the grid point, as the runner's does: one run per repetition of it.
+        experiment=experiment, workload="kvstore",
+        config_id="-".join(f"{k}={v}" for k, v in grid.items()) or "c", repetition=rep,
+        params={},
         grid_point=grid, status="complete", started_utc="2026-01-01T00:00:00+00:00",
         ended_utc="2026-01-01T00:00:01+00:00",
         loadgen={"connections": connections, "inflight": 1}, extra=extra or {})

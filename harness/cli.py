@@ -198,7 +198,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report
 
-    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf)
+    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
+                           include=args.include)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
     return EXIT_OK
@@ -399,7 +400,7 @@ def _include_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include", action="append", default=[], choices=("partial",),
                    help="also pool partial runs (interrupted, or with records lost); by "
                    "default only complete runs count, one per repetition, and failed runs "
-                   "never: what is left out is said under the table")
+                   "never; what is left out is said")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -478,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(paths.report_dir()))
     p.add_argument("--no-pdf", action="store_true")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
+    _include_option(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("import", help="bring other tools' results into the raw-results format",

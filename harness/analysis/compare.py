@@ -234,20 +234,26 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
 
 
 def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
-            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD) -> Any:
-    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table
-    and a tally of its verdicts; left out of the report when no trees are given."""
+            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
+            include: Sequence[str] = ()) -> Any:
+    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table,
+    a tally of its verdicts and what each side left out; left out of the report when no
+    trees are given."""
     from harness.analysis.display import markdown
 
     if not base or not cand:
         return markdown("No comparison configured: set the notebook parameters "
                         "`compare_base` and `compare_cand` to two raw-results directories "
                         "(or run `harness compare BASE CAND`).", omit=True)
-    table = compare(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold)
+    result = comparison(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold,
+                        include=include)
+    table = result.table
     counts = table["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in verdict.VERDICTS if v in counts)
     head = (f"`{cand}` against `{base}`, groups matched on {', '.join(by)}: {tally} "
             f"(of {len(table)} group × metric rows; p Holm-adjusted over all rows, α = "
             f"{alpha:g}; no significant difference means the 95% CI of the ratio lies "
             f"within ±{threshold:.0%}).")
-    return markdown(head + "\n\n" + render(table, list(by), "markdown"))
+    left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
+    return markdown(head + "\n\n" + render(table, list(by), "markdown")
+                    + (f"\n\n{left[0].upper()}{left[1:]}." if left else ""))

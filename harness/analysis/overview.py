@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import provenance, tables
+from harness.analysis import pooling, provenance, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 
@@ -17,7 +17,10 @@ from harness.analysis.display import markdown as _markdown
 class Overview:
     raw_dir: Path
     experiments: Sequence[str] | None
+    #: Every run read (the tables below list them all).
     runs: pd.DataFrame
+    #: Run statuses the report's numbers pool besides complete (`pooling`).
+    include: tuple[str, ...] = ()
 
     def status(self):
         if self.runs.empty:
@@ -30,6 +33,9 @@ class Overview:
                 f"read from `{self.raw_dir}`; every ops file matched its manifest checksum.")
         text += (f" {bad} runs did not complete (see Failures)." if bad
                  else " All runs completed.")
+        # The studies pool with the same rule (pooling.pool), so these are their counts.
+        text += " " + pooling.overview_sentence(pooling.pool(self.runs, self.include)[1],
+                                                self.include)
         kits = provenance.kit_versions(self.runs)
         text += f" Measured with kit {', '.join(kits)}."
         return _markdown(text)
@@ -52,11 +58,16 @@ class Overview:
     def failures_table(self):
         return _html(tables.to_html(
             provenance.failures_table(self.runs),
-            caption="Runs that did not complete or recorded errors/timeouts "
-                    "(their ops are still analysed; nothing is dropped).",
+            caption="Runs that did not complete or recorded errors/timeouts. Failed runs "
+                    "are in no number of this report, partial ones only when included "
+                    "(see above); the error and timeout ops of the runs that count are.",
         ))
 
 
-def analyse(raw_dir: Path | str, experiments: Sequence[str] | None = None) -> Overview:
+def analyse(raw_dir: Path | str, experiments: Sequence[str] | None = None,
+            include: Sequence[str] = ()) -> Overview:
+    """The overview of `raw_dir`; `include`: what the report's numbers pool besides
+    complete runs (the report's parameter), for the sentence on what they left out."""
     raw_dir = Path(raw_dir)
-    return Overview(raw_dir, experiments, provenance.load_all_runs(raw_dir, experiments))
+    return Overview(raw_dir, experiments, provenance.load_all_runs(raw_dir, experiments),
+                    pooling.check_include(include))

@@ -102,11 +102,27 @@ def phrase(by_reason: Mapping[str, int]) -> str:
     return f"{text} run{'s' if items[-1][0] != 1 else ''}"
 
 
-def line(left_out: pd.DataFrame | Mapping[str, pd.DataFrame], include: Iterable[str] = ()
-         ) -> str:
+#: How each output adds partial runs, in its hint.
+CLI_HINT = "--include partial adds the partial ones"
+REPORT_HINT = ("`harness report --include partial`, or `include = [\"partial\"]` in a "
+               "notebook, adds the partial ones")
+
+
+def _hints(reasons: set[str], include: Iterable[str], add: str) -> str:
+    hints = []
+    if "partial" in reasons and "partial" not in tuple(include):
+        hints.append(add)
+    if "duplicate" in reasons:
+        hints.append("a duplicate repeats the configuration and repetition of a run "
+                     "that counts: complete before partial, then the earliest")
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
+def line(left_out: pd.DataFrame | Mapping[str, pd.DataFrame], include: Iterable[str] = (),
+         add: str = CLI_HINT) -> str:
     """One line for under a CLI table: what was left out, per experiment (and per side,
-    given ``{"BASE": ..., "CAND": ...}``), and how to add the partial runs; empty when
-    nothing was."""
+    given ``{"BASE": ..., "CAND": ...}``), and how to add the partial runs (`add`); empty
+    when nothing was."""
     sides = left_out if isinstance(left_out, Mapping) else {"": left_out}
     parts, reasons = [], set()
     for side, frame in sides.items():
@@ -117,10 +133,36 @@ def line(left_out: pd.DataFrame | Mapping[str, pd.DataFrame], include: Iterable[
             reasons.update(r for c in per.values() for r in c)
     if not parts:
         return ""
-    hints = []
-    if "partial" in reasons and "partial" not in tuple(include):
-        hints.append("--include partial adds the partial ones")
-    if "duplicate" in reasons:
-        hints.append("a duplicate repeats the configuration and repetition of a run "
-                     "that counts: complete before partial, then the earliest")
-    return f"left out: {'; '.join(parts)}" + (f" ({'; '.join(hints)})" if hints else "")
+    return f"left out: {'; '.join(parts)}" + _hints(reasons, include, add)
+
+
+def overview_sentence(left_out: pd.DataFrame, include: Iterable[str] = ()) -> str:
+    """The report overview's sentence: the rule, and per experiment what it left out."""
+    include = tuple(include)
+    rule = ("Every table and figure counts complete runs"
+            + (" and partial ones" if "partial" in include else "")
+            + ", one run per repetition, and no failed run")
+    per = counts(left_out)
+    if not per:
+        return f"{rule}; none was left out."
+    items = "; ".join(f"`{exp}`: {phrase(c)} left out" for exp, c in per.items())
+    reasons = {r for c in per.values() for r in c}
+    return f"{rule}: {items}{_hints(reasons, include, REPORT_HINT)}."
+
+
+def study_note(left_out: pd.DataFrame, pooled: pd.DataFrame, include: Iterable[str] = ()
+               ) -> str:
+    """A study's sentence on its runs: partial runs pooled (when asked for) and what was
+    left out, with the overview's hints; empty when every run is complete and counted."""
+    out = []
+    n_partial = int((pooled["status"] == "partial").sum()) if len(pooled) else 0
+    if n_partial:
+        out.append(f"{n_partial} partial run{'s' if n_partial != 1 else ''} pooled with "
+                   "the complete ones (`include`)")
+    total = {r: int((left_out[LEFT_OUT] == r).sum()) for r in REASONS} if len(left_out) \
+        else {}
+    if any(total.values()):
+        reasons = {r for r, n in total.items() if n}
+        out.append(f"{phrase(total)} left out{_hints(reasons, include, REPORT_HINT)}; the "
+                   "appendix lists every run")
+    return "; ".join(out) + "." if out else ""

@@ -49,9 +49,9 @@ def write(raw: Path, experiment: str, grid: dict[str, Any], rep: int, parts: lis
     write_run(raw, man, OpsArrays.concat(parts, OPS))
 
 
-@pytest.fixture(scope="module")
-def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    raw = tmp_path_factory.mktemp("kvraw")
+def write_kv(raw: Path) -> Path:
+    """The three experiments: kv_scaling and kv_cache (3 repetitions of each grid point)
+    and one kv_elastic run with a scale step."""
     rng = np.random.default_rng(1)
     for rep in (1, 2, 3):
         for masters in (2, 4):
@@ -86,6 +86,11 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
                "skipped": "the clients had finished"}]
     write(raw, "kv_elastic", {}, 1, parts, extra={"timeline": events})
     return raw
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_kv(tmp_path_factory.mktemp("kvraw"))
 
 
 @pytest.fixture(scope="module")

@@ -298,7 +298,7 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from harness.results import iter_run_dirs, verify_run
+    from harness.results import STRAY_REASON, iter_run_dirs, iter_stray_dirs, verify_run
 
     bad = good = 0
     for run_dir in iter_run_dirs(Path(args.raw_dir)):
@@ -308,6 +308,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except HarnessError as exc:
             bad += 1
             print(f"BAD {exc}")
+    for stray in iter_stray_dirs(Path(args.raw_dir)):  # records nothing else would name
+        bad += 1
+        print(f"BAD {stray}: {STRAY_REASON}")
     print(f"{good} run(s) ok, {bad} bad")
     return EXIT_OK if not bad else EXIT_FAILED_RUNS
 
@@ -525,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="raw results directory the runs would go to (checked too)")
     hc.set_defaults(func=cmd_hosts_check)
 
-    p = sub.add_parser("verify", help="check every run's ops checksum")
+    p = sub.add_parser("verify", help="check every run's ops checksum, and that no ops file "
+                       "lacks its manifest")
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
     p.set_defaults(func=cmd_verify)
 

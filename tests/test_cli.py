@@ -98,6 +98,29 @@ def test_summary_of_complete_runs_says_nothing_was_left_out(
     assert "left out" not in capsys.readouterr().out
 
 
+def test_verify_names_run_files_without_a_manifest(tiny_raw: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(tiny_raw, raw)
+    ops = (raw / "tiny" / "tiny-1-0" / "ops.parquet").read_bytes()
+    stray = raw / "tiny" / "orphan"
+    # Hidden directories are not runs: a run being written, the runner's lock and state.
+    for where in (stray, raw / "tiny" / ".tmp-r9", raw / "tiny" / ".harness" / "r9"):
+        where.mkdir(parents=True)
+        (where / "ops.parquet").write_bytes(ops)
+    assert main(["verify", str(raw)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"BAD {stray}: ops.parquet but no manifest.json, so nothing can read it "
+                   "as a run (a copy cut short, or moved by hand?)", "4 run(s) ok, 1 bad"]
+    assert main(["verify", str(stray)]) == 1  # the directory itself
+    assert "0 run(s) ok, 1 bad" in capsys.readouterr().out
+    shutil.rmtree(stray)
+    assert main(["verify", str(raw)]) == 0
+    assert capsys.readouterr().out == "4 run(s) ok, 0 bad\n"
+
+
 def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     spec = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
     assert main(["validate", str(spec), "--set", "nokeyvalue"]) == 2

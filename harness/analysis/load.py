@@ -38,8 +38,10 @@ from harness.results import (
     MANIFEST,
     OPS_FILE,
     OPS_SCHEMA,
+    STRAY_REASON,
     Manifest,
     iter_run_dirs,
+    iter_stray_dirs,
     read_manifest,
     read_ops,
 )
@@ -81,16 +83,20 @@ class SkippedRun:
     run_dir: str
     reason: str
     run_id: str | None = None
+    #: Whether its ops file was checked against a manifest's checksum (and failed), or
+    #: never could be (no manifest, or one this kit cannot read).
+    checked: bool = False
 
 
-def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None) -> SkippedRun:
+def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None, *,
+             checked: bool = False) -> SkippedRun:
     """Warn (stderr, via the CLI) that `run_dir` is skipped, and say so as a record."""
     reason = str(exc)
     # The reason usually starts with the file's path; the directory is named once already.
     for name in (MANIFEST, OPS_FILE):
         reason = reason.removeprefix(f"{Path(run_dir) / name}: ")
     warnings.warn(SkippedRunWarning(f"skipping run {run_dir}: {reason}"), stacklevel=3)
-    return SkippedRun(str(run_dir), reason, run_id)
+    return SkippedRun(str(run_dir), reason, run_id, checked)
 
 
 @dataclass(frozen=True)
@@ -174,16 +180,21 @@ def read_manifests(
     where: Filter | None = None,
     verify: bool = True,
     skip_unknown_schema: bool = True,
+    skipped: list[SkippedRun] | None = None,
 ) -> list[tuple[Path, Manifest]]:
     """(run_dir, manifest) for every readable run, filtered.
 
     A run this kit cannot read (a newer schema_version, a corrupt manifest, an ops file
-    that fails its checksum) is skipped with a `SkippedRunWarning` naming its directory
-    and why: one foreign run never stops the analysis of the others. With
+    that fails its checksum, an ops file without a manifest) is skipped with a
+    `SkippedRunWarning` naming its directory and why, and appended to `skipped` if given:
+    one foreign run never stops the analysis of the others. With
     ``skip_unknown_schema=False`` a newer schema raises `SchemaVersionError` instead.
     """
-    return _read_manifests(raw_dir, experiments=experiments, where=where, verify=verify,
-                           skip_unknown_schema=skip_unknown_schema)[0]
+    pairs, left = _read_manifests(raw_dir, experiments=experiments, where=where,
+                                  verify=verify, skip_unknown_schema=skip_unknown_schema)
+    if skipped is not None:
+        skipped.extend(left)
+    return pairs
 
 
 def _read_manifests(
@@ -200,8 +211,12 @@ def _read_manifests(
         raise ResultsError(f"{raw_dir}: no such raw-results directory")
     out: list[tuple[Path, Manifest]] = []
     skipped: list[SkippedRun] = []
-    run_dirs = [d for base in _experiment_dirs(raw_dir, experiments)
-                for d in iter_run_dirs(base)]
+    bases = _experiment_dirs(raw_dir, experiments)
+    run_dirs = [d for base in bases for d in iter_run_dirs(base)]
+    # An ops file without its manifest is no run, but its records are not dropped unsaid.
+    for base in bases:
+        for stray in iter_stray_dirs(base):
+            skipped.append(skip_run(stray, ResultsError(STRAY_REASON)))
     cache = VerifiedCache() if verify else None
     with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
               disable=not progress, leave=False) as bar:
@@ -213,8 +228,6 @@ def _read_manifests(
                     continue
                 if where and not _matches(flatten_manifest(manifest, run_dir), where):
                     continue
-                if cache is not None:
-                    cache.verify(run_dir, manifest)
             except SchemaVersionError as exc:
                 if not skip_unknown_schema:
                     raise
@@ -222,6 +235,12 @@ def _read_manifests(
                 continue
             except ResultsError as exc:
                 skipped.append(skip_run(run_dir, exc))
+                continue
+            try:
+                if cache is not None:
+                    cache.verify(run_dir, manifest)
+            except ResultsError as exc:
+                skipped.append(skip_run(run_dir, exc, manifest.run_id, checked=True))
                 continue
             out.append((run_dir, manifest))
     if cache is not None:

@@ -86,3 +86,29 @@ def test_load_pools_and_keeps_what_it_left_out(pooling_raw: Path):
 def test_complete_unique_runs_lose_nothing(dsmc_raw: Path):
     loaded = load(dsmc_raw)
     assert len(loaded.runs) == 50 and loaded.left_out.empty
+
+
+def test_imported_runs_are_complete_and_none_is_a_duplicate(tmp_path: Path):
+    """Imports write complete runs and number repetitions on from those already there, so
+    pooling leaves none out: the seed reports, and two files of one tool in one
+    experiment (the same ops in both)."""
+    from harness import paths
+    from harness.cli import main
+
+    raw = tmp_path / "raw"
+    legacy = paths.project_root() / "examples" / "legacy"
+    for fmt, name in (("gae-bench", "seed001-gae-bench.txt"),
+                      ("perfctest", "seed000-perfctest.result"),
+                      ("cluster-perf", "seed002-cluster-perf.log"),
+                      ("kv-report", "seed003-kv-report.txt")):
+        assert main(["import", fmt, str(legacy / name), "-o", str(raw)]) == 0
+    data = paths.project_root() / "tests" / "data" / "importers"
+    assert main(["import", "redis-benchmark-csv", "--requests", "10000", "--experiment",
+                 "rb", str(data / "redis-benchmark-7.0-n10000-c50-P4.csv"),
+                 str(data / "redis-benchmark-7.0-n20000-c10-d100.csv"), "-o", str(raw)]) == 0
+    every = load_runs(raw)
+    assert set(every["source"]) == {"imported"} and set(every["status"]) == {"complete"}
+    loaded = load_runs_only(raw)
+    assert loaded.left_out.empty and len(loaded.runs) == len(every)
+    assert every["experiment"].eq("rb").sum() > every[every["experiment"] == "rb"][
+        "config_id"].nunique()  # repetitions of one config from two files: both kept

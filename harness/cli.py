@@ -137,13 +137,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from harness.analysis.summary_table import summary_table
+    from harness.analysis import pooling
+    from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
     # Progress only on a terminal: piped stderr keeps one line per warning.
-    table = summary_table(Path(args.raw_dir), by, experiments=exps, intervals=True,
-                          progress=sys.stderr.isatty())
+    summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
+                             progress=sys.stderr.isatty(), include=args.include)
+    table = summary.table
+    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS); the table says
+    # them in a line under it, where three more columns would not fit.
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
@@ -154,23 +158,31 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
-        table = with_bracketed_ci(table, list(METRICS))
+        table = with_bracketed_ci(table.drop(columns=list(LEFT_OUT_COLUMNS)), list(METRICS))
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
                                "display.width", 250, "display.float_format", "{:.4g}".format):
             print(table.to_string(index=False))
         if bare.any():
             print(NO_CI_NOTE)
+        if left := pooling.line(summary.left_out, args.include):
+            print(left)
     return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare import compare, render, worse_beyond
+    from harness.analysis import pooling
+    from harness.analysis.compare import comparison, render, worse_beyond
 
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
-    table = compare(Path(args.base), Path(args.cand), by=by, metrics=metrics,
-                    alpha=args.alpha, threshold=args.threshold / 100)
+    result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
+                        alpha=args.alpha, threshold=args.threshold / 100,
+                        include=args.include)
+    table = result.table
     print(render(table, by, args.format))
+    if left := pooling.line(result.left_out, args.include):
+        # Under the table; json keeps stdout one JSON document, so stderr there.
+        print(left, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.fail_if_worse is not None:
         bad = worse_beyond(table, args.fail_if_worse)
         if len(bad):
@@ -183,7 +195,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report
 
-    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf)
+    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
+                           include=args.include)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
     return EXIT_OK
@@ -286,7 +299,7 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from harness.results import iter_run_dirs, verify_run
+    from harness.results import STRAY_REASON, iter_run_dirs, iter_stray_dirs, verify_run
 
     bad = good = 0
     for run_dir in iter_run_dirs(Path(args.raw_dir)):
@@ -296,6 +309,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except HarnessError as exc:
             bad += 1
             print(f"BAD {exc}")
+    for stray in iter_stray_dirs(Path(args.raw_dir)):  # records nothing else would name
+        bad += 1
+        print(f"BAD {stray}: {STRAY_REASON}")
     print(f"{good} run(s) ok, {bad} bad")
     return EXIT_OK if not bad else EXIT_FAILED_RUNS
 
@@ -384,6 +400,13 @@ def cmd_gen_files(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _include_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include", action="append", default=[], choices=("partial",),
+                   help="also pool partial runs (interrupted, or with records lost); by "
+                   "default only complete runs count, one per repetition, and failed runs "
+                   "never; what is left out is said")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -431,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
     p.add_argument("--experiment", help="comma-separated experiment names")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    _include_option(p)
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
@@ -451,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--fail-if-worse", type=float, metavar="PCT",
                    help="exit 1 if any metric is significantly worse by more than PCT%%")
+    _include_option(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
@@ -458,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(paths.report_dir()))
     p.add_argument("--no-pdf", action="store_true")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
+    _include_option(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("import", help="bring other tools' results into the raw-results format",
@@ -503,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="raw results directory the runs would go to (checked too)")
     hc.set_defaults(func=cmd_hosts_check)
 
-    p = sub.add_parser("verify", help="check every run's ops checksum")
+    p = sub.add_parser("verify", help="check every run's ops checksum, and that no ops file "
+                       "lacks its manifest")
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
     p.set_defaults(func=cmd_verify)
 

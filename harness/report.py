@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,13 +295,18 @@ def build_report(
     progress: bool = True,
     notebooks_dir: Path | None = None,
     figures_dir: Path | None = None,
+    include: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Execute every notebook into `out_dir`/executed/ and write report.html (and .pdf).
 
     Returns paths: ``html``, ``pdf`` (if made), ``executed`` (the directory) and one
     entry per notebook name (its executed copy). Never starts a server: it only reads
-    `raw_dir`, which may be missing or hold only some studies.
+    `raw_dir`, which may be missing or hold only some studies. `include`: run statuses
+    every number pools besides complete (``("partial",)``; `harness.analysis.pooling`),
+    the notebooks' parameter ``include``.
     """
+    from harness.analysis.pooling import check_include
+
     raw_dir = Path(raw_dir).resolve()
     out_dir = Path(out_dir).resolve()
     notebooks_dir = Path(notebooks_dir or paths.notebooks_dir()).resolve()
@@ -311,7 +316,8 @@ def build_report(
         raise ReportError(f"no notebooks matching {NOTEBOOK_GLOB} in {notebooks_dir}")
     executed_dir = out_dir / "executed"
     executed_dir.mkdir(parents=True, exist_ok=True)
-    parameters = {"raw_results": str(raw_dir), "figures_dir": str(figures_dir)}
+    parameters = {"raw_results": str(raw_dir), "figures_dir": str(figures_dir),
+                  "include": list(check_include(include))}
 
     result: dict[str, Path] = {"executed": executed_dir}
     sections = []
@@ -366,9 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=paths.raw_results_dir())
     parser.add_argument("--out", type=Path, default=paths.report_dir())
     parser.add_argument("--pdf", action="store_true", help="also write report.pdf")
+    parser.add_argument("--include", action="append", default=[], choices=("partial",),
+                        help="also pool partial runs in every number")
     args = parser.parse_args(argv)
     try:
-        out = build_report(args.raw, args.out, pdf=args.pdf)
+        out = build_report(args.raw, args.out, pdf=args.pdf, include=args.include)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,6 +71,54 @@ def test_verify_flags_a_modified_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     (run_dir / "ops.parquet").write_bytes(b"garbage")
     assert main(["verify", str(tmp_path)]) == 1
     assert "checksum mismatch" in capsys.readouterr().out
+
+
+def test_summary_says_what_it_left_out(pooling_raw: Path, capsys: pytest.CaptureFixture
+                                       ) -> None:
+    assert main(["summary", str(pooling_raw)]) == 0
+    head, *_, last = capsys.readouterr().out.splitlines()
+    assert "left_out" not in head  # a line under the table instead of three columns
+    assert last.startswith("left out: pooling: 2 partial, 1 failed and 1 duplicate run "
+                           "(--include partial adds the partial ones; ")
+    assert main(["summary", str(pooling_raw), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["runs"], r["left_out_partial"], r["left_out_failed"],
+             r["left_out_duplicate"]) for r in rows] == [(4, 1, 0, 0), (1, 1, 1, 1)]
+    assert main(["summary", str(pooling_raw), "--include", "partial", "--format",
+                 "csv"]) == 0
+    header, one, two = capsys.readouterr().out.splitlines()
+    assert header.endswith(",left_out_partial,left_out_failed,left_out_duplicate")
+    assert one.startswith("pooling,1,4,8,") and one.endswith(",0,0,1")
+    assert two.startswith("pooling,2,2,3,") and two.endswith(",0,1,1")
+
+
+def test_summary_of_complete_runs_says_nothing_was_left_out(
+        tiny_raw: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["summary", str(tiny_raw)]) == 0
+    assert "left out" not in capsys.readouterr().out
+
+
+def test_verify_names_run_files_without_a_manifest(tiny_raw: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(tiny_raw, raw)
+    ops = (raw / "tiny" / "tiny-1-0" / "ops.parquet").read_bytes()
+    stray = raw / "tiny" / "orphan"
+    # Hidden directories are not runs: a run being written, the runner's lock and state.
+    for where in (stray, raw / "tiny" / ".tmp-r9", raw / "tiny" / ".harness" / "r9"):
+        where.mkdir(parents=True)
+        (where / "ops.parquet").write_bytes(ops)
+    assert main(["verify", str(raw)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"BAD {stray}: ops.parquet but no manifest.json, so nothing can read it "
+                   "as a run (a copy cut short, or moved by hand?)", "4 run(s) ok, 1 bad"]
+    assert main(["verify", str(stray)]) == 1  # the directory itself
+    assert "0 run(s) ok, 1 bad" in capsys.readouterr().out
+    shutil.rmtree(stray)
+    assert main(["verify", str(raw)]) == 0
+    assert capsys.readouterr().out == "4 run(s) ok, 0 bad\n"
 
 
 def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:

@@ -95,3 +95,29 @@ def test_corrupt_run_is_listed_and_skipped(tiny_raw: Path, tmp_path: Path):
     html = out["html"].read_text()
     assert "Skipped runs" in html and "checksum mismatch" in html
     assert "3 runs in 1 experiment" in html
+
+
+def test_overview_says_what_every_number_left_out(pooling_raw: Path, tmp_path: Path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / "00-overview.ipynb", nbs)
+    kw = dict(pdf=False, notebooks_dir=nbs, figures_dir=tmp_path / "figures", progress=False)
+    html = build_report(pooling_raw, tmp_path / "r1", **kw)["html"].read_text()
+    assert "<code>pooling</code>: 2 partial, 1 failed and 1 duplicate run left out" in html
+    assert "--include partial" in html  # how to add them
+    html = build_report(pooling_raw, tmp_path / "r2", include=["partial"], **kw)[
+        "html"].read_text()
+    assert "<code>pooling</code>: 1 failed and 2 duplicate runs left out" in html
+    assert "9 runs under" in html  # the appendix still lists every run
+
+
+def test_report_command_passes_include(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import harness.report
+    from harness.cli import main
+
+    seen = {}
+    monkeypatch.setattr(harness.report, "build_report",
+                        lambda raw, out, **kw: seen.update(kw) or {})
+    assert main(["report", "--raw", str(tmp_path), "--out", str(tmp_path / "r"),
+                 "--include", "partial"]) == 0
+    assert seen["include"] == ["partial"]

@@ -4,6 +4,7 @@ Submodules (import them explicitly; importing this package loads none of them, s
 CLI's `harness summary` does not pay for matplotlib):
 
 - `load`     raw_results -> runs and ops DataFrames
+- `pooling`  which runs are pooled (complete, one per repetition) and which left out, why
 - `summary`  per-run and per-configuration summaries (`summarise`)
 - `summary_table`  `harness summary`'s table (DuckDB, stated percentiles, intervals)
 - `stats`    confidence intervals, comparisons, ratio tables

@@ -9,6 +9,10 @@ says better / worse / no significant difference / inconclusive, knowing that hig
 throughput and lower latency are better. A percentile whose runs hold too few ops beyond
 it, or a side with one run, is inconclusive with the reason in ``test``.
 
+Runs are pooled as `harness summary` pools them (`harness.analysis.pooling`: complete
+runs, one per repetition; ``include`` adds partial ones), and `comparison` returns the
+runs each side left out, which `harness compare` says in a line.
+
 Trees given as paths are read one ops file at a time (`queries.summarise_with_intervals`:
 each run's latencies sorted on its own, 4-8 bytes per op), as `harness summary` reads
 them, so a comparison of runs of any size needs no more memory than their summary; a
@@ -20,14 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import queries, verdict
+from harness.analysis import pooling, queries, verdict
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded, load, load_runs_only
 from harness.analysis.stats import holm
@@ -65,29 +69,44 @@ ROW_FIELDS: tuple[str, ...] = (
 _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
 
 
-def load_tree(path: Path, *, ops: bool = True) -> Loaded:
-    """A raw-results directory, or one experiment directory inside one; `ops`: with the
-    ops in pandas (else the runs only, for the DuckDB queries)."""
+@dataclass(frozen=True)
+class Comparison:
+    """`compare`'s table, and the runs each side left out ("BASE", "CAND"; their
+    `pooling.LEFT_OUT` column says why)."""
+
+    table: pd.DataFrame
+    left_out: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def load_tree(path: Path, *, ops: bool = True, include: Sequence[str] = ()) -> Loaded:
+    """A raw-results directory, or one experiment directory inside one, pooled
+    (`include`: as `load`'s); `ops`: with the ops in pandas (else the runs only, for the
+    DuckDB queries)."""
     path = Path(path)
     if not path.is_dir():
         raise ResultsError(f"{path}: not a directory of raw results")
     is_experiment = any((child / MANIFEST).is_file() for child in path.iterdir()
                         if child.is_dir())
     raw, experiments = (path.parent, [path.name]) if is_experiment else (path, None)
-    loaded = (load(raw, experiments=experiments, columns=_OPS_COLUMNS) if ops
-              else load_runs_only(raw, experiments=experiments))
-    if loaded.runs.empty:
+    loaded = (load(raw, experiments=experiments, columns=_OPS_COLUMNS, include=include)
+              if ops else load_runs_only(raw, experiments=experiments, include=include))
+    if loaded.runs.empty and loaded.left_out.empty:
         raise ResultsError(f"{path}: no runs found (expected <experiment>/<run_id>/"
                            f"{MANIFEST} below it, or <run_id>/{MANIFEST})")
+    if loaded.runs.empty:  # "no group in common" would hide why
+        raise ResultsError(f"{path}: no run to compare: every one was "
+                           + pooling.line(loaded.left_out, include))
     return loaded
 
 
-def _intervals(side: Loaded | Path, by: list[str]
-               ) -> dict[tuple[object, ...], dict[str, RunInterval]]:
-    """{group key: {metric field: interval}} of one side (see the module doc)."""
+def _intervals(side: Loaded | Path, by: list[str], include: Sequence[str]
+               ) -> tuple[dict[tuple[object, ...], dict[str, RunInterval]], pd.DataFrame]:
+    """{group key: {metric field: interval}} of one side (see the module doc), and the
+    runs it left out."""
     if isinstance(side, Loaded):
-        return group_intervals(side, by)
-    return queries.summarise_with_intervals(load_tree(side, ops=False), by)[1]
+        return group_intervals(side, by), side.left_out
+    loaded = load_tree(side, ops=False, include=include)
+    return queries.summarise_with_intervals(loaded, by)[1], loaded.left_out
 
 
 def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval) -> dict:
@@ -109,9 +128,28 @@ def compare(
     metrics: Sequence[str] = tuple(METRICS),
     alpha: float = 0.05,
     threshold: float = verdict.DEFAULT_THRESHOLD,
+    include: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """One row per matched group and metric: the `ROW_FIELDS` after the `by` columns.
+    """One row per matched group and metric: the `ROW_FIELDS` after the `by` columns
+    (`comparison`'s table)."""
+    return comparison(base, cand, by=by, metrics=metrics, alpha=alpha, threshold=threshold,
+                      include=include).table
 
+
+def comparison(
+    base: Loaded | Path,
+    cand: Loaded | Path,
+    *,
+    by: Sequence[str] = ("op",),
+    metrics: Sequence[str] = tuple(METRICS),
+    alpha: float = 0.05,
+    threshold: float = verdict.DEFAULT_THRESHOLD,
+    include: Sequence[str] = (),
+) -> Comparison:
+    """The comparison table (one row per matched group and metric: the `ROW_FIELDS` after
+    the `by` columns) and the runs each side left out.
+
+    Trees given as paths are pooled with `include` (a `Loaded` was pooled when loaded).
     Groups present on one side only are left out; with none in common this raises
     `ResultsError` listing both sides' groups.
     """
@@ -119,7 +157,7 @@ def compare(
     if unknown:
         raise ResultsError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     by = list(by)
-    ib, ic = _intervals(base, by), _intervals(cand, by)
+    (ib, left_b), (ic, left_c) = _intervals(base, by, include), _intervals(cand, by, include)
     common = [k for k in ib if k in ic]
     if not common:
         def names(groups: dict) -> list[str]:
@@ -148,7 +186,7 @@ def compare(
                        threshold=threshold)
         for r in table.itertuples(index=False)
     ]
-    return table
+    return Comparison(table, {"BASE": left_b, "CAND": left_c})
 
 
 def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
@@ -196,20 +234,26 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
 
 
 def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
-            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD) -> Any:
-    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table
-    and a tally of its verdicts; left out of the report when no trees are given."""
+            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
+            include: Sequence[str] = ()) -> Any:
+    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table,
+    a tally of its verdicts and what each side left out; left out of the report when no
+    trees are given."""
     from harness.analysis.display import markdown
 
     if not base or not cand:
         return markdown("No comparison configured: set the notebook parameters "
                         "`compare_base` and `compare_cand` to two raw-results directories "
                         "(or run `harness compare BASE CAND`).", omit=True)
-    table = compare(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold)
+    result = comparison(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold,
+                        include=include)
+    table = result.table
     counts = table["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in verdict.VERDICTS if v in counts)
     head = (f"`{cand}` against `{base}`, groups matched on {', '.join(by)}: {tally} "
             f"(of {len(table)} group × metric rows; p Holm-adjusted over all rows, α = "
             f"{alpha:g}; no significant difference means the 95% CI of the ratio lies "
             f"within ±{threshold:.0%}).")
-    return markdown(head + "\n\n" + render(table, list(by), "markdown"))
+    left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
+    return markdown(head + "\n\n" + render(table, list(by), "markdown")
+                    + (f"\n\n{left[0].upper()}{left[1:]}." if left else ""))

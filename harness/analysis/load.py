@@ -6,6 +6,11 @@ Runs: one row per run, manifest fields flattened (see `RUN_COLUMNS`); every key 
 ``kit_``; ``run_dir`` is where the run lives. Ops: ``run_id`` plus the ops.parquet columns
 asked for, with ``run_id``, ``op`` and ``status`` as categoricals.
 
+`load` and `load_runs_only` pool the runs as every number does (`harness.analysis.pooling`:
+complete runs, one per repetition; ``include=("partial",)`` adds partial ones) and keep
+the runs they left out, with why, in `Loaded.left_out`; `load_runs` and `read_manifests`
+give every run.
+
 Only the Parquet columns asked for are read, and ops are concatenated in Arrow before a
 single conversion to pandas, so memory is about the size of those columns and there is
 no per-op Python work.
@@ -16,7 +21,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +32,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from harness.analysis import pooling
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
     MANIFEST,
     OPS_FILE,
     OPS_SCHEMA,
+    STRAY_REASON,
     Manifest,
     iter_run_dirs,
+    iter_stray_dirs,
     read_manifest,
     read_ops,
 )
@@ -75,16 +83,20 @@ class SkippedRun:
     run_dir: str
     reason: str
     run_id: str | None = None
+    #: Whether its ops file was checked against a manifest's checksum (and failed), or
+    #: never could be (no manifest, or one this kit cannot read).
+    checked: bool = False
 
 
-def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None) -> SkippedRun:
+def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None, *,
+             checked: bool = False) -> SkippedRun:
     """Warn (stderr, via the CLI) that `run_dir` is skipped, and say so as a record."""
     reason = str(exc)
     # The reason usually starts with the file's path; the directory is named once already.
     for name in (MANIFEST, OPS_FILE):
         reason = reason.removeprefix(f"{Path(run_dir) / name}: ")
     warnings.warn(SkippedRunWarning(f"skipping run {run_dir}: {reason}"), stacklevel=3)
-    return SkippedRun(str(run_dir), reason, run_id)
+    return SkippedRun(str(run_dir), reason, run_id, checked)
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ class Loaded:
     #: come from `harness.analysis.numbers`, which reads every op from the files (the
     #: pandas functions in `summary` and `summary_ci` refuse a sample).
     sample_every: int = 1
+    #: Runs read and not pooled (`harness.analysis.pooling`): the runs table's columns
+    #: plus ``left_out`` (partial, failed or duplicate). Outputs say how many.
+    left_out: pd.DataFrame = field(default_factory=lambda: _empty_left_out())
 
     @property
     def sampled(self) -> bool:
@@ -165,16 +180,21 @@ def read_manifests(
     where: Filter | None = None,
     verify: bool = True,
     skip_unknown_schema: bool = True,
+    skipped: list[SkippedRun] | None = None,
 ) -> list[tuple[Path, Manifest]]:
     """(run_dir, manifest) for every readable run, filtered.
 
     A run this kit cannot read (a newer schema_version, a corrupt manifest, an ops file
-    that fails its checksum) is skipped with a `SkippedRunWarning` naming its directory
-    and why: one foreign run never stops the analysis of the others. With
+    that fails its checksum, an ops file without a manifest) is skipped with a
+    `SkippedRunWarning` naming its directory and why, and appended to `skipped` if given:
+    one foreign run never stops the analysis of the others. With
     ``skip_unknown_schema=False`` a newer schema raises `SchemaVersionError` instead.
     """
-    return _read_manifests(raw_dir, experiments=experiments, where=where, verify=verify,
-                           skip_unknown_schema=skip_unknown_schema)[0]
+    pairs, left = _read_manifests(raw_dir, experiments=experiments, where=where,
+                                  verify=verify, skip_unknown_schema=skip_unknown_schema)
+    if skipped is not None:
+        skipped.extend(left)
+    return pairs
 
 
 def _read_manifests(
@@ -191,8 +211,12 @@ def _read_manifests(
         raise ResultsError(f"{raw_dir}: no such raw-results directory")
     out: list[tuple[Path, Manifest]] = []
     skipped: list[SkippedRun] = []
-    run_dirs = [d for base in _experiment_dirs(raw_dir, experiments)
-                for d in iter_run_dirs(base)]
+    bases = _experiment_dirs(raw_dir, experiments)
+    run_dirs = [d for base in bases for d in iter_run_dirs(base)]
+    # An ops file without its manifest is no run, but its records are not dropped unsaid.
+    for base in bases:
+        for stray in iter_stray_dirs(base):
+            skipped.append(skip_run(stray, ResultsError(STRAY_REASON)))
     cache = VerifiedCache() if verify else None
     with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
               disable=not progress, leave=False) as bar:
@@ -204,8 +228,6 @@ def _read_manifests(
                     continue
                 if where and not _matches(flatten_manifest(manifest, run_dir), where):
                     continue
-                if cache is not None:
-                    cache.verify(run_dir, manifest)
             except SchemaVersionError as exc:
                 if not skip_unknown_schema:
                     raise
@@ -213,6 +235,12 @@ def _read_manifests(
                 continue
             except ResultsError as exc:
                 skipped.append(skip_run(run_dir, exc))
+                continue
+            try:
+                if cache is not None:
+                    cache.verify(run_dir, manifest)
+            except ResultsError as exc:
+                skipped.append(skip_run(run_dir, exc, manifest.run_id, checked=True))
                 continue
             out.append((run_dir, manifest))
     if cache is not None:
@@ -232,6 +260,19 @@ def runs_frame(pairs: Iterable[tuple[Path, Manifest]]) -> pd.DataFrame:
     return df.sort_values(["experiment", "config_id", "repetition", "run_id"]).reset_index(
         drop=True
     )
+
+
+def _empty_left_out() -> pd.DataFrame:
+    return pd.DataFrame(columns=[*RUN_COLUMNS, "run_dir", pooling.LEFT_OUT])
+
+
+def _pooled(runs: pd.DataFrame, pool: bool, include: Sequence[str]
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs to read, runs left out); with `pool` False every run, as recorded."""
+    if not pool:
+        pooling.check_include(include)
+        return runs, _empty_left_out()
+    return pooling.pool(runs, include)
 
 
 def load_runs(
@@ -350,13 +391,18 @@ def load(
     verify: bool = True,
     skip_unknown_schema: bool = True,
     max_ops: int | None = None,
+    include: Sequence[str] = (),
+    pool: bool = True,
 ) -> Loaded:
     """Runs and ops of `raw_dir`, filtered by experiment and any run-level column.
 
     Runs that cannot be read are left out of both tables and listed in `Loaded.skipped`
-    (see `read_manifests`). `max_ops`: when the runs' ops files hold more records than
-    this, `ops` keeps every k-th op of each run (`Loaded.sample_every`), so a study of
-    any size is drawn in bounded memory while its numbers come from every op."""
+    (see `read_manifests`). Runs read are pooled (`harness.analysis.pooling`: complete
+    ones, one per repetition, `include` adding partial ones); those left out are in
+    `Loaded.left_out`, their ops not read. `pool=False`: every run as recorded (exports).
+    `max_ops`: when the runs' ops files hold more records than this, `ops` keeps every
+    k-th op of each run (`Loaded.sample_every`), so a study of any size is drawn in
+    bounded memory while its numbers come from every op."""
     pairs, skipped = _read_manifests(
         raw_dir,
         experiments=experiments,
@@ -364,10 +410,12 @@ def load(
         verify=verify,
         skip_unknown_schema=skip_unknown_schema,
     )
-    runs = runs_frame(pairs)
+    # Grid keys and columns from every run read: a parameter only a left-out run has
+    # still names the rows that count it.
+    runs, left_out = _pooled(runs_frame(pairs), pool, include)
     if not len(runs):
         return Loaded(runs, _empty_ops(columns), grid_keys(m for _, m in pairs),
-                      tuple(skipped))
+                      tuple(skipped), left_out=left_out)
     pairs_ops = [(str(r), Path(d)) for r, d in zip(runs["run_id"], runs["run_dir"],
                                                     strict=True)]
     before = len(skipped)
@@ -384,6 +432,7 @@ def load(
         grid_keys=grid_keys(m for _, m in pairs),
         skipped=tuple(skipped),
         sample_every=every,
+        left_out=left_out,
     )
 
 
@@ -407,15 +456,17 @@ def load_runs_only(
     experiments: Sequence[str] | None = None,
     verify: bool = True,
     progress: bool = False,
+    include: Sequence[str] = (),
 ) -> Loaded:
-    """The runs of `raw_dir` as a `Loaded` whose ops table is empty: for the DuckDB queries
-    (`harness.analysis.queries`), which read the ops files themselves. `progress`: runs
-    read / total on stderr."""
+    """The pooled runs of `raw_dir` (as `load` pools them) as a `Loaded` whose ops table
+    is empty: for the DuckDB queries (`harness.analysis.queries`), which read the ops
+    files themselves. `progress`: runs read / total on stderr."""
     pairs, skipped = _read_manifests(raw_dir, experiments=experiments, where=None,
                                      verify=verify, skip_unknown_schema=True,
                                      progress=progress)
-    return Loaded(runs_frame(pairs), _empty_ops(DEFAULT_OPS_COLUMNS),
-                  grid_keys(m for _, m in pairs), tuple(skipped))
+    runs, left_out = _pooled(runs_frame(pairs), True, include)
+    return Loaded(runs, _empty_ops(DEFAULT_OPS_COLUMNS), grid_keys(m for _, m in pairs),
+                  tuple(skipped), left_out=left_out)
 
 
 def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:

@@ -8,18 +8,52 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import provenance, tables
+from harness.analysis import pooling, provenance, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
+from harness.analysis.load import SkippedRun
 
 
 @dataclass
 class Overview:
     raw_dir: Path
     experiments: Sequence[str] | None
+    #: Every run read (the tables below list them all).
     runs: pd.DataFrame
+    #: Run statuses the report's numbers pool besides complete (`pooling`).
+    include: tuple[str, ...] = ()
+    #: What could not be read as a run, with why (`load.read_manifests`).
+    skipped: tuple[SkippedRun, ...] = ()
+
+    def checksums(self) -> str:
+        """How many ops files were checked against their manifests' checksums, how many
+        matched, and what was skipped and why: true whatever happened (it claimed every
+        file matched even when one was skipped)."""
+        ok = len(self.runs)
+        failed = sorted((s for s in self.skipped if s.checked), key=lambda s: s.run_dir)
+        unchecked = sorted((s for s in self.skipped if not s.checked),
+                           key=lambda s: s.run_dir)
+        if not self.skipped:
+            return (f"all {ok} ops files matched their manifests' checksums" if ok != 1
+                    else "its ops file matched its manifest's checksum")
+        text = (f"{ok + len(failed)} ops files checked against their manifests' checksums: "
+                f"{ok} matched, {len(failed)} did not")
+        if failed:
+            text += f" ({self._items(failed)})"
+        if unchecked:
+            text += f"; {len(unchecked)} not checked ({self._items(unchecked)})"
+        n = len(self.skipped)
+        return (text + f". The {n} skipped {'are' if n != 1 else 'is'} in no table or "
+                "figure; the appendix lists them with why")
+
+    def _items(self, skipped: list[SkippedRun]) -> str:
+        return "; ".join(f"`{_relative(s.run_dir, self.raw_dir)}`: {_short(s.reason)}"
+                         for s in skipped)
 
     def status(self):
+        if self.runs.empty and self.skipped:
+            return _markdown(f"**No readable runs** under `{self.raw_dir}`: "
+                             f"{self.checksums()}.")
         if self.runs.empty:
             return _markdown(f"**No runs found** under `{self.raw_dir}`: every study below "
                              "is reported as not run.")
@@ -27,9 +61,12 @@ class Overview:
         bad = int((self.runs["status"] != "complete").sum())
         text = (f"{len(self.runs)} runs in {len(exps)} experiment"
                 f"{'s' if len(exps) != 1 else ''} ({', '.join(f'`{e}`' for e in exps)}), "
-                f"read from `{self.raw_dir}`; every ops file matched its manifest checksum.")
+                f"read from `{self.raw_dir}`; {self.checksums()}.")
         text += (f" {bad} runs did not complete (see Failures)." if bad
                  else " All runs completed.")
+        # The studies pool with the same rule (pooling.pool), so these are their counts.
+        text += " " + pooling.overview_sentence(pooling.pool(self.runs, self.include)[1],
+                                                self.include)
         kits = provenance.kit_versions(self.runs)
         text += f" Measured with kit {', '.join(kits)}."
         return _markdown(text)
@@ -52,11 +89,31 @@ class Overview:
     def failures_table(self):
         return _html(tables.to_html(
             provenance.failures_table(self.runs),
-            caption="Runs that did not complete or recorded errors/timeouts "
-                    "(their ops are still analysed; nothing is dropped).",
+            caption="Runs that did not complete or recorded errors/timeouts. Failed runs "
+                    "are in no number of this report, partial ones only when included "
+                    "(see above); the error and timeout ops of the runs that count are.",
         ))
 
 
-def analyse(raw_dir: Path | str, experiments: Sequence[str] | None = None) -> Overview:
+def _relative(run_dir: str, raw_dir: Path) -> str:
+    try:
+        return str(Path(run_dir).relative_to(raw_dir))
+    except ValueError:
+        return str(run_dir)
+
+
+def _short(reason: str) -> str:
+    """A skip reason's first clause (``checksum mismatch``); the appendix has it all."""
+    cuts = [i for i in (reason.find(" ("), reason.find(", "), reason.find("; ")) if i > 0]
+    return reason[:min(cuts)] if cuts else reason
+
+
+def analyse(raw_dir: Path | str, experiments: Sequence[str] | None = None,
+            include: Sequence[str] = ()) -> Overview:
+    """The overview of `raw_dir`; `include`: what the report's numbers pool besides
+    complete runs (the report's parameter), for the sentence on what they left out."""
     raw_dir = Path(raw_dir)
-    return Overview(raw_dir, experiments, provenance.load_all_runs(raw_dir, experiments))
+    skipped: list[SkippedRun] = []
+    runs = provenance.load_all_runs(raw_dir, experiments, skipped)
+    return Overview(raw_dir, experiments, runs, pooling.check_include(include),
+                    tuple(skipped))

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.load import read_manifests, runs_frame
+from harness.analysis.load import SkippedRun, read_manifests, runs_frame
 from harness.results import Manifest
 
 HOST_FIELDS = ("hostname", "cpu_model", "cpu_count", "kernel", "python", "os")
 
 
-def _pairs(raw_dir: Path, experiments: Sequence[str] | None) -> list[tuple[Path, Manifest]]:
+def _pairs(raw_dir: Path, experiments: Sequence[str] | None,
+           skipped: list[SkippedRun] | None = None) -> list[tuple[Path, Manifest]]:
     if not Path(raw_dir).exists():
         return []
-    return read_manifests(Path(raw_dir), experiments=experiments)
+    return read_manifests(Path(raw_dir), experiments=experiments, skipped=skipped)
 
 
 def hosts_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
@@ -129,6 +130,8 @@ def run_listing(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def load_all_runs(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
-    """The runs table, or an empty one when `raw_dir` does not exist (nothing ran yet)."""
-    return runs_frame(_pairs(raw_dir, experiments))
+def load_all_runs(raw_dir: Path, experiments: Sequence[str] | None = None,
+                  skipped: list[SkippedRun] | None = None) -> pd.DataFrame:
+    """The runs table (every run, not pooled), or an empty one when `raw_dir` does not
+    exist (nothing ran yet); the runs skipped are appended to `skipped` if given."""
+    return runs_frame(_pairs(raw_dir, experiments, skipped))

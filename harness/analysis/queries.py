@@ -198,6 +198,29 @@ def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> p
     return pd.DataFrame(rows, columns=[*p.by, "ops", *qs])
 
 
+def ops_key_values(runs: pd.DataFrame, ops_keys: Sequence[str]) -> pd.DataFrame:
+    """Per run of `runs` (its row number, ``run_pos``), each distinct value of the
+    ops-level keys over its measured ops (op as text, as `summarise_sql` groups them): the
+    groups the run's ops would join. A run without measured ops has no row. For runs
+    left out of a summary, which it counts where they would have gone."""
+    columns = ["run_pos", *ops_keys]
+    if runs.empty or not ops_keys:
+        return pd.DataFrame(columns=columns)
+    con = connect()
+    files = pd.DataFrame({"filename": [str(Path(d) / OPS_FILE) for d in runs["run_dir"]],
+                          "run_pos": np.arange(len(runs), dtype=np.int64)})
+    con.register("files", files)
+    paths = "[" + ", ".join(_quote(f) for f in files["filename"]) + "]"
+    keys = ", ".join(f"p.{k}" if k == "client" else f"p.{k}::VARCHAR AS {k}"
+                     for k in ops_keys)
+    return con.execute(f"""
+        SELECT DISTINCT f.run_pos, {keys}
+        FROM read_parquet({paths}, filename = true) p JOIN files f USING (filename)
+        WHERE NOT p.warmup AND p.status::VARCHAR <> 'redirect'
+        ORDER BY ALL
+    """).df()[columns]
+
+
 def _selected_ops(con: duckdb.DuckDBPyConnection, loaded: Loaded, runs: pd.DataFrame,
                   column: str, statuses: Sequence[str], above: float | None) -> str:
     """The FROM and WHERE of a query over the measured ops of `runs` (run_id plus

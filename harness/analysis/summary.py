@@ -5,8 +5,10 @@ Its columns are a stable interface (`harness summary --format json` prints them 
 of objects): first the grouping columns, then exactly
 
 ``runs``
-    number of runs in the group (with ``by`` holding an ops-level column such as ``op``:
-    runs that contain ops of that group).
+    number of runs pooled in the group (with ``by`` holding an ops-level column such as
+    ``op``: runs that contain ops of that group). Only complete runs are pooled, one per
+    experiment, configuration and repetition, unless ``include`` adds partial ones
+    (`harness.analysis.pooling`); failed runs never are.
 ``ops``
     measured ops (ops flagged ``warmup`` are never counted anywhere in this table).
     Records with status ``redirect`` are attempts a server turned away inside an op
@@ -29,6 +31,10 @@ of objects): first the grouping columns, then exactly
     instead, or NaN where pooled with other runs (`harness.analysis.stated`).
 ``error_rate``
     share of the group's measured ops whose status is ``error`` or ``timeout`` (0..1).
+
+Last come ``left_out_partial``, ``left_out_failed`` and ``left_out_duplicate``: the
+runs read and not pooled that would be in the row (`summary_table.with_left_out`); a group
+of such runs only is a row with ``runs`` 0.
 
 With ``intervals=True`` (``harness summary`` always asks for them) each of throughput,
 mean, p50 and p99 is followed by ``<field>_ci_low`` and ``<field>_ci_high``: its 95% CI

@@ -1,6 +1,7 @@
 """`harness summary`'s table: DuckDB over the Parquet files for the figures
 (`harness.analysis.queries`), the tools' stated percentiles for aggregated imports
-(`harness.analysis.stated`), and the intervals (`harness.analysis.summary_ci`).
+(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), and per row
+the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid.
 
 It sits above `summary` (the in-memory computation the others build on), so that no
 module of the summary imports one that imports it back.
@@ -8,21 +9,35 @@ module of the summary imports one that imports it back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import queries, stated
+from harness.analysis import pooling, queries, stated
 from harness.analysis.load import Loaded, load_ops, load_runs_only
-from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, default_by
-from harness.analysis.summary_ci import with_ci_columns
+from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
+from harness.analysis.summary_ci import _key, with_ci_columns
 from harness.errors import ResultsError
+
+#: Per row, the runs of its group that were read and not pooled, by reason (the last
+#: columns of `summary_table`; see `with_left_out`).
+LEFT_OUT_COLUMNS: tuple[str, ...] = tuple(f"left_out_{r}" for r in pooling.REASONS)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """`summary_table`'s table, and the runs it left out (`pooling.LEFT_OUT`: why)."""
+
+    table: pd.DataFrame
+    left_out: pd.DataFrame
 
 
 def check_left(loaded: Loaded, raw_dir: Path) -> None:
     """Raise when every run was skipped: an empty table would look like "no runs yet"."""
-    if loaded.runs.empty and loaded.skipped:
+    if loaded.runs.empty and loaded.left_out.empty and loaded.skipped:
         raise ResultsError(
             f"{raw_dir}: nothing left to summarise: all {len(loaded.skipped)} run(s) were "
             "skipped (each named above with why); `harness verify` checks them one by one"
@@ -36,18 +51,36 @@ def summary_table(
     experiments: list[str] | None = None,
     intervals: bool = False,
     progress: bool = False,
+    include: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc).
+    """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc),
+    then `LEFT_OUT_COLUMNS`.
 
     `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
-    and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`).
+    and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`). `include`:
+    run statuses pooled besides complete (``("partial",)``; `harness.analysis.pooling`).
 
     Computed by DuckDB over the Parquet files (`harness.analysis.queries`): only the
     manifests and, for intervals, one group's latencies at a time are held in memory.
     `progress`: runs read / total on stderr while the manifests are read and verified,
     then groups done / total.
     """
-    loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress)
+    return summarise_tree(raw_dir, by, experiments=experiments, intervals=intervals,
+                          progress=progress, include=include).table
+
+
+def summarise_tree(
+    raw_dir: Path,
+    by: list[str] | None = None,
+    *,
+    experiments: list[str] | None = None,
+    intervals: bool = False,
+    progress: bool = False,
+    include: Sequence[str] = (),
+) -> Summary:
+    """`summary_table`'s table with the runs it left out, for `harness summary`'s line."""
+    loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
+                            include=include)
     check_left(loaded, raw_dir)
     if intervals:
         table, cis = queries.summarise_with_intervals(loaded, by, progress=progress)
@@ -73,4 +106,49 @@ def summary_table(
         table = with_ci_columns(table, cis, group_by)
         for field in ("latency_p50_ms", "latency_p99_ms"):
             table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
-    return table
+    return Summary(with_left_out(table, loaded, by), loaded.left_out)
+
+
+def with_left_out(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None
+                  ) -> pd.DataFrame:
+    """`table` (rows keyed by `by`, as `summary_table` groups) with `LEFT_OUT_COLUMNS`:
+    per row, the runs of `loaded.left_out` that would be in it, by reason.
+
+    A group of left-out runs only is a row of its own (0 runs, 0 ops, no figures). With
+    op or client in `by`, a left-out run counts on each row whose ops it holds (read from
+    its ops file: the keys only), and a run with no measured op on a row with those keys
+    empty: every run left out is on some row."""
+    group_by = list(by) if by is not None else default_by(loaded)
+    ops_keys = [c for c in group_by if c in OPS_LEVEL] if by is not None else []
+    run_keys = [c for c in group_by if c not in ops_keys]
+    lo = loaded.left_out.reset_index(drop=True)
+    rows = lo[[*run_keys, pooling.LEFT_OUT]]
+    if ops_keys:
+        held = queries.ops_key_values(lo, ops_keys)
+        bare = np.setdiff1d(np.arange(len(lo)), held["run_pos"].to_numpy(np.int64))
+        held = pd.concat([held, pd.DataFrame({"run_pos": bare, **dict.fromkeys(ops_keys)})],
+                         ignore_index=True) if len(bare) else held
+        pos = held["run_pos"].to_numpy(np.int64)
+        rows = rows.iloc[pos].reset_index(drop=True).assign(
+            **{k: held[k].to_numpy(dtype=object) for k in ops_keys})
+    counts: dict[tuple[object, ...], dict[str, int]] = {}
+    values: dict[tuple[object, ...], list[object]] = {}
+    for *vals, reason in rows[[*group_by, pooling.LEFT_OUT]].itertuples(index=False,
+                                                                        name=None):
+        key = _key(vals)
+        values.setdefault(key, vals)
+        per = counts.setdefault(key, {})
+        per[reason] = per.get(reason, 0) + 1
+    keys = [_key(r) for r in table[group_by].itertuples(index=False, name=None)] \
+        if group_by else [()] * len(table)
+    missing = [k for k in counts if k not in set(keys)]
+    if missing:  # groups whose every run was left out: said, with no figures
+        extra = pd.DataFrame([values[k] for k in missing], columns=group_by)
+        extra = extra.reindex(columns=table.columns).assign(runs=0, ops=0)
+        table = pd.concat([table, extra], ignore_index=True) if len(table) else extra
+        table[["runs", "ops"]] = table[["runs", "ops"]].astype(np.int64)
+        keys += missing
+    table = table.assign(**{col: [counts.get(k, {}).get(r, 0) for k in keys]
+                            for col, r in zip(LEFT_OUT_COLUMNS, pooling.REASONS,
+                                              strict=True)})
+    return _sorted(table, group_by) if missing else table

@@ -29,7 +29,9 @@ def _per_run(raw_dir: Path, out: Path, by: Sequence[str] | None,
     from harness.analysis.load import load
     from harness.analysis.summary import FULL_COLUMNS, available_columns, summarise
 
-    loaded = load(raw_dir, experiments=experiments,
+    # Every run as recorded, as before pooling came to summary/compare/report: an export
+    # is the raw runs, each row with its status (pooling them is the reader's choice).
+    loaded = load(raw_dir, experiments=experiments, pool=False,
                   columns=["op", "client", "start_ns", "latency_ns", "intended_ns", "status"])
     keys = list(by) if by else ["run_id", "op"]
     unknown = [k for k in keys if k not in available_columns(loaded.runs)]

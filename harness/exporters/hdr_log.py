@@ -136,7 +136,9 @@ def export_hdr(raw_dir: Path, out: Path, *, by: Sequence[str] | None = None,
 
     if not interval_s > 0:
         raise ExportError(f"--interval {interval_s}: must be a positive number of seconds")
+    # Every run as recorded (not pooled, as summary and compare are): unchanged here.
     loaded = load(Path(raw_dir), experiments=list(experiments) if experiments else None,
+                  pool=False,
                   columns=["op", "client", "start_ns", "latency_ns", "intended_ns", "status"])
     runs, ops = loaded.runs, loaded.ops
     if runs.empty:

@@ -12,7 +12,9 @@ Everything is re-exported here: ``from harness.results import X`` is the public 
 
 from harness.results.arrays import OpsArrays
 from harness.results.io import (
+    STRAY_REASON,
     iter_run_dirs,
+    iter_stray_dirs,
     read_manifest,
     read_ops,
     sha256_file,
@@ -48,8 +50,8 @@ __all__ = [
     "ERROR", "ERROR_STATUSES", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK", "OPS_FILE",
     "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
     "OUTCOME_WARMUP", "REDIRECT", "RUN_STATUSES", "SCHEMA_VERSION", "STATUSES", "STATUS_CODE",
-    "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest", "OpsArrays",
-    "iter_run_dirs",
-    "new_manifest", "outcome", "read_manifest", "read_ops", "sha256_file", "unpack_outcomes",
-    "upgrade", "verify_run", "write_run",
+    "STRAY_REASON", "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest",
+    "OpsArrays", "iter_run_dirs", "iter_stray_dirs", "new_manifest", "outcome",
+    "read_manifest", "read_ops", "sha256_file", "unpack_outcomes", "upgrade", "verify_run",
+    "write_run",
 ]

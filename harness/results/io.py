@@ -135,8 +135,15 @@ def read_ops(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
         raise ResultsError(f"{path}: cannot read ops ({exc})") from None
 
 
+def _hidden(path: Path, raw_dir: Path) -> bool:
+    """Below a hidden directory of `raw_dir`: a run being written (``.tmp-*``), the
+    runner's lock and state (``<experiment>/.harness/``). Not runs."""
+    return any(part.startswith(".") for part in path.relative_to(raw_dir).parts)
+
+
 def iter_run_dirs(raw_dir: Path) -> Iterator[Path]:
-    """Run directories under `raw_dir` (which may itself be one experiment, or one run)."""
+    """Run directories under `raw_dir` (which may itself be one experiment, or one run);
+    hidden directories (`_hidden`) are not runs."""
     raw_dir = Path(raw_dir)
     if (raw_dir / MANIFEST).exists():
         yield raw_dir
@@ -145,6 +152,23 @@ def iter_run_dirs(raw_dir: Path) -> Iterator[Path]:
         raise ResultsError(f"{raw_dir}: no such raw-results directory")
     for manifest in sorted(raw_dir.rglob(MANIFEST)):
         run_dir = manifest.parent
-        if any(part.startswith(TMP_PREFIX) for part in run_dir.relative_to(raw_dir).parts):
-            continue
-        yield run_dir
+        if not _hidden(run_dir, raw_dir):
+            yield run_dir
+
+
+#: Why a directory in `iter_stray_dirs` is no run.
+STRAY_REASON = (f"{OPS_FILE} but no {MANIFEST}, so nothing can read it as a run (a copy "
+                "cut short, or moved by hand?)")
+
+
+def iter_stray_dirs(raw_dir: Path) -> Iterator[Path]:
+    """Directories under `raw_dir` (itself included) that hold a run's ops file but no
+    manifest: no summary or verify would see them otherwise, and records would be lost
+    unsaid (`STRAY_REASON`). Hidden directories are not runs and are not listed."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        return
+    for ops in sorted(raw_dir.rglob(OPS_FILE)):
+        run_dir = ops.parent
+        if not (run_dir / MANIFEST).exists() and not _hidden(run_dir, raw_dir):
+            yield run_dir

@@ -3,16 +3,23 @@
 A study's notebook calls ``study = <module>.analyse(raw_dir, ...)`` and then only the
 study's methods; each returns something a cell displays, or the not-run note. The report
 ends a study's section at that note (`harness.analysis.display.NOT_RUN_MARKER`).
+
+A study reads its experiments with `StudyBase.load`, which pools runs as `harness
+summary` does (`harness.analysis.pooling`; the notebooks' parameter ``include`` adds
+partial runs) and keeps what it left out in `StudyBase.left_out`, for `left_out_note`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.analysis import plots, prose
+import pandas as pd
+
+from harness.analysis import plots, pooling, prose
 from harness.analysis.display import markdown as _markdown
+from harness.analysis.load import Loaded, available_experiments, load
 
 #: A study holds at most this many ops in memory for its per-op figures (ECDF, over
 #: time): a larger experiment is drawn from every k-th op of each run, while its tables,
@@ -26,9 +33,49 @@ class StudyBase:
     raw_dir: Path
     alpha: float
     figures_dir: Path | None
+    #: Run statuses pooled besides complete: () or ("partial",) (`harness.analysis.pooling`).
+    include: tuple[str, ...] = field(default=(), kw_only=True)
+    #: The runs of the study's experiments read and not pooled (`pooling.LEFT_OUT`: why).
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+    #: experiment, run_id and status of the runs pooled (read by `load`).
+    pooled: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["experiment", "run_id", "status"]),
+        kw_only=True)
 
     #: The study's name in `harness.studies.STUDIES`.
     name: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        self.include = pooling.check_include(self.include)  # a notebook's list, checked
+
+    def load(self, experiment: str, *, max_ops: int | None = None, **kw: Any
+             ) -> Loaded | None:
+        """`experiment`'s runs, pooled with `include`, at most `max_ops` (`FIGURE_OPS`) ops
+        held (`kw`: more of `load`'s options); None when it has no run to pool. What was
+        left out is added to `left_out`."""
+        if experiment not in available_experiments(self.raw_dir):
+            return None
+        loaded = load(self.raw_dir, experiments=[experiment], include=self.include,
+                      max_ops=FIGURE_OPS if max_ops is None else max_ops, **kw)
+        if len(loaded.left_out):
+            self.left_out = pd.concat([self.left_out, loaded.left_out], ignore_index=True) \
+                if len(self.left_out) else loaded.left_out
+        if len(loaded.runs):
+            runs = loaded.runs[list(self.pooled.columns)]
+            self.pooled = pd.concat([self.pooled, runs], ignore_index=True) \
+                if len(self.pooled) else runs
+        return loaded if len(loaded.runs) else None
+
+    def left_out_note(self, *experiments: str) -> str:
+        """`pooling.study_note` of `experiments` (default: all of the study's): partial
+        runs pooled and runs left out, with a leading space; or empty."""
+        names = list(experiments or self.experiments)
+
+        def mine(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame["experiment"].isin(names)] if len(frame) else frame
+
+        note = pooling.study_note(mine(self.left_out), mine(self.pooled), self.include)
+        return f" {note[0].upper()}{note[1:]}" if note else ""
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -50,6 +97,10 @@ class StudyBase:
         study's section there; a study with several experiments shows one part's note
         without it, and the other parts still show."""
         names = experiments or self.experiments
+        left = self.left_out_note(*names)
+        if left:  # runs there are, none to pool: "not run" would send them to run again
+            return _markdown(f"**No run to pool** in {', '.join(f'`{e}`' for e in names)}."
+                             f"{left}", not_run=end_section)
         lines = " ".join(prose.not_run_sentence(e, str(self.raw_dir)) for e in names)
         specs = ", ".join(f"`harness run {spec}`" for spec in _spec_paths(self.name, names))
         return _markdown(f"**Not run.** {lines} Run {specs} first.", not_run=end_section)

@@ -6,6 +6,7 @@ replication is the set, so means, CIs and tests are over per-set mean times per 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pandas as pd
 from harness.analysis import intervals, plots, prose, queries, stats, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
-from harness.analysis.load import Loaded, available_experiments, load
+from harness.analysis.load import Loaded
 from harness.analysis.numbers import run_summary, summarise_with_ci
 from harness.analysis.summary_ci import TABLE_METRICS, ci_strings, no_ci_reasons
 from harness.studies.base import FIGURE_OPS, StudyBase, as_path
@@ -67,10 +68,7 @@ class Study(StudyBase):
         if self.loaded.sampled:
             text += (f" The per-op figures draw one op in {self.loaded.sample_every:,} of "
                      "each set; every number is computed from all of them.")
-        incomplete = int((runs["status"] != "complete").sum())
-        if incomplete:
-            text += f" {incomplete} runs did not complete; their recorded ops are included."
-        return _markdown(text)
+        return _markdown(text + self.left_out_note())
 
     def comparison(self, a: str, b: str) -> stats.Comparison | None:
         if not self.ran or a not in self.order or b not in self.order:
@@ -246,14 +244,14 @@ def analyse(
     *,
     alpha: float = 0.05,
     figures_dir: Path | str | None = None,
+    include: Sequence[str] = (),
 ) -> Study:
-    """Load the study's runs; an absent experiment gives a Study that reports "not run"."""
-    raw_dir = Path(raw_dir)
-    study = Study(raw_dir, alpha, as_path(figures_dir), experiment)
-    if experiment not in available_experiments(raw_dir):
-        return study
-    loaded = load(raw_dir, experiments=[experiment], max_ops=FIGURE_OPS)
-    if loaded.runs.empty:
+    """Load the study's runs (pooled: `include` adds partial ones); an absent experiment
+    gives a Study that reports "not run"."""
+    study = Study(Path(raw_dir), alpha, as_path(figures_dir), experiment,
+                  include=tuple(include))
+    loaded = study.load(experiment, max_ops=FIGURE_OPS)
+    if loaded is None:
         return study
     per = run_summary(loaded, by_op=True)
     study.loaded = loaded

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from harness import cli
-from harness.analysis import verdict
-from harness.analysis.compare import ROW_FIELDS, compare, load_tree
+from harness.analysis import pooling, verdict
+from harness.analysis.compare import ROW_FIELDS, compare, comparison, load_tree
 from harness.analysis.stats import holm
 from harness.analysis.summary_ci import group_intervals
 from harness.errors import ResultsError
@@ -133,6 +133,33 @@ def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):
 
 
 
+def test_compare_pools_as_summary_does(pooling_raw: Path, tiny_raw: Path):
+    t = compare(pooling_raw, tiny_raw, metrics=["throughput"])
+    assert (list(t["n_base"]), list(t["n_cand"])) == ([5], [4])  # not 9 runs of `pooling`
+    c = comparison(pooling_raw, pooling_raw / "pooling", metrics=["throughput"],
+                   include=["partial"])
+    assert list(c.table["n_base"]) == list(c.table["n_cand"]) == [6]
+    assert pooling.counts(c.left_out["BASE"]) == {"pooling": {"failed": 1, "duplicate": 2}}
+    # Trees a notebook loaded were pooled when loaded: their left-out runs are theirs.
+    loaded = load_tree(pooling_raw)
+    assert len(comparison(loaded, loaded).left_out["CAND"]) == 4
+
+
+def test_compare_says_what_it_left_out(pooling_raw: Path, tiny_raw: Path, capsys):
+    assert cli.main(["compare", str(pooling_raw), str(tiny_raw), "--metric",
+                     "throughput"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("left out: of BASE, pooling: 2 partial, 1 failed and 1 duplicate "
+                           "run (--include partial adds the partial ones; ")
+    assert cli.main(["compare", str(tiny_raw), str(pooling_raw), "--include", "partial",
+                     "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["n_cand"] for r in json.loads(out)] == [6] * 4  # json stays json
+    assert err.startswith("left out: of CAND, pooling: 1 failed and 2 duplicate runs (")
+    assert cli.main(["compare", str(tiny_raw), str(tiny_raw)]) == 0
+    assert "left out" not in capsys.readouterr().out
+
+
 def test_report_section_is_omitted_unless_configured(trees):
     from harness.analysis.compare import section
     from harness.analysis.display import OMIT_MARKER
@@ -163,3 +190,17 @@ def test_false_better_worse_rate_of_compares_statistic_on_identical_trees(runs):
         calls += verdict.decide(r.low, r.high, r.p, ratio=r.ratio,
                                 higher_is_better=True) in (verdict.BETTER, verdict.WORSE)
     assert calls / sims <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sims)
+
+
+def test_a_tree_of_left_out_runs_only_says_so(pooling_raw: Path, tmp_path: Path):
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(pooling_raw, raw)
+    for run in raw.glob("pooling/*"):
+        if '"status": "complete"' in (run / "manifest.json").read_text():
+            shutil.rmtree(run)
+    with pytest.raises(ResultsError, match=r"no run to compare: every one was left out: "
+                       r"pooling: 2 partial and 1 failed run \(--include partial"):
+        compare(raw, raw)
+    assert list(compare(raw, raw, include=["partial"])["n_base"]) == [2] * 4

@@ -95,6 +95,20 @@ def test_unknown_schema_version_skipped_unless_strict(tiny_raw: Path, tmp_path: 
         load_runs(raw, skip_unknown_schema=False)
 
 
+def test_run_files_without_a_manifest_are_named_and_skipped(tiny_raw: Path,
+                                                           tmp_path: Path):
+    raw = _copy(tiny_raw, tmp_path / "raw")
+    stray = raw / "tiny" / "orphan"
+    stray.mkdir()
+    shutil.copy(raw / "tiny" / "tiny-1-0" / "ops.parquet", stray)
+    (raw / "tiny" / ".harness").mkdir()  # the runner's lock and state: not a run
+    shutil.copy(raw / "tiny" / "tiny-1-0" / "ops.parquet", raw / "tiny" / ".harness")
+    with pytest.warns(SkippedRunWarning, match=r"orphan: ops.parquet but no manifest.json"):
+        loaded = load(raw, experiments=["tiny"])
+    assert len(loaded.runs) == 4
+    assert [(Path(s.run_dir), s.checked) for s in loaded.skipped] == [(stray, False)]
+
+
 def test_missing_dir_and_empty_dir(tmp_path: Path, empty_raw: Path):
     with pytest.raises(ResultsError, match="no such raw-results directory"):
         load(tmp_path / "absent")

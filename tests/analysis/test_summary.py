@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.analysis.load import load
 from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summarise
-from harness.analysis.summary_table import summary_table
+from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summary_table
 from harness.errors import ResultsError
 
 
 def test_default_grouping_hand_computed(tiny_raw: Path):
     table = summary_table(tiny_raw)
-    assert list(table.columns) == ["experiment", "size", *SUMMARY_COLUMNS]
+    assert list(table.columns) == ["experiment", "size", *SUMMARY_COLUMNS,
+                                   *LEFT_OUT_COLUMNS]
+    assert (table[list(LEFT_OUT_COLUMNS)] == 0).all().all()  # every run complete, once
     one = table[table["size"] == 1].iloc[0]
     # ops 1,2,3,4 ms (warm-up 100 ms excluded) and 2,4 ms (one error)
     assert one["runs"] == 2 and one["ops"] == 6
@@ -32,10 +35,11 @@ def test_default_grouping_hand_computed(tiny_raw: Path):
 
 def test_by_op_and_by_nothing(tiny_raw: Path):
     by_op = summary_table(tiny_raw, by=["op"])
-    assert list(by_op.columns) == ["op", *SUMMARY_COLUMNS]
+    assert list(by_op.columns) == ["op", *SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS]
     assert by_op.iloc[0]["ops"] == 9 and by_op.iloc[0]["runs"] == 4
     total = summary_table(tiny_raw, by=[])
-    assert list(total.columns) == list(SUMMARY_COLUMNS) and total.iloc[0]["ops"] == 9
+    assert list(total.columns) == [*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS]
+    assert total.iloc[0]["ops"] == 9
 
 
 def test_by_run_level_columns(tiny_raw: Path):
@@ -77,7 +81,8 @@ def test_run_without_measured_ops_still_counts(tiny_raw: Path):
 
 def test_empty_raw_dir(empty_raw: Path):
     table = summary_table(empty_raw, by=["experiment"])
-    assert table.empty and list(table.columns) == ["experiment", *SUMMARY_COLUMNS]
+    assert table.empty
+    assert list(table.columns) == ["experiment", *SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS]
 
 
 def test_provenance_tables(dsmc_raw: Path, tiny_raw: Path):
@@ -128,3 +133,56 @@ def test_redirect_records_are_attempts_not_ops(tmp_path):
     [row] = summary_table(tmp_path).to_dict("records")
     assert row["ops"] == 5
     assert row["latency_mean_ms"] == 0.5
+
+
+def test_resumed_and_doubled_repetitions_count_once(pooling_raw: Path):
+    """Ctrl-C, --resume and a concurrent run: 4 repetitions are 4 runs, not 5 or 6."""
+    table = summary_table(pooling_raw).set_index("size")
+    assert table.loc[1, "runs"] == 4 and table.loc[1, "ops"] == 8
+    assert table.loc[1, "latency_p99_ms"] == pytest.approx(1.0)  # no 100 ms partial op
+    assert table.loc[2, "runs"] == 1 and table.loc[2, "ops"] == 2
+    assert table.loc[2, "latency_mean_ms"] == pytest.approx(2.0)  # not the later 50 ms run
+
+
+def _left_out(row) -> tuple[int, int, int]:
+    return int(row["left_out_partial"]), int(row["left_out_failed"]), \
+        int(row["left_out_duplicate"])
+
+
+def test_each_row_counts_the_runs_it_left_out(pooling_raw: Path):
+    table = summary_table(pooling_raw).set_index("size")
+    assert list(table.columns[-3:]) == list(LEFT_OUT_COLUMNS)
+    assert _left_out(table.loc[1]) == (1, 0, 0)  # the interrupted repetition 2
+    assert _left_out(table.loc[2]) == (1, 1, 1)
+
+
+def test_include_partial_pools_a_repetition_that_never_completed(pooling_raw: Path):
+    table = summary_table(pooling_raw, include=["partial"]).set_index("size")
+    assert table.loc[1, "runs"] == 4 and table.loc[1, "ops"] == 8  # its re-run counts
+    assert _left_out(table.loc[1]) == (0, 0, 1)  # the partial run: a duplicate now
+    assert table.loc[2, "runs"] == 2 and table.loc[2, "ops"] == 3
+    assert table.loc[2, "latency_mean_ms"] == pytest.approx((2 + 2 + 100) / 3)
+    assert _left_out(table.loc[2]) == (0, 1, 1)
+
+
+def test_a_group_of_left_out_runs_only_is_a_row_of_zero_runs(pooling_raw: Path):
+    table = summary_table(pooling_raw, by=["size", "repetition"], intervals=True)
+    failed = table[(table["size"] == 2) & (table["repetition"] == 3)].iloc[0]
+    assert failed["runs"] == 0 and failed["ops"] == 0 and _left_out(failed) == (0, 1, 0)
+    assert np.isnan(failed["throughput_ops_s"]) and np.isnan(failed["latency_p50_ms_ci_low"])
+    by_status = summary_table(pooling_raw, by=["status"]).set_index("status")
+    assert list(by_status.index) == ["complete", "failed", "partial"]
+    assert by_status.loc["complete", "runs"] == 5 and _left_out(by_status.loc["complete"]) \
+        == (0, 0, 1)
+    assert by_status.loc["partial", "runs"] == 0 and _left_out(by_status.loc["partial"]) \
+        == (2, 0, 0)
+
+
+def test_by_op_a_left_out_run_counts_where_its_ops_would_go(pooling_raw: Path):
+    table = summary_table(pooling_raw, by=["op"])
+    assert len(table) == 2
+    get = table[table["op"] == "get"].iloc[0]
+    assert get["runs"] == 5 and _left_out(get) == (2, 0, 1)
+    # The failed run measured no op: a row of its own, op empty, so it is still said.
+    none = table[table["op"].isna()].iloc[0]
+    assert none["runs"] == 0 and none["ops"] == 0 and _left_out(none) == (0, 1, 0)

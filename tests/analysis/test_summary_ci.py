@@ -15,14 +15,14 @@ from harness.analysis import intervals
 from harness.analysis.load import load
 from harness.analysis.summary import SUMMARY_COLUMNS, run_summary
 from harness.analysis.summary_ci import METRICS
-from harness.analysis.summary_table import summary_table
+from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summary_table
 
 CI_COLUMNS = [f"{f}_{s}" for f in METRICS for s in ("ci_low", "ci_high")]
 
 
 def test_ci_columns_follow_their_fields(dsmc_raw: Path):
     table = summary_table(dsmc_raw, by=["op"], intervals=True)
-    assert set(table.columns) == {"op", *SUMMARY_COLUMNS, *CI_COLUMNS}
+    assert set(table.columns) == {"op", *SUMMARY_COLUMNS, *CI_COLUMNS, *LEFT_OUT_COLUMNS}
     cols = list(table.columns)
     for f in METRICS:
         assert cols.index(f"{f}_ci_low") == cols.index(f) + 1
@@ -44,7 +44,8 @@ def test_ci_columns_follow_their_fields(dsmc_raw: Path):
 def test_default_grouping_and_the_plain_table_are_unchanged(tiny_raw: Path):
     plain = summary_table(tiny_raw)
     with_ci = summary_table(tiny_raw, intervals=True)
-    assert list(plain.columns) == ["experiment", "size", *SUMMARY_COLUMNS]
+    assert list(plain.columns) == ["experiment", "size", *SUMMARY_COLUMNS,
+                                   *LEFT_OUT_COLUMNS]
     np.testing.assert_array_equal(plain["ops"], with_ci["ops"])
 
 

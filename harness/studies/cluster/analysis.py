@@ -25,9 +25,9 @@ import pandas as pd
 from scipy import stats as st
 
 from harness.analysis import stats, verdict
-from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.load import Loaded, read_manifests
 from harness.analysis.numbers import run_summary
-from harness.studies.base import FIGURE_OPS
+from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.cluster import OPS
 
 EXPERIMENT = "cluster_modes"
@@ -225,14 +225,12 @@ def point_table(frame: pd.DataFrame, op: str = "insert") -> pd.DataFrame:
                                        "ci_high"])
 
 
-def load_study(raw_dir: Path | str, experiment: str = EXPERIMENT
-               ) -> tuple[Loaded | None, pd.DataFrame]:
-    """The study's loaded runs and per-run frame; (None, empty) when it was not run."""
-    raw_dir = Path(raw_dir)
-    if experiment not in available_experiments(raw_dir):
-        return None, pd.DataFrame(columns=list(RUN_COLUMNS))
+def load_study(study: StudyBase) -> tuple[Loaded | None, pd.DataFrame]:
+    """The loaded runs of `study`'s experiment and its per-run frame; (None, empty) when
+    it has no run to pool."""
+    experiment = study.experiments[0]
     # Its tables are per run, from every op in the files: the ops kept are a sample.
-    loaded = load(raw_dir, experiments=[experiment], max_ops=FIGURE_OPS)
-    if loaded.runs.empty:
+    loaded = study.load(experiment, max_ops=FIGURE_OPS)
+    if loaded is None:
         return None, pd.DataFrame(columns=list(RUN_COLUMNS))
-    return loaded, per_run(loaded, raw_dir, experiment)
+    return loaded, per_run(loaded, study.raw_dir, experiment)

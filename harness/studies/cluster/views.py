@@ -5,7 +5,7 @@ data). The numbers come from `analysis`, the figures from `plots`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,10 +77,7 @@ class Study(StudyBase):
                                                     sorted(set(net["rtt_ms"]))) + ".")
             if "relay" in emus:
                 text += " The relay cannot drop packets: profile loss was not applied."
-        bad = int((r["status"] != "complete").sum())
-        if bad:
-            text += f" {bad} runs did not complete; their recorded ops are included."
-        return _markdown(text)
+        return _markdown(text + self.left_out_note())
 
     def findings(self):
         """The decomposition and the fit in sentences, from the tests."""
@@ -244,7 +241,11 @@ class Study(StudyBase):
 
 
 def analyse(raw_dir: Path | str, experiment: str = cluster.EXPERIMENT, *,
-            alpha: float = 0.05, figures_dir: Path | str | None = None) -> Study:
-    """Load the study's runs; without them the Study reports "not run"."""
-    loaded, runs = cluster.load_study(raw_dir, experiment)
-    return Study(Path(raw_dir), alpha, as_path(figures_dir), experiment, loaded, runs)
+            alpha: float = 0.05, figures_dir: Path | str | None = None,
+            include: Sequence[str] = ()) -> Study:
+    """Load the study's runs (pooled: `include` adds partial ones); without them the
+    Study reports "not run"."""
+    study = Study(Path(raw_dir), alpha, as_path(figures_dir), experiment,
+                  include=tuple(include))
+    study.loaded, study.runs = cluster.load_study(study)
+    return study

@@ -6,6 +6,7 @@ what notebook 20-filestore calls (``analyse(raw_dir)``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.studies.base import as_path
@@ -19,9 +20,11 @@ class Study(Views, Plots):
 
 
 def analyse(raw_dir: Path | str, experiment: str = EXPERIMENT, *, alpha: float = 0.05,
-            figures_dir: Path | str | None = None) -> Study:
-    """Load the study; an absent experiment gives a Study that reports "not run"."""
-    return load_into(Study(Path(raw_dir), alpha, as_path(figures_dir), experiment))
+            figures_dir: Path | str | None = None, include: Sequence[str] = ()) -> Study:
+    """Load the study (runs pooled: `include` adds partial ones); an absent experiment
+    gives a Study that reports "not run"."""
+    return load_into(Study(Path(raw_dir), alpha, as_path(figures_dir), experiment,
+                           include=tuple(include)))
 
 
 __all__ = ["Study", "analyse"]

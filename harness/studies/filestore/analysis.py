@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import intervals, queries, stats, verdict
-from harness.analysis.load import Loaded, available_experiments, load, read_manifests
+from harness.analysis.load import Loaded, read_manifests
 from harness.analysis.numbers import run_summary, summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
 from harness.studies.base import FIGURE_OPS, StudyBase
@@ -284,10 +284,8 @@ def paired_comparison(a: pd.Series, b: pd.Series, *, alpha: float = 0.05,
 def load_into(study: N) -> N:
     """Load `study`'s runs into it; an absent experiment leaves it "not run"."""
     raw_dir, experiment = study.raw_dir, study.experiment
-    if experiment not in available_experiments(raw_dir):
-        return study
-    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
-    if loaded.runs.empty:
+    loaded = study.load(experiment, columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
+    if loaded is None:
         return study
     per = run_summary(loaded)
     per = per[per["ops"] > 0].copy()

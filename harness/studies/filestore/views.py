@@ -47,10 +47,7 @@ class Views(Numbers):
         if self.loaded.sampled:
             text += (f" The per-op figures draw one op in {self.loaded.sample_every:,} of "
                      "each run; every number is computed from all of them.")
-        bad = int((runs["status"] != "complete").sum())
-        if bad:
-            text += f" {bad} runs did not complete; their recorded ops are included."
-        return _markdown(text)
+        return _markdown(text + self.left_out_note())
 
     def memcache_findings(self):
         """Sentences on memcache per op; the seed's claim about inserts first."""

@@ -7,6 +7,7 @@ what notebook 40-kvstore calls (``analyse(raw_dir)``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.studies.base import as_path
@@ -20,11 +21,12 @@ class Study(Views, Plots):
 
 
 def analyse(raw_dir: Path | str, *, alpha: float = 0.05, figures_dir: Path | str | None = None,
-            experiments: dict[str, str] | None = None) -> Study:
+            experiments: dict[str, str] | None = None, include: Sequence[str] = ()) -> Study:
     """Load the three experiments (`experiments`: part -> experiment name, overriding
-    kv_scaling, kv_cache, kv_elastic); any may be missing."""
+    kv_scaling, kv_cache, kv_elastic; runs pooled, `include` adding partial ones); any
+    may be missing."""
     return load_into(Study(Path(raw_dir), alpha, as_path(figures_dir),
-                           {**EXPERIMENTS, **(experiments or {})}))
+                           {**EXPERIMENTS, **(experiments or {})}, include=tuple(include)))
 
 
 __all__ = ["Study", "analyse"]

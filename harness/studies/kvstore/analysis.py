@@ -22,13 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import stats
-from harness.analysis.load import (
-    Loaded,
-    available_experiments,
-    load,
-    load_ops,
-    read_manifests,
-)
+from harness.analysis.load import Loaded, load_ops, read_manifests
 from harness.analysis.summary import ERROR_STATUSES
 from harness.studies.base import FIGURE_OPS, StudyBase
 
@@ -264,13 +258,6 @@ class Numbers(StudyBase):
         return table
 
 
-def _load(raw_dir: Path, experiment: str) -> Loaded | None:
-    if experiment not in available_experiments(raw_dir):
-        return None
-    loaded = load(raw_dir, experiments=[experiment], columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
-    return loaded if len(loaded.runs) else None
-
-
 def _by_run(loaded: Loaded, *fns: Callable[[Loaded], pd.DataFrame]) -> list[pd.DataFrame]:
     """`fn(loaded)` of every op, for each of `fns`: at once when `loaded` holds them all,
     else one run's ops at a time, each file read once for all `fns` (each groups by run,
@@ -302,20 +289,27 @@ def load_into(study: N) -> N:
     """Load the three experiments into `study` (any may be missing) and compute their
     tables."""
     raw_dir = study.raw_dir
-    if (lo := _load(raw_dir, study.parts["scaling"])) is not None:
+
+    def _load(experiment: str) -> Loaded | None:
+        return study.load(experiment, columns=OPS_COLUMNS, max_ops=FIGURE_OPS)
+
+    if (lo := _load(study.parts["scaling"])) is not None:
         study.servers = grid_column(lo.runs, ("masters", "servers")) or "servers"
         factors = [c for c in (study.servers, study.clients) if c in lo.runs.columns]
         (study.scaling,) = _by_run(lo, lambda x: per_run(x, factors))
         study.scaling_loaded = lo
-    if (lo := _load(raw_dir, study.parts["cache"])) is not None:
+    if (lo := _load(study.parts["cache"])) is not None:
         study.cache_size = grid_column(lo.runs, ("cache_size", "maxmemory")) or "cache_size"
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
         (study.cache,) = _by_run(lo, lambda x: per_run(x, factors))
-    if (lo := _load(raw_dir, study.parts["elastic"])) is not None:
+    if (lo := _load(study.parts["elastic"])) is not None:
         study.elastic, study.series = _by_run(lo, lambda x: per_run(x, ["repetition"]),
                                               per_second)
-        study.events = timeline_events(raw_dir, study.parts["elastic"])
+        events = timeline_events(raw_dir, study.parts["elastic"])
+        # The steps of the pooled runs only: a duplicate's would count a step twice.
+        study.events = events[events["run_id"].isin(lo.runs["run_id"])] if len(events) \
+            else events
     return study
 
 

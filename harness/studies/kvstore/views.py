@@ -53,7 +53,8 @@ class Views(Numbers):
             runs = data["run_id"].nunique() if len(data) else 0
             ops = int(data.loc[data["op"] == "all", "ops"].sum()) if len(data) else 0
             rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops})
-        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}")
+        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}."
+                     + self.left_out_note())
 
     def scaling_table_html(self) -> Any:
         if not self.part_ran("scaling"):

@@ -68,7 +68,7 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(raw: Path):
-    return cluster.load_study(raw)[1]
+    return cluster.load_study(cluster_views.Study(raw, 0.05, None))[1]
 
 
 def test_per_run_frame_takes_the_setup_from_the_manifest(runs) -> None:
@@ -147,7 +147,7 @@ def test_a_sampled_load_gives_the_same_per_run_frame(raw: Path, runs, monkeypatc
     """Above the figure budget only a sample of ops is held; the per-run frame, which every
     table and fit of the study comes from, is still every op's."""
     monkeypatch.setattr(cluster, "FIGURE_OPS", 1_000)
-    loaded, thin = cluster.load_study(raw)
+    loaded, thin = cluster.load_study(cluster_views.Study(raw, 0.05, None))
     assert loaded is not None and loaded.sample_every == 28  # 28,000 ops
     pd.testing.assert_frame_equal(thin.drop(columns="run_dir", errors="ignore"),
                                   runs.drop(columns="run_dir", errors="ignore"),

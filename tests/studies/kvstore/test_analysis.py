@@ -39,16 +39,19 @@ def write(raw: Path, experiment: str, grid: dict[str, Any], rep: int, parts: lis
           extra: dict[str, Any] | None = None, connections: int = 1) -> None:
     man = new_manifest(
         run_id=f"{experiment}-{'-'.join(map(str, grid.values()))}-r{rep}",
-        experiment=experiment, workload="kvstore", config_id="c", repetition=rep, params={},
+        # config_id names the grid point, as the runner's does: one run per repetition of it.
+        experiment=experiment, workload="kvstore",
+        config_id="-".join(f"{k}={v}" for k, v in grid.items()) or "c", repetition=rep,
+        params={},
         grid_point=grid, status="complete", started_utc="2026-01-01T00:00:00+00:00",
         ended_utc="2026-01-01T00:00:01+00:00",
         loadgen={"connections": connections, "inflight": 1}, extra=extra or {})
     write_run(raw, man, OpsArrays.concat(parts, OPS))
 
 
-@pytest.fixture(scope="module")
-def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    raw = tmp_path_factory.mktemp("kvraw")
+def write_kv(raw: Path) -> Path:
+    """The three experiments: kv_scaling and kv_cache (3 repetitions of each grid point)
+    and one kv_elastic run with a scale step."""
     rng = np.random.default_rng(1)
     for rep in (1, 2, 3):
         for masters in (2, 4):
@@ -83,6 +86,11 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
                "skipped": "the clients had finished"}]
     write(raw, "kv_elastic", {}, 1, parts, extra={"timeline": events})
     return raw
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_kv(tmp_path_factory.mktemp("kvraw"))
 
 
 @pytest.fixture(scope="module")

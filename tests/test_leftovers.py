@@ -87,12 +87,16 @@ def gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
 
 
-def memcached_pids() -> set[int]:
+def memcached_pids(tag: str) -> set[int]:
+    """Live memcached processes carrying `tag` (HARNESS_TEST_TAG) in their environment:
+    this test's, never another session's on the same machine."""
     found = set()
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if (proc / "comm").read_text().strip() == "memcached" and not _is_zombie(
-                    int(proc.name)):
+            if ((proc / "comm").read_text().strip() == "memcached"
+                    and f"HARNESS_TEST_TAG={tag}".encode() in (
+                        proc / "environ").read_bytes().split(b"\0")
+                    and not _is_zombie(int(proc.name))):
                 found.add(int(proc.name))
         except OSError:
             continue
@@ -155,13 +159,13 @@ def test_sigkill_at_each_step_of_writing_a_run_and_resume_completes(
     path = write_spec(tmp_path)
     for step, (call, when) in write_steps.items():
         raw = tmp_path / f"raw-{step}"
-        before = memcached_pids()
-        res = harness("run", str(path), "--out", str(raw), "--no-progress", "-q",
+        tag = uuid.uuid4().hex
+        res = harness("run", str(path), "--out", str(raw), "--no-progress", "-q", tag=tag,
                       strace=["-o", "/dev/null", "-e", f"trace={call}",
                               "-e", f"inject={call}:signal=SIGKILL:when={when}"])
         assert res.returncode == -signal.SIGKILL or res.returncode == 128 + 9, (
             step, res.returncode, res.stderr)
-        orphans = memcached_pids() - before
+        orphans = memcached_pids(tag)
         assert orphans, f"{step}: the killed run's memcached should still run"
         state = json.loads((raw / "k" / STATE_DIR / STATE_FILE).read_text())
         assert {s["pid"] for s in state["servers"]} == orphans
@@ -272,7 +276,6 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
     path = write_spec(tmp_path, run="{duration_s: 30}")
     raw = tmp_path / "raw"
     tag = uuid.uuid4().hex
-    before = memcached_pids()
     proc, workers = _start_and_wait_until_measuring(
         [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(raw),
          "--no-progress", "-q"], tag)
@@ -282,7 +285,7 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
     while time.monotonic() < deadline and not all(gone(p) for p in workers):
         time.sleep(0.1)
     assert all(gone(p) for p in workers), "clients outlived the harness"
-    orphans = memcached_pids() - before
+    orphans = memcached_pids(tag)
     assert len(orphans) == 1
     state = json.loads((raw / "k" / STATE_DIR / STATE_FILE).read_text())
     workdir = Path(state["workdirs"]["client"])
@@ -295,7 +298,7 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
     assert f"stopped memcached server 'cache' (pid {orphans.pop()} on server)" in out
     assert "records recovered and written as partial" in out
     assert "1 run(s) written" in out
-    assert not workdir.exists() and memcached_pids() <= before
+    assert not workdir.exists() and not memcached_pids(tag)
     [man] = [read_manifest(d) for d in iter_run_dirs(raw)]
     assert man.run_id == inflight["run_id"] and man.status == "partial"
     assert man.extra["recovered"]["by"] == "harness cleanup"
@@ -410,7 +413,8 @@ def test_watchdog_stops_a_measuring_worker_whose_harness_is_gone(
 
 @pytest.mark.parametrize("case", ["file", "dangling", "under_file", "long_name"])
 def test_bad_out_is_refused_by_validate_and_run_before_anything_starts(
-        tmp_path: Path, case: str, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, case: str, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     name = "k" * 300 if case == "long_name" else "k"
     path = write_spec(tmp_path, name=name if case != "long_name" else "long")
     if case == "long_name":
@@ -428,14 +432,15 @@ def test_bad_out_is_refused_by_validate_and_run_before_anything_starts(
         expect = "cannot be made"
     else:  # the spec's own rule comes first (a name is at most 100 characters)
         expect = ":name: "
-    before = memcached_pids()
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("HARNESS_TEST_TAG", tag)  # servers started here would carry it
     for cmd in (["validate", str(path), "--out", str(out)],
                 ["run", str(path), "--out", str(out), "--no-progress", "-q"]):
         assert cli_main(cmd) == 2, cmd
         err = capsys.readouterr().err
         assert expect in err and "Traceback" not in err, err
         assert str(out) in err or case == "long_name", err
-    assert memcached_pids() == before  # nothing was started
+    assert not memcached_pids(tag)  # nothing was started
 
 
 def test_out_names_longer_than_the_file_system_allows_are_refused(tmp_path: Path) -> None:

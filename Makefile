@@ -53,8 +53,12 @@ lint: setup ## ruff
 test: setup lint ## ruff, then the whole test suite (starts real servers)
 	$(BIN)/pytest -q -p no:cacheprovider
 
-lab: setup ## open JupyterLab on the notebooks
-	$(BIN)/jupyter lab notebooks/
+# JupyterLab refuses to run as root without --allow-root; `make setup` assumes root on
+# Debian, so both must work. LAB_ARGS passes anything else, e.g.
+#   make lab LAB_ARGS="--ip=0.0.0.0 --port=8899 --IdentityProvider.token=secret --no-browser"
+LAB_ARGS ?=
+lab: setup ## open JupyterLab on the notebooks (LAB_ARGS="--ip=... --port=... --no-browser")
+	$(BIN)/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
 clean-results: ## delete raw results, figures and report outputs (asks no questions)
 	find $(RAW) -mindepth 1 -not -name .gitkeep -not -name README.md -delete

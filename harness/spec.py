@@ -283,8 +283,14 @@ class _Problems:
         self.problems.append(text)
 
 
+#: Top-level fields whose keys contain dots themselves (grid keys such as
+#: `services.kv.appendonly`): `--set grid.services.kv.appendonly=[...]` names one key.
+DOTTED_KEY_FIELDS = ("grid",)
+
+
 def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
+    head, _, rest = dotted.partition(".")
+    keys = [head, rest] if head in DOTTED_KEY_FIELDS and rest else dotted.split(".")
     cur = data
     for k in keys[:-1]:
         cur = cur.setdefault(k, {})

@@ -161,6 +161,17 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
     assert any(":repetitions: must be an integer" in e for e in errs)
 
 
+def test_set_names_a_grid_key_with_dots_as_one_key(tmp_path: Path) -> None:
+    """`--set grid.services.cache.memory_mb=[...]`: the grid's keys contain dots."""
+    spec = load_spec(write(tmp_path, GOOD), {"grid.services.cache.memory_mb": [16, 64],
+                                            "grid.clients.connections": [4]})
+    assert spec.grid["services.cache.memory_mb"] == (16, 64)
+    assert spec.grid["clients.connections"] == (4,)
+    assert {p.services["cache"].settings["memory_mb"] for p in expand(spec)} == {16, 64}
+    errs = problems(tmp_path, GOOD, overrides={"grid.services.cache.memroy_mb": [16]})
+    assert any("grid.services.cache.memroy_mb: unknown memcached setting" in e for e in errs)
+
+
 def test_a_name_too_long_for_a_directory_is_refused(tmp_path: Path) -> None:
     # The same rule as `harness import --experiment` (harness.paths.name_problem).
     found = problems(tmp_path, GOOD.replace("name: t1", "name: " + "n" * 101))

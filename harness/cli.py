@@ -343,7 +343,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.what in ("all", "services"):
         for name in SERVICES:
             s = SERVICES.get(name)
-            print(f"service {name}: settings {', '.join(s.settings)}")
+            print(f"service {name}:")
+            for key, setting in s.settings.items():
+                print(f"  setting {key} (default {setting.default!r}): {setting.help}")
             if s.packages:
                 print(f"  packages: {' '.join(p.debian for p in s.packages)} (Debian/Ubuntu)")
     return _list_studies(args) if args.what == "all" else EXIT_OK
@@ -585,6 +587,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return int(args.func(args))
+        except BrokenPipeError:
+            # `harness list | head`: the reader left. Python's documented way: point
+            # stdout at devnull so the interpreter's final flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
         except SpecError as exc:
             print("\n".join(f"error: {p}" for p in exc.problems), file=sys.stderr)
             return EXIT_USAGE

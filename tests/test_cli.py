@@ -60,6 +60,21 @@ def test_list_names_workloads_and_services(capsys: pytest.CaptureFixture) -> Non
     out = capsys.readouterr().out
     assert "workload datastore_memcache" in out and "service memcached" in out
     assert "param value_size_bytes" in out
+    # Every service setting with its default and what it does, from the schema itself.
+    from harness.services import SERVICES
+
+    for name in SERVICES:
+        for key, setting in SERVICES.get(name).settings.items():
+            assert f"  setting {key} (default {setting.default!r}): {setting.help}" in out
+
+
+def test_list_into_a_closed_pipe_is_quiet() -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(f"{sys.executable} -m harness.cli list | head -1", shell=True,
+                         capture_output=True, text=True, timeout=60)
+    assert res.stdout.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
 
 
 def test_verify_flags_a_modified_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

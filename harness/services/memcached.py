@@ -129,7 +129,8 @@ class Memcached(SingleServer):
     def probe(self, address: str, port: int) -> None:
         memcached_version(address, port)
 
-    def describe(self, address: str, port: int) -> tuple[str, dict[str, Any]]:
+    def describe(self, address: str, port: int, s: Mapping[str, Any]
+                 ) -> tuple[str, dict[str, Any]]:
         stats = memcached_stats_settings(address, port)
         config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
         return memcached_version(address, port), config

@@ -34,9 +34,41 @@ CONFIG_NAMES = {
     "maxmemory": "maxmemory",
     "maxmemory_policy": "maxmemory-policy",
     "appendonly": "appendonly",
+    "appendfsync": "appendfsync",
     "save": "save",
     "io_threads": "io-threads",
 }
+#: Directives the launcher sets itself: an `extra` overriding them would break the
+#: endpoint or the run directory.
+RESERVED = frozenset({"bind", "port", "dir", "daemonize", "protected-mode", "unixsocket",
+                      "logfile", "pidfile", "include"})
+_DIRECTIVE = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def extra_problems(extra: Any) -> list[str]:
+    """Why an `extra` mapping of redis.conf directives cannot be passed on, if it cannot."""
+    if not isinstance(extra, Mapping):
+        return [f"extra must be a mapping of redis.conf directive -> value, not {extra!r}"]
+    problems = []
+    named = {v: k for k, v in CONFIG_NAMES.items()}
+    for key, value in extra.items():
+        if not isinstance(key, str) or not _DIRECTIVE.match(key):
+            problems.append(f"extra: {key!r} is not a redis.conf directive name "
+                            "(lower case, e.g. appendfsync or hz)")
+        elif key in RESERVED:
+            problems.append(f"extra: {key!r} is set by the launcher")
+        elif key in named:
+            problems.append(f"extra: set {key!r} as the setting {named[key]!r}, not in extra")
+        elif not isinstance(value, str | int | float | bool) or (
+                isinstance(value, str) and "\n" in value):
+            problems.append(f"extra: {key}={value!r} must be one line of text or a number")
+    return problems
+
+
+def _directive_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 class RedisReplyError(ProbeError):
@@ -125,16 +157,21 @@ class Redis(SingleServer):
             (str,), "noeviction", "What to evict at maxmemory.", choices=POLICIES
         ),
         "appendonly": Setting((bool,), False, "Write the append-only file."),
+        "appendfsync": Setting((str,), "everysec", "When the append-only file is fsynced.",
+                               choices=("always", "everysec", "no")),
         "save": Setting(
             (str,), "", "RDB snapshot rule, e.g. '3600 1'; '' takes no snapshots."
         ),
         "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only).", low=1,
                               high=128, why="Redis's own maximum"),
+        "extra": Setting((dict,), {}, "More redis.conf directives, name -> value, passed "
+                         "as --name value and recorded as the server reports them"),
     }
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
-        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
-        return [problem] if problem else []
+        s = self.resolve(settings)
+        problem = maxmemory_problem(s["maxmemory"])
+        return ([problem] if problem else []) + extra_problems(s["extra"])
 
     def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
         return [
@@ -148,13 +185,17 @@ class Redis(SingleServer):
             "--maxmemory", str(s["maxmemory"]),
             "--maxmemory-policy", s["maxmemory_policy"],
             "--appendonly", "yes" if s["appendonly"] else "no",
+            "--appendfsync", s["appendfsync"],
             "--save", s["save"],
             "--io-threads", str(s["io_threads"]),
+            *(a for k, v in s["extra"].items() for a in (f"--{k}", _directive_value(v))),
         ]
 
     def probe(self, address: str, port: int) -> None:
         redis_ping(address, port)
 
-    def describe(self, address: str, port: int) -> tuple[str, dict[str, Any]]:
-        names = [*CONFIG_NAMES.values(), "bind", "port"]
+    def describe(self, address: str, port: int, s: Mapping[str, Any]
+                 ) -> tuple[str, dict[str, Any]]:
+        # The extra directives too: the manifest records what the server runs with.
+        names = [*CONFIG_NAMES.values(), "bind", "port", *s["extra"]]
         return redis_version(address, port), redis_config(address, port, names)

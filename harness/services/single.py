@@ -26,8 +26,10 @@ class SingleServer(Service):
         """Return once the server answers; raise NotReady (or OSError) until then."""
 
     @abc.abstractmethod
-    def describe(self, address: str, port: int) -> tuple[str, dict[str, Any]]:
-        """The running server's version and effective config, for the manifest."""
+    def describe(self, address: str, port: int, s: Mapping[str, Any]
+                 ) -> tuple[str, dict[str, Any]]:
+        """The running server's version and effective config (as it reports them, for
+        the settings `s` it was started with), for the manifest."""
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         s = resolve_checked(self, settings)
@@ -36,6 +38,6 @@ class SingleServer(Service):
             proc = launch.start(self.argv(host, launch, port, s))
             launch.wait_until_ready(proc, lambda: self.probe(host.address, port),
                                     timeout_s=self.ready_timeout_s)
-            version, config = self.describe(host.address, port)
+            version, config = self.describe(host.address, port, s)
             endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
             return launch.running(endpoint, version, config)

@@ -54,10 +54,38 @@ def test_settings_are_applied(start_server: StartServer) -> None:
     assert _cmd(svc, "CONFIG", "GET", "dir") == ["dir", svc.workdir]
 
 
+def test_appendfsync_and_extra_directives_reach_redis_and_the_manifest(
+        start_server: StartServer) -> None:
+    svc = start_server("redis", appendonly=True, appendfsync="always",
+                       extra={"hz": 50, "lazyfree-lazy-eviction": True,
+                              "latency-tracking": "no"})
+    assert _cmd(svc, "CONFIG", "GET", "appendfsync") == ["appendfsync", "always"]
+    assert _cmd(svc, "CONFIG", "GET", "hz") == ["hz", "50"]
+    # As the server reports them, for the manifest's services.<name>.config.
+    assert {k: svc.config[k] for k in ("appendfsync", "hz", "lazyfree-lazy-eviction",
+                                       "latency-tracking")} == {
+        "appendfsync": "always", "hz": "50", "lazyfree-lazy-eviction": "yes",
+        "latency-tracking": "no"}
 
 
+def test_extra_directives_are_checked_before_anything_starts(tmp_path) -> None:
+    from harness.errors import SpecError
+    from harness.spec import load_spec
 
+    def problems(settings: str) -> str:
+        spec = tmp_path / "s.yaml"
+        spec.write_text("name: x\nworkload: redis_mix\nservices:\n  kv: {kind: redis, "
+                        f"settings: {settings}}}\nrun: {{ops: 10}}\n")
+        with pytest.raises(SpecError) as err:
+            load_spec(spec)
+        return str(err.value)
 
+    assert "services.kv.settings.appendfsync: 'sometimes' is not one of" in problems(
+        "{appendfsync: sometimes}")
+    text = problems("{extra: {port: 1, appendonly: 'yes', Hz: 3, hz: [1]}}")
+    for why in ("'port' is set by the launcher", "set 'appendonly' as the setting",
+                "'Hz' is not a redis.conf directive name", "hz=[1] must be one line"):
+        assert why in text, text
 
 
 def test_bad_choice_is_refused_before_starting(start_server: StartServer) -> None:

@@ -123,7 +123,8 @@ def binary_problems(spec: Spec, name: str, host: Host) -> list[str]:
     """Binaries the services on spec host `name` need and `host` lacks."""
     out = []
     for sname in server_hosts(spec).get(name, []):
-        missing = SERVICES.get(spec.services[sname].kind).missing_binaries(host)
+        svc = spec.services[sname]
+        missing = SERVICES.get(svc.kind).missing_binaries(host, svc.settings)
         if missing:
             out.append(f"services.{sname}: {', '.join(missing)} not found; install "
                        "there (Debian: see README 'Servers') or use environment.yml")

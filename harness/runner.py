@@ -241,7 +241,8 @@ class Runner:
                     problems.append(f"{self.spec.path}:hosts.{name}: cannot connect: {exc}")
             for sname, svc in self.spec.services.items():
                 if svc.host in hosts:
-                    missing = SERVICES.get(svc.kind).missing_binaries(hosts[svc.host])
+                    missing = SERVICES.get(svc.kind).missing_binaries(hosts[svc.host],
+                                                                      svc.settings)
                     if missing:
                         problems.append(
                             f"{self.spec.path}:services.{sname}: {', '.join(missing)} not "

@@ -132,3 +132,26 @@ def test_a_client_machine_without_the_kits_python(
     assert not any(line.startswith("reach client") for line in out)
     err = run_refused(spec, tmp_path, capsys)
     assert f"hosts.client: python {system_python} cannot run the kit" in err
+
+
+def test_a_command_service_whose_programs_are_missing_on_its_machine(
+        machines: TestBed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The server command's program and each hook's are looked up on the server machine
+    (over SSH) by `hosts check` and by `run` before anything starts; `{python}` is filled
+    in, and a program found there passes."""
+    spec = {**BASE, "workload": "kvstore", "hosts": two(machines),
+            "services": {"kv": {"kind": "command", "host": "server", "settings": {
+                "command": "no-such-kvserver --port {port}",
+                "setup": "/opt/nowhere/join {nodes}",
+                "add": "{python} -c pass"}}},
+            "params": {"records_per_client": 10}}
+    path = tmp_path / "cmd.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    code, out = check(path, capsys)
+    assert code == EXIT_FAILED_RUNS
+    [line] = [x for x in out if x.startswith("server (")]
+    assert ("services.kv: no-such-kvserver (the command of this command service), "
+            "/opt/nowhere/join (the setup of this command service) not found" in line)
+    assert "python" not in line.split(":", 1)[1]
+    err = run_refused(path, tmp_path, capsys)
+    assert "services.kv: no-such-kvserver (the command of this command service)" in err

@@ -101,7 +101,10 @@ class Launch:
     def fail(self, message: str) -> ServiceError:
         """A ServiceError for `message` with the server log's tail appended."""
         return ServiceError(
-            f"{self.what}: {message}\n--- last lines of {self.log_path} ---\n"
+            # The log goes with the work directory when the server is stopped: its
+            # tail is here, not only its path.
+            f"{self.what}: {message}\n--- last lines of its log ({self.log_path}, removed "
+            "with its work directory) ---\n"
             f"{log_tail(self.host, self.log_path)}"
         )
 

@@ -162,5 +162,7 @@ class Service(abc.ABC):
         reason known before the run. The field is relative to the step ("args.node")."""
         return []
 
-    def missing_binaries(self, host: Host) -> list[str]:
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
+        """The programs this kind needs (for these settings) that `host` lacks."""
         return [b for b in self.binaries if host.which(b) is None]

@@ -200,6 +200,41 @@ class Command(Service):
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
 
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
+        """The program of the server command and of each hook, where it can be known
+        before the run: a name looked up on PATH, an absolute path that must be
+        executable, or `{python}`/`{kit}` filled in; a word naming the run's own
+        directories (`{workdir}`, a relative path) is only known at start."""
+        s = self.resolve(settings or {})
+        missing = []
+        values: dict[str, str] = {str(k): str(v) for k, v in s["vars"].items()}
+        values["python"] = host.python
+        for key in ("command", "setup", "add", "remove"):
+            template = s[key]
+            if not template:
+                continue
+            try:
+                word = shlex.split(template)[0]
+            except (ValueError, IndexError):
+                continue  # `validate` reports a template that does not split
+            if "kit" in template_fields(word):
+                values.setdefault("kit", host.run([host.python, "-c", _KIT],
+                                                  check=False).stdout.strip())
+            try:
+                program = word.format_map(values)
+            except (KeyError, ValueError, IndexError):
+                continue
+            if "/" not in program:
+                found = host.which(program) is not None
+            elif program.startswith("/"):
+                found = host.run(["test", "-x", program], check=False).ok
+            else:
+                continue
+            if not found:
+                missing.append(f"{program} (the {key} of this command service)")
+        return missing
+
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
                     steps: list[Step]) -> list[tuple[Step, str, str]]:
         return check_node_steps(name, settings["servers"], list(settings["hosts"] or [host]),

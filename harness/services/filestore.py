@@ -62,7 +62,8 @@ class FileStore(Service):
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
 
-    def missing_binaries(self, host: Host) -> list[str]:
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
         ok = host.run([host.python, "-c", _PROBE], check=False).ok
         return [] if ok else [f"uvicorn and the harness for {host.python}"]
 

@@ -149,7 +149,8 @@ class PgCluster(Service):
     def provides(self, settings: Mapping[str, Any]) -> str:
         return "postgres"  # clients see a PostgreSQL server: the primary
 
-    def missing_binaries(self, host: Host) -> list[str]:
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
         missing = [b for b, p in cluster_binaries(host).items() if p is None]
         if host_is_root(host) and host.which("setpriv") is None:
             missing.append("setpriv")

@@ -139,7 +139,8 @@ class Postgres(Service):
         problem = shared_buffers_problem(self.resolve(settings)["shared_buffers"])
         return [problem] if problem else []
 
-    def missing_binaries(self, host: Host) -> list[str]:
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
         missing = [b for b, path in find_pg_binaries(host).items() if path is None]
         if host_is_root(host) and host.which("setpriv") is None:
             missing.append("setpriv")

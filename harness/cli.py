@@ -138,10 +138,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
+    from harness.analysis.load import check_experiments
     from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
     # Progress only on a terminal: piped stderr keeps one line per warning.
     summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
                              progress=sys.stderr.isatty(), include=args.include)
@@ -172,7 +174,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
     from harness.analysis.compare import comparison, render, worse_beyond
+    from harness.analysis.load import check_experiments
 
+    for side in (args.base, args.cand):
+        check_experiments(Path(side), None)
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
     result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
@@ -193,8 +198,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.analysis.load import check_experiments
     from harness.report import build_report
 
+    check_experiments(Path(args.raw), None)  # `--raw nope` was an all-"not run" report
     outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
                            include=args.include)
     for kind, path in outputs.items():
@@ -247,11 +254,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from harness.analysis.load import check_experiments
     from harness.exporters import EXPORTERS, check_outside
 
     check_outside(Path(args.raw_dir), Path(args.out))
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    check_experiments(Path(args.raw_dir), exps)
     written = EXPORTERS.get(args.format)(Path(args.raw_dir), Path(args.out), by=by,
                                          experiments=exps, interval_s=args.interval,
                                          per=args.per)

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.cli import main
@@ -140,3 +141,56 @@ def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     spec = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
     assert main(["validate", str(spec), "--set", "nokeyvalue"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+# -- typos and trees without runs: one line, exit 2, in every command -------------------------
+
+def test_a_missing_empty_or_mistyped_tree_is_exit_2_in_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from tests.fixtures.rawdata import write_tiny
+
+    raw = write_tiny(tmp_path / "raw")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {
+        ("summary", str(empty)): f"{empty}: no runs in it",
+        ("summary", str(tmp_path / "nope")): "no such raw-results directory",
+        ("summary", str(raw), "--experiment", "tinny"):
+            "no experiment 'tinny' (did you mean 'tiny'?); experiments there: tiny",
+        ("compare", str(raw), str(empty)): f"{empty}: no runs in it",
+        ("report", "--raw", str(tmp_path / "nope"), "--out", str(tmp_path / "r")):
+            "no such raw-results directory",
+        ("export", "csv", str(raw), "-o", str(tmp_path / "x.csv"), "--experiment", "t"):
+            "no experiment 't'",
+    }
+    for argv, message in cases.items():
+        assert main(list(argv)) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_summary_finds_imported_experiments_and_pools_them_beside_runs_with_bool_keys(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`harness import -o raw/imported` puts experiments one level down; `--experiment`
+    finds them. An import with stated percentiles beside a run whose grid key is boolean
+    (a file-store run's `memcache: true`) made `summary` without --by a pandas merge error."""
+    from harness.results import STATUS_CODE, write_run
+    from tests.fixtures.rawdata import make_ops, manifest_for
+
+    raw = tmp_path / "raw"
+    root = Path(__file__).resolve().parent.parent
+    assert main(["import", "gae-bench", str(root / "examples/legacy/seed001-gae-bench.txt"),
+                 "-o", str(raw / "imported"), "--experiment", "seedx"]) == 0
+    lat = np.array([1, 2, 3], np.int64) * 1_000_000
+    for rep, memcache in enumerate([True, False], 1):
+        write_run(raw, manifest_for(run_id=f"fs-{rep}", experiment="fs", workload="filestore",
+                                    grid_point={"memcache": memcache}, repetition=1, ops=3,
+                                    warmup_ops=0),
+                  make_ops("insert", lat, np.full(3, STATUS_CODE["ok"]), np.zeros(3, bool)))
+    capsys.readouterr()
+    assert main(["summary", str(raw), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["experiment"] for r in rows} == {"seedx", "fs"}
+    assert main(["summary", str(raw), "--experiment", "seedx,fs", "--format", "json"]) == 0
+    assert {r["experiment"] for r in json.loads(capsys.readouterr().out)} == {"seedx", "fs"}

@@ -18,6 +18,7 @@ no per-op Python work.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -165,12 +166,63 @@ def _matches(row: Mapping[str, Any], where: Filter | None) -> bool:
     return True
 
 
+def experiment_dirs(raw_dir: Path) -> dict[str, list[Path]]:
+    """Experiment name -> its directories under `raw_dir`: a directory holding run
+    directories, at the top (``raw/<experiment>/<run>``) or one level down, as `harness
+    import -o raw/imported` writes them (``raw/imported/<experiment>/<run>``). Hidden
+    directories are skipped. `raw_dir` may itself be one experiment."""
+    raw_dir = Path(raw_dir)
+    found: dict[str, list[Path]] = {}
+
+    def holds_runs(d: Path) -> bool:
+        return any((c / MANIFEST).exists() or (c / OPS_FILE).exists()
+                   for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
+
+    def visible(d: Path) -> list[Path]:
+        return sorted(c for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
+
+    if not raw_dir.is_dir() or (raw_dir / MANIFEST).exists():
+        return found
+    if holds_runs(raw_dir):
+        return {raw_dir.name: [raw_dir]}
+    for d in visible(raw_dir):
+        if holds_runs(d):
+            found.setdefault(d.name, []).append(d)
+            continue
+        for sub in visible(d):
+            if holds_runs(sub):
+                found.setdefault(sub.name, []).append(sub)
+    return found
+
+
+def check_experiments(raw_dir: Path, experiments: Sequence[str] | None) -> None:
+    """Raise ResultsError, exit 2 at the CLI, for a tree without runs or an experiment
+    name it does not hold (a typo would otherwise give an empty table, exit 0)."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.exists():
+        raise ResultsError(f"{raw_dir}: no such raw-results directory")
+    if (raw_dir / MANIFEST).exists():
+        return
+    known = experiment_dirs(raw_dir)
+    if not known:
+        raise ResultsError(f"{raw_dir}: no runs in it (no run directory with a "
+                           "manifest.json); give the raw-results directory `harness run` "
+                           "or `harness import` wrote")
+    for name in experiments or ():
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ResultsError(f"{raw_dir}: no experiment {name!r}{hint}; experiments "
+                               f"there: {', '.join(sorted(known))}")
+
+
 def _experiment_dirs(raw_dir: Path, experiments: Sequence[str] | None) -> list[Path]:
     raw_dir = Path(raw_dir)
     if experiments is None:
         return [raw_dir]
-    # Only the requested experiments' subdirectories are walked: cheap on big trees.
-    return [raw_dir / name for name in experiments if (raw_dir / name).is_dir()]
+    # Only the requested experiments' directories are walked: cheap on big trees.
+    known = experiment_dirs(raw_dir)
+    return [d for name in experiments for d in known.get(name, [])]
 
 
 def read_manifests(
@@ -478,8 +530,5 @@ def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:
 
 
 def available_experiments(raw_dir: Path) -> list[str]:
-    """Experiment directory names under `raw_dir` (empty if it does not exist)."""
-    raw_dir = Path(raw_dir)
-    if not raw_dir.is_dir():
-        return []
-    return sorted(p.name for p in raw_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Experiment names under `raw_dir` (`experiment_dirs`; empty if it does not exist)."""
+    return sorted(experiment_dirs(raw_dir))

@@ -71,6 +71,12 @@ def overlay(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None) -> pd
         _run=("run_id", "first")).reset_index()
     if by_op:
         agg["_op"] = agg["op"].astype(str)
+    # A key column can be text in the whole table and all-NaN (float) among the
+    # imported runs alone (a file-store run's `memcache` beside imports without it):
+    # merge on one type, or pandas refuses.
+    for k in keys:
+        if table[k].dtype != agg[k].dtype:
+            table, agg = table.astype({k: object}), agg.astype({k: object})
     out = table.merge(agg, on=keys, how="left")
     hit = out["_agg_ops"].fillna(0).to_numpy() > 0
     alone = hit & (out["_agg_runs"].to_numpy() == 1) & (

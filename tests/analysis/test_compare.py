@@ -120,11 +120,11 @@ def test_same_tree_and_experiment_dir(trees, capsys):
 def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):
     base, _ = trees
     assert cli.main(["compare", str(base), str(tmp_path / "nope")]) == 2
-    assert "not a directory of raw results" in capsys.readouterr().err
+    assert "nope: no such raw-results directory" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli.main(["compare", str(base), str(empty)]) == 2
-    assert "no runs found" in capsys.readouterr().err
+    assert "empty: no runs in it" in capsys.readouterr().err
     other = write_tree(tmp_path / "other", {"c": 1.0}, seed=3, reps=2, ops=20)
     with pytest.raises(ResultsError, match=r"no group in common on op: base has \['a', 'b'\]"):
         compare(base, other)

@@ -136,6 +136,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The summary table's headers, with units (`--format table`).
+SUMMARY_HEADERS = {
+    "ops": "ops", "throughput_ops_s": "throughput ops/s [95% CI]",
+    "goodput_ops_s": "goodput ops/s", "latency_mean_ms": "mean ms [95% CI]",
+    "latency_p50_ms": "p50 ms [95% CI]", "latency_p99_ms": "p99 ms [95% CI]",
+    "error_rate": "errors",
+}
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
     from harness.analysis.load import check_experiments
@@ -158,12 +167,18 @@ def cmd_summary(args: argparse.Namespace) -> int:
         import pandas as pd
 
         from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
+        from harness.analysis.tables import human
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
         table = with_bracketed_ci(table.drop(columns=list(LEFT_OUT_COLUMNS)), list(METRICS))
+        # Units in the headers, thousands separators in the numbers (json/csv keep the
+        # field names and raw values).
+        table["error_rate"] = [("-" if pd.isna(v) else f"{100 * v:.2g}%")
+                               for v in table["error_rate"]]
+        table = table.rename(columns=SUMMARY_HEADERS)
         with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                               "display.width", 250, "display.float_format", "{:.4g}".format):
-            print(table.to_string(index=False))
+                               "display.width", 250):
+            print(table.map(human).to_string(index=False))
         if bare.any():
             print(NO_CI_NOTE)
         if left := pooling.line(summary.left_out, args.include):
@@ -471,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "
                        "directories and judge each metric: better, worse, no significant "
-                       "difference, or inconclusive (too few runs to tell), with 95%% CIs "
+                       "difference, or inconclusive (too few runs to tell), with 95% CIs "
                        "over runs and Holm-adjusted p-values.")
     p.add_argument("base", metavar="BASE")
     p.add_argument("cand", metavar="CAND")

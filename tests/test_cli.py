@@ -194,3 +194,32 @@ def test_summary_finds_imported_experiments_and_pools_them_beside_runs_with_bool
     assert {r["experiment"] for r in rows} == {"seedx", "fs"}
     assert main(["summary", str(raw), "--experiment", "seedx,fs", "--format", "json"]) == 0
     assert {r["experiment"] for r in json.loads(capsys.readouterr().out)} == {"seedx", "fs"}
+
+
+def test_tables_print_units_and_thousands_separators_never_exponents(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import re
+
+    from harness.results import STATUS_CODE, write_run
+    from tests.fixtures.rawdata import make_ops, manifest_for
+
+    rng = np.random.default_rng(3)
+    for tree in ("a", "b"):
+        for rep in (1, 2, 3):
+            lat = rng.integers(15_000, 25_000, 20_000).astype(np.int64)  # ~50,000 ops/s
+            write_run(tmp_path / tree, manifest_for(
+                run_id=f"{tree}{rep}", experiment="fast", workload="w", grid_point={},
+                repetition=rep, ops=20_000, warmup_ops=0),
+                make_ops("get", lat, np.full(20_000, STATUS_CODE["ok"]),
+                         np.zeros(20_000, bool), gap_ns=0))
+    assert main(["summary", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "throughput ops/s [95% CI]" in out and "p99 ms [95% CI]" in out
+    assert re.search(r" 60,000 +\d\d,\d{3} \[\d\d,\d{3}, \d\d,\d{3}\]", out), out
+    assert not re.search(r"\de[+-]\d", out), out
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--by", "experiment"]) == 0
+    out = capsys.readouterr().out
+    assert "throughput (ops/s)" in out and "latency_p99 (ms)" in out
+    assert re.search(r"\d\d,\d{3} \[\d\d,\d{3}, \d\d,\d{3}\]", out), out
+    assert re.search(r"\d\.\d\dx \[\d\.\d\d, \d\.\d\d\]", out), out
+    assert not re.search(r"\de[+-]\d", out), out

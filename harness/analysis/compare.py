@@ -36,6 +36,7 @@ from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded, load, load_runs_only
 from harness.analysis.stats import holm
 from harness.analysis.summary_ci import group_intervals
+from harness.analysis.tables import ratio_text
 from harness.errors import ResultsError
 from harness.results import MANIFEST
 
@@ -198,9 +199,14 @@ def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
 
 
 def _fmt(x: object) -> str:
-    if isinstance(x, float):
-        return "-" if math.isnan(x) else f"{x:.4g}"
-    return str(x)
+    from harness.analysis.tables import human
+
+    return human(x)
+
+
+#: The unit of each metric, shown in the text and Markdown tables.
+UNITS = {"throughput": "ops/s", "latency_mean": "ms", "latency_p50": "ms",
+         "latency_p99": "ms"}
 
 
 def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
@@ -210,10 +216,14 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
     rows = []
     for r in table.to_dict("records"):
         ci = lambda lo, hi: "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"  # noqa: E731
-        rows.append([*(_fmt(r[k]) for k in by), r["metric"],
+        unit = UNITS.get(r["metric"])
+        rows.append([*(_fmt(r[k]) for k in by),
+                     f"{r['metric']} ({unit})" if unit else r["metric"],
                      _fmt(r["base"]) + ci(r["base_ci_low"], r["base_ci_high"]),
                      _fmt(r["cand"]) + ci(r["cand_ci_low"], r["cand_ci_high"]),
-                     _fmt(r["ratio"]) + "x" + ci(r["ratio_ci_low"], r["ratio_ci_high"]),
+                     ratio_text(r["ratio"]) + ("" if math.isnan(r["ratio_ci_low"]) else
+                                               f" [{ratio_text(r['ratio_ci_low'])[:-1]}, "
+                                               f"{ratio_text(r['ratio_ci_high'])[:-1]}]"),
                      "-" if math.isnan(r["p"]) else f"{r['p']:.3g}",
                      f"{r['n_base']}/{r['n_cand']}", r["verdict"]])
     head = [*by, "metric", "base [95% CI]", "cand [95% CI]", "cand/base [95% CI]",

@@ -121,7 +121,9 @@ def with_ci_columns(
 
 
 def _g(x: float) -> str:
-    return "-" if pd.isna(x) else f"{x:.4g}"
+    from harness.analysis.tables import human
+
+    return human(x)
 
 
 def with_bracketed_ci(table: pd.DataFrame, fields: Sequence[str]) -> pd.DataFrame:

@@ -26,6 +26,28 @@ def num(digits: int = 3) -> Formatter:
     return fmt
 
 
+def human(v: object) -> str:
+    """A number as the CLI's tables print it: thousands separators from 1,000 on (never
+    ``6.281e+04``), four significant digits below, ``-`` for a missing one."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int) or (float(v).is_integer() and abs(v) >= 1000):
+        return f"{int(v):,}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def ratio_text(v: object) -> str:
+    """cand/base as ``1.00x``, ``12.3x``, ``1,204x``: enough digits to read a change."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    x = float(v)  # type: ignore[arg-type]
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:,.0f}x"
+
+
 def pct(digits: int = 2) -> Formatter:
     def fmt(v: object) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -68,20 +68,27 @@ def discover_notebooks(notebooks_dir: Path) -> list[Path]:
 
 
 @contextmanager
-def venv_kernel() -> Iterator[str]:
+def venv_kernel(log: Path | None = None) -> Iterator[str]:
     """A kernelspec that runs this interpreter, found first on JUPYTER_PATH.
 
     A user-level ``python3`` kernelspec may point at another Python without the harness;
     pinning ``sys.executable`` makes batch runs use this venv whatever is installed.
+    With `log`, the kernel's own stderr goes there instead of the console: jupyter_client
+    interrupts every kernel it shuts down, and ipykernel logs that as an ERROR
+    ("KeyboardInterrupt caught in kernel") after notebooks that ran fine; a notebook's
+    own errors are in its cells and fail the report either way.
     """
     with tempfile.TemporaryDirectory(prefix="harness-kernel-") as tmp:
         spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
+        # Kernels talk over loopback only; ipykernel's plain-text TCP warning would bury
+        # the report's own output, so the kernel logs errors only.
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                "--log-level=ERROR"]
+        if log is not None:
+            argv = ["sh", "-c", 'exec "$@" 2>>"$0"', str(log), *argv]
         spec = {
-            # Kernels talk over loopback only; ipykernel's plain-text TCP warning would
-            # bury the report's own output, so the kernel logs errors only.
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                     "--log-level=ERROR"],
+            "argv": argv,
             "display_name": "Python (harness)",
             "language": "python",
         }
@@ -321,11 +328,14 @@ def build_report(
 
     result: dict[str, Path] = {"executed": executed_dir}
     sections = []
-    with venv_kernel() as kernel, tqdm(total=len(notebooks), unit="notebook",
-                                       desc="report", disable=not progress) as bar:
-        for nb in notebooks:
+    # A bar on a terminal; into a pipe or a log (`make demo | tee log`), a line per notebook.
+    bar_on = progress and sys.stderr.isatty()
+    with venv_kernel(executed_dir / "kernel.log") as kernel, tqdm(
+            total=len(notebooks), unit="notebook", desc="report", disable=not bar_on) as bar:
+        for i, nb in enumerate(notebooks, 1):
             bar.set_postfix_str(nb.stem)
             target = executed_dir / nb.name
+            began = time.monotonic()
             failed = execute_notebook(nb, target, {**parameters, **_study_parameters(nb)},
                                       kernel)
             result[nb.stem] = target
@@ -333,8 +343,12 @@ def build_report(
             if not section.omit:
                 sections.append(section)
             bar.update(1)
+            if progress and not bar_on:
+                print(f"report: [{i}/{len(notebooks)}] {nb.stem} "
+                      f"({time.monotonic() - began:.1f} s)", file=sys.stderr, flush=True)
             if failed:
-                bar.write(f"{nb.name}: failed: {failed.splitlines()[0] if failed else ''}")
+                bar.write(f"{nb.name}: failed: {failed.splitlines()[0] if failed else ''}",
+                          file=sys.stderr)
 
     template_dir = _template_dir(out_dir)
     html_text = assemble_html(sections, raw_dir, template_dir)

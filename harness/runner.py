@@ -314,8 +314,11 @@ class Runner:
                     lock.add_workdir(h.name, ctx.workdirs[h.name])
                     stack.callback(self._remove_workdir, ctx, h)
             stack.callback(pool.close)  # first of all: servers stop before the rest
+            # On a terminal only: into a pipe or a log the per-run lines say it all.
+            on_tty = getattr(self.stream, "isatty", lambda: False)()
             bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
-                                           disable=not self.progress, dynamic_ncols=True,
+                                           disable=not (self.progress and on_tty),
+                                           dynamic_ncols=True,
                                            desc=self.spec.name))
             stopped = self._execute(plans, ctx, bar, outcomes)
             # `until`: more repetitions, one round at a time, for configurations whose

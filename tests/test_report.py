@@ -111,13 +111,43 @@ def test_overview_says_what_every_number_left_out(pooling_raw: Path, tmp_path: P
     assert "9 runs under" in html  # the appendix still lists every run
 
 
-def test_report_command_passes_include(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def test_report_command_passes_include(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       tiny_raw: Path):
     import harness.report
     from harness.cli import main
 
     seen = {}
     monkeypatch.setattr(harness.report, "build_report",
                         lambda raw, out, **kw: seen.update(kw) or {})
-    assert main(["report", "--raw", str(tmp_path), "--out", str(tmp_path / "r"),
+    assert main(["report", "--raw", str(tiny_raw), "--out", str(tmp_path / "r"),
                  "--include", "partial"]) == 0
     assert seen["include"] == ["partial"]
+
+
+def test_kernel_noise_goes_to_its_log_and_progress_is_plain_lines_in_a_pipe(
+        tiny_raw: Path, tmp_path: Path) -> None:
+    """What the kernel process itself writes to its stderr (as ipykernel's "KeyboardInterrupt
+    caught in kernel" when jupyter_client interrupts it at shutdown) lands in
+    executed/kernel.log, not on the console; with stderr not a terminal the progress is a
+    line per notebook, not bar fragments."""
+    import subprocess
+    import sys
+
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "10-noisy.ipynb", [new_markdown_cell("# Noisy"), new_code_cell(
+        "import os\nos.write(2, b'[IPKernelApp] ERROR | kernel noise\\n')")])
+    _notebook(nbs / "20-quiet.ipynb", [new_markdown_cell("# Quiet"), new_code_cell("1")])
+    code = ("import sys; from pathlib import Path; from harness.report import build_report; "
+            f"build_report(Path({str(tiny_raw)!r}), Path({str(tmp_path / 'r')!r}), "
+            f"pdf=False, notebooks_dir=Path({str(nbs)!r}), "
+            f"figures_dir=Path({str(tmp_path / 'f')!r}))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "kernel noise" not in res.stderr + res.stdout
+    assert "kernel noise" in (tmp_path / "r" / "executed" / "kernel.log").read_text()
+    lines = res.stderr.splitlines()
+    assert [ln.split(" (")[0] for ln in lines] == ["report: [1/2] 10-noisy",
+                                                   "report: [2/2] 20-quiet"], res.stderr
+    assert "%|" not in res.stderr  # no tqdm bar

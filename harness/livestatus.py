@@ -24,8 +24,8 @@ from harness.loadgen.live import INTERVAL_S, Interval, merge, percentile_ns
 
 #: How long a poll waits for a machine's reply before skipping it this second.
 POLL_TIMEOUT_S = 0.8
-#: A last interval shorter than this is not printed.
-SHORTEST_LAST_S = 0.5
+#: A last interval shorter than this (a partial second) is not printed.
+PARTIAL_S = 0.95 * INTERVAL_S
 #: A second is printed this long after it ended even if some process has not sent it.
 LATE_S = 3.0
 
@@ -153,9 +153,10 @@ class LiveStatus:
             have = [got.pop(k) for got in self.got.values() if k in got]
             # Processes still running at k: the ones that did not end before it.
             clients = sum(1 for path in self.got if self.final.get(path, k) >= k)
-            # A last interval of a few ms (the run ended just after a second's tick)
-            # says nothing about a rate; the run's own line follows at once anyway.
-            stub = have and all(i.final and i.dt_ns < SHORTEST_LAST_S * 1e9 for i in have)
+            # The run's last, partial second (every process ended within it) is not a
+            # line: a rate over a fraction of a second reads like a drop, and the run's
+            # own line follows at once.
+            stub = have and all(i.final and i.dt_ns < PARTIAL_S * 1e9 for i in have)
             if have and not stub:
                 self.say(format_line(k, have, clients, self.warmup_s))
                 self.lines += 1

@@ -564,7 +564,8 @@ class Runner:
                 start_ns = group.go()
                 live = LiveStatus(group, self.say).start() if self.live else None
                 if self.spec.timeline:
-                    timeline = Timeline(self.spec.timeline, running, start_ns).start()
+                    timeline = Timeline(self.spec.timeline, running, start_ns,
+                                        say=self.say if self.live else None).start()
                 if self.on_run_start is not None:
                     self.on_run_start(plan, running)
                 interrupted = group.wait()

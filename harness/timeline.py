@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.services.base import RunningService
@@ -24,8 +24,10 @@ JOIN_TIMEOUT_S = 900.0
 
 class Timeline:
     def __init__(self, events: Sequence[TimelineEvent], running: Mapping[str, RunningService],
-                 start_unix_ns: int) -> None:
+                 start_unix_ns: int, say: Callable[[str], None] | None = None) -> None:
+        """`say`: a line as each step begins and ends, beside the live numbers."""
         self.events = sorted(events, key=lambda e: e.at_s)
+        self.say = say or (lambda _line: None)
         self.running = running
         self.start_ns = start_unix_ns
         self.records: list[dict[str, Any]] = []
@@ -49,6 +51,8 @@ class Timeline:
             t0 = time.time_ns()
             result: dict[str, Any] = {}
             error = None
+            what = f"{ev.action} {ev.service}" + "".join(f" {k}={v}" for k, v in ev.args.items())
+            self.say(f"  [{(t0 - self.start_ns) / 1e9:>4.0f} s] {what}: started")
             try:
                 result = self.running[ev.service].scale(ev.action, ev.args)
             except Exception as exc:  # noqa: BLE001 - recorded in the manifest, run goes on
@@ -56,6 +60,8 @@ class Timeline:
                 self.errors.append(f"timeline {ev.action} {ev.service} at {ev.at_s:g} s: "
                                    f"{error}")
             t1 = time.time_ns()
+            self.say(f"  [{(t1 - self.start_ns) / 1e9:>4.0f} s] {what}: "
+                     + (f"FAILED: {error}" if error else f"done in {(t1 - t0) / 1e9:.1f} s"))
             self.records.append({**base, "start_ns": t0 - self.start_ns,
                                  "end_ns": t1 - self.start_ns, "duration_s": (t1 - t0) / 1e9,
                                  "result": result, "error": error})

@@ -182,3 +182,32 @@ def test_quiet_prints_no_line_and_records_are_the_same(
                                                         strict=True)))
     assert records["live"] == records["quiet"]
     assert sum(records["live"][1].values()) == 100_000
+
+
+def test_the_runs_last_partial_second_is_no_line_but_a_full_one_is() -> None:
+    """Second 3 of two processes that both ended 0.6 s into it is not printed (a rate over
+    0.6 s reads like a drop; the run's own line follows); had they ended 0.98 s in, it is,
+    marked (last); a process that ended early leaves the other's full seconds printed."""
+    from types import SimpleNamespace
+
+    from harness.livestatus import LiveStatus
+
+    def status(last_dt_s: float, ends: tuple[int, int] = (3, 3)) -> list[str]:
+        group = SimpleNamespace(plan=SimpleNamespace(size=SimpleNamespace(warmup_s=0.0)),
+                                workers=[])
+        lines: list[str] = []
+        live = LiveStatus(group, lines.append)  # type: ignore[arg-type]
+        for path, end in zip(("a", "b"), ends, strict=True):
+            live.got[path] = {k: Interval(k, int((last_dt_s if k == end else 1.0) * 1e9),
+                                          1000, 0, 0, [[10, 1000]], k == end)
+                              for k in range(1, end + 1)}
+            live.seen[path], live.final[path] = end, end
+        live.emit(flush=True)
+        return lines
+
+    assert [ln.split("]")[0].strip() for ln in status(0.6)] == ["[   1 s", "[   2 s"]
+    full = status(0.98)
+    assert len(full) == 3 and "(last)" in full[2]
+    # b ended after 2 s: second 3 is a's alone, a full second of a process still running.
+    early = status(0.6, ends=(4, 2))
+    assert [ln.split("]")[0].strip() for ln in early] == ["[   1 s", "[   2 s", "[   3 s"]

@@ -76,14 +76,22 @@ class _Scaled(RunningService):
 def test_steps_run_at_their_times_and_late_ones_are_skipped() -> None:
     svc = _Scaled("kv", "x", LocalHost(), Endpoint("x", "127.0.0.1", 1), "", {}, [])
     start = time.time_ns()
-    tl = Timeline([TimelineEvent(0.1, "grow", "kv"), TimelineEvent(0.0, "fail", "kv"),
-                   TimelineEvent(30.0, "late", "kv")], {"kv": svc}, start).start()
+    said: list[str] = []
+    tl = Timeline([TimelineEvent(0.1, "grow", "kv", {"host": "a"}),
+                   TimelineEvent(0.0, "fail", "kv"), TimelineEvent(30.0, "late", "kv")],
+                  {"kv": svc}, start, say=said.append).start()
     time.sleep(0.4)
     records = tl.finish()
+    # Each step as it begins and ends, beside the live numbers (`harness run` prints them).
+    steps = [ln.split("] ", 1)[1] for ln in said]
+    assert steps[:3] == ["fail kv: started", "fail kv: FAILED: RuntimeError: no capacity",
+                         "grow kv host=a: started"]
+    assert len(steps) == 4 and steps[3].startswith("grow kv host=a: done in 0.")
     assert [r["action"] for r in records] == ["fail", "grow", "late"]
     assert records[0]["error"] == "RuntimeError: no capacity" and tl.errors
     grow = records[1]
     assert grow["result"] == {"did": "grow"} and grow["error"] is None
+    assert grow["args"] == {"host": "a"}
     assert 0.1e9 <= grow["start_ns"] < grow["end_ns"] < 0.4e9
     assert records[2]["skipped"] == "the clients had finished"
 

@@ -151,3 +151,45 @@ def test_kernel_noise_goes_to_its_log_and_progress_is_plain_lines_in_a_pipe(
     assert [ln.split(" (")[0] for ln in lines] == ["report: [1/2] 10-noisy",
                                                    "report: [2/2] 20-quiet"], res.stderr
     assert "%|" not in res.stderr  # no tqdm bar
+
+
+def words_past_the_margin(pdf: Path, margin_mm: float = 16.0) -> list[tuple[int, str]]:
+    """(page, word) of every word whose box ends right of the page's text area (A4 with
+    the stylesheet's right margin), from `pdftotext -bbox` (poppler)."""
+    import re
+    import subprocess
+
+    out = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True,
+                         text=True, check=True).stdout
+    found = []
+    for i, (width, body) in enumerate(re.findall(
+            r'<page width="([\d.]+)" height="[\d.]+">(.*?)</page>', out, re.S), 1):
+        edge = float(width) - margin_mm * 72 / 25.4 + 1.0  # 1 pt for rounding
+        found += [(i, w) for x, w in re.findall(
+            r'<word xMin="[\d.]+" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">([^<]*)</word>',
+            body) if float(x) > edge]
+    return found
+
+
+def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
+    """A runs table of long run ids and grid points beside short words, in the PDF: no
+    word past the right margin (the run appendix was cut off at the right), and short
+    words are never split (`tables.breakable` gives long ones break points)."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    wide = (
+        "import pandas as pd\nfrom harness.analysis.tables import show\n"
+        "ids = ['20261125T165606Z-op=find,clients.connections=1,memcache=False-d28672-r001-0eb1f8'"
+        " + str(i) for i in range(6)]\n"
+        "df = pd.DataFrame({'run_id': ids, 'configuration': [i[17:] for i in ids],"
+        " 'rep.': 1, 'status': 'complete', 'started (UTC)': '2026-11-25 16:56:06',"
+        " 'measured ops': 123456, 'errors': 0})\nshow(df, css_class='kv-table runs')")
+    _notebook(nbs / "10-wide.ipynb", [new_markdown_cell("# Wide"), new_code_cell(wide)])
+    out = build_report(tiny_raw, tmp_path / "r", pdf=True, notebooks_dir=nbs,
+                       figures_dir=tmp_path / "f", progress=False)
+    assert words_past_the_margin(out["pdf"]) == []
+    import subprocess
+
+    text = subprocess.run(["pdftotext", str(out["pdf"]), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    assert text.count("complete") >= 6 and "errors" in text  # whole, not "comp lete"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -90,11 +91,27 @@ def to_html(
         out.append("<tr>")
         for col, value in zip(df.columns, row, strict=True):
             fmt = formats.get(col, default if col in numeric else _text)
-            cls = ' class="num"' if col in numeric else ""
-            out.append(f"<td{cls}>{html.escape(fmt(value))}</td>")
+            text = fmt(value)
+            long = len(max(text.split(), key=len, default="")) > LONG_TOKEN
+            cls = " ".join(c for c, on in (("num", col in numeric), ("long", long)) if on)
+            out.append(f"<td{f' class={chr(34)}{cls}{chr(34)}' if cls else ''}>"
+                       f"{breakable(text) if long else html.escape(text)}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+#: A word longer than this (a run id, a grid point) gets break points (`breakable`).
+LONG_TOKEN = 24
+_BREAK_AFTER = re.compile(r"([,=/_\-.:;&])")
+
+
+def breakable(text: str) -> str:
+    """`text` as HTML with a line-break opportunity (``<wbr>``) after each separator of
+    its long words, so a table of run ids wraps them at their commas and dashes instead of
+    growing past the page (short words never break)."""
+    return "".join(html.escape(part) + ("<wbr>" if _BREAK_AFTER.fullmatch(part) else "")
+                   for part in _BREAK_AFTER.split(text) if part)
 
 
 def _text(v: object) -> str:

@@ -217,11 +217,43 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report
 
     check_experiments(Path(args.raw), None)  # `--raw nope` was an all-"not run" report
+    parameters = dict(_notebook_parameters(args.param))
+    if args.compare:
+        base, cand = (Path(p).resolve() for p in args.compare)
+        for tree in (base, cand):
+            check_experiments(tree, None)
+        # Absolute: notebooks run in notebooks/, not where the command was typed.
+        parameters.update(compare_base=str(base), compare_cand=str(cand))
+        if args.by:
+            parameters["compare_by"] = [k.strip() for k in args.by.split(",") if k.strip()]
+    elif args.by:
+        raise HarnessError("--by matches the groups of --compare BASE CAND; give both")
     outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
-                           include=args.include)
+                           include=args.include, parameters=parameters)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
     return EXIT_OK
+
+
+#: A `-p` value is at most this long (it is parsed as YAML, like a spec's values).
+MAX_PARAM_BYTES = 64 * 1024
+
+
+def _notebook_parameters(pairs: Sequence[Sequence[str]] | None) -> list[tuple[str, Any]]:
+    """`-p NAME VALUE` pairs, each VALUE read as YAML (a number, true, a list ...)."""
+    import yaml
+
+    out = []
+    for name, value in pairs or ():
+        if not name.isidentifier():
+            raise HarnessError(f"-p {name!r}: not a parameter name")
+        if len(value.encode()) > MAX_PARAM_BYTES:
+            raise HarnessError(f"-p {name}: value longer than {MAX_PARAM_BYTES} bytes")
+        try:
+            out.append((name, yaml.safe_load(value)))
+        except (yaml.YAMLError, ValueError) as exc:
+            raise HarnessError(f"-p {name} {value!r}: not a YAML value ({exc})") from None
+    return out
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -507,6 +539,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
     p.add_argument("--raw", default=str(paths.raw_results_dir()))
     p.add_argument("--out", default=str(paths.report_dir()))
+    p.add_argument("--compare", nargs=2, metavar=("BASE", "CAND"),
+                   help="add the comparison section: CAND against BASE (two raw-results "
+                   "trees), its table and a forest plot of every ratio")
+    p.add_argument("--by", help="--compare: comma-separated keys to match groups on "
+                   "(default: op)")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="set a notebook parameter, as papermill's -p (VALUE read as YAML: "
+                   "-p alpha 0.01, -p include '[partial]'); repeatable")
     p.add_argument("--no-pdf", action="store_true")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
     _include_option(p)

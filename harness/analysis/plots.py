@@ -341,6 +341,62 @@ def heatmap(
     return fig
 
 
+#: Colours of `forest`'s verdicts (colour-blind safe: blue, orange, grey, light grey).
+VERDICT_COLOURS = {"better": "#1f77b4", "worse": "#d95f02",
+                   "no significant difference": "#555555", "inconclusive": "#aaaaaa"}
+
+
+def forest(table: pd.DataFrame, by: Sequence[str], *, threshold: float,
+           title: str = "Candidate against base: ratio and its interval per row") -> Figure:
+    """One row per group and metric of a `compare` table: the ratio cand/base (log axis)
+    with its interval as printed beside it, coloured by verdict, the line of no change
+    and the ±`threshold` band inside which a row can be 'no significant difference'."""
+    rows = table.reset_index(drop=True)
+    labels = [" · ".join([*(str(r[k]) for k in by), str(r["metric"])])
+              for _, r in rows.iterrows()]
+    fig = new_figure(WIDTH, max(2.2, 0.32 * len(rows) + 1.2))
+    ax = fig.axes[0]
+    with _style():
+        ax.axvspan(1 - threshold, 1 + threshold, color="#e8e8e8", zorder=0,
+                   label=f"±{threshold:.0%}: no practical difference")
+        ax.axvline(1.0, color="#333333", linewidth=0.8, zorder=1)
+        y = np.arange(len(rows))[::-1]
+        for verdict_name, colour in VERDICT_COLOURS.items():
+            sel = (rows["verdict"] == verdict_name).to_numpy()
+            if not sel.any():
+                continue
+            est = rows.loc[sel, "ratio"].to_numpy(float)
+            lo = rows.loc[sel, "ratio_ci_low"].to_numpy(float)
+            hi = rows.loc[sel, "ratio_ci_high"].to_numpy(float)
+            has = ~np.isnan(lo)
+            ax.errorbar(est[has], y[sel][has], xerr=[est[has] - lo[has], hi[has] - est[has]],
+                        fmt="o", color=colour, capsize=3, markersize=5,
+                        label=f"{verdict_name} ({int(sel.sum())})", zorder=3)
+            if (~has).any():  # no interval (one run, too few ops): the estimate alone
+                ax.plot(est[~has], y[sel][~has], "o", mfc="none", color=colour, zorder=3)
+        ax.set_xscale("log")
+        # An interval from a handful of tail ops can span decades; the axis follows the
+        # estimates (x50 either way) and a clipped end is drawn as an arrow.
+        est = rows["ratio"].to_numpy(float)
+        lo_lim = min(np.nanmin(est) / 50, 1 / (1 + 2 * threshold))
+        hi_lim = max(np.nanmax(est) * 50, 1 + 2 * threshold)
+        ax.set_xlim(lo_lim, hi_lim)
+        for yi, (low, high) in zip(y, rows[["ratio_ci_low", "ratio_ci_high"]].to_numpy(float),
+                                   strict=True):
+            if low < lo_lim:
+                ax.annotate("", (lo_lim, yi), (lo_lim * 1.6, yi),
+                            arrowprops={"arrowstyle": "->", "color": "#777777"})
+            if high > hi_lim:
+                ax.annotate("", (hi_lim, yi), (hi_lim / 1.6, yi),
+                            arrowprops={"arrowstyle": "->", "color": "#777777"})
+        ax.set_yticks(y, labels, fontsize=8)
+        ax.set_xlabel("cand / base (log scale; throughput: > 1 is faster; latency: < 1 is "
+                      "faster)")
+        ax.set_title(title, fontsize=11)
+        ax.legend(fontsize=8, loc="best", frameon=True)
+    return fig
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 

@@ -3,7 +3,8 @@
 Read at a run's edges on every machine of the run (`harness.telemetry`): in the harness
 process on this machine, by the machine's agent on a client machine
 (`harness.agent`), and on any other machine by ``python -c`` with this module's source
-(`script`). So it imports nothing but the standard library and does nothing on import.
+(`script`, as a one-shot or as a small server of snapshots, `serve`). So it imports
+nothing but the standard library and does nothing on import.
 
 A snapshot costs one read of /proc/stat, /proc/loadavg and /proc/uptime and one of
 /proc/<pid>/stat per process (a few ms for a few hundred processes); /proc/<pid>/status
@@ -107,9 +108,30 @@ def script() -> str:
     return Path(__file__).read_text()
 
 
+def serve() -> int:
+    """Answer each request line, ``{"id": N, "detail": [pids]}``, with ``{"id": N, "ok":
+    true, "snapshot": ...}`` until the input closes: the agents' line protocol
+    (`harness.agentctl`), so a machine's two snapshots cost one interpreter start-up,
+    paid before the run rather than at its edges."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        try:
+            reply = {"id": req.get("id"), "ok": True,
+                     "snapshot": snapshot(int(p) for p in req.get("detail") or [])}
+        except (OSError, ValueError) as exc:
+            reply = {"id": req.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print `snapshot` of the pids given as arguments, as JSON."""
+    """Print `snapshot` of the pids given as arguments, as JSON; with ``--serve``, `serve`."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--serve"]:
+        return serve()
     print(json.dumps(snapshot(int(a) for a in args)))
     return 0
 

@@ -6,7 +6,8 @@ and baseline: the servers' own counters, `Service.counters`), `start` (every cli
 ready, just before the common start: /proc of every machine, `harness.procstat`, and a
 once-a-second busy share on the client machines from their agents), `end` (every client
 process has exited: /proc again, then the counters), and `result`, the manifest's
-``telemetry``:
+``telemetry``. A machine without clients is read by `procstat.serve`, started over SSH
+before the clients so its interpreter's start-up falls outside the window:
 
 - ``window_s``: the common start to the end of the last client's loop (warm-up
   included, as are the counters: they cover every record of the run);
@@ -28,6 +29,7 @@ What could not be read is left out and said in ``notes``; telemetry never costs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from harness import procstat
-from harness.agentctl import AgentPool
+from harness.agentctl import AgentLink, AgentPool
 from harness.clients import ClientGroup
 from harness.errors import HarnessError
 from harness.hosts import Host, LocalHost
@@ -76,7 +78,7 @@ def _gather(jobs: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
     def guarded(job: Callable[[], Any]) -> Any:
         try:
             return job()
-        except (HarnessError, OSError, ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a probe's error, a reply not as read: a note
             return exc
 
     if len(jobs) <= 1:
@@ -100,10 +102,21 @@ class RunTelemetry:
         self.counters_end: dict[str, dict[str, float]] = {}
         self.notes: list[str] = []
         self.started = False
+        #: `procstat.serve` on each other machine, started before the clients so that
+        #: the interpreter's start-up (~0.1-0.5 s) is neither in the window nor before go.
+        self.servers_of_snapshots: dict[str, AgentLink] = {}
 
     # -- the edges --------------------------------------------------------------------
     def before_clients(self) -> None:
-        """The servers' counters, before any client connects."""
+        """The servers' counters, before any client connects; the machines without an
+        agent start a server of snapshots."""
+        for name, m in self.machines.items():
+            if not isinstance(m.host, LocalHost) and not self._is_client_host(m.host,
+                                                                              planned=True):
+                # A host kind without channels takes one `python -c` per edge instead.
+                with contextlib.suppress(HarnessError):
+                    self.servers_of_snapshots[name] = AgentLink(
+                        m.host, [m.host.python, "-c", procstat.script(), "--serve"])
         self.counters_start = self._counters()
 
     def start(self) -> None:
@@ -119,20 +132,29 @@ class RunTelemetry:
 
     def end(self) -> None:
         """/proc again, then the counters, every client process gone. Once only."""
-        if not self.started:
-            return
-        self.started = False
-        got = _gather({name: lambda m=m: self._snapshot(m, start=False)
-                       for name, m in self.machines.items() if m.start is not None})
-        for name, res in got.items():
-            if isinstance(res, Exception):
-                self.notes.append(f"host {name}: /proc not read at the end: {res}")
-            else:
-                self.machines[name].end = res
-        if self.counters_start:
-            self.counters_end = self._counters()
+        try:
+            if not self.started:
+                return
+            self.started = False
+            got = _gather({name: lambda m=m: self._snapshot(m, start=False)
+                           for name, m in self.machines.items() if m.start is not None})
+            for name, res in got.items():
+                if isinstance(res, Exception):
+                    self.notes.append(f"host {name}: /proc not read at the end: {res}")
+                else:
+                    self.machines[name].end = res
+            if self.counters_start:
+                self.counters_end = self._counters()
+        finally:
+            for link in self.servers_of_snapshots.values():
+                link.close()
+            self.servers_of_snapshots = {}
 
-    def _is_client_host(self, host: Host) -> bool:
+    def _is_client_host(self, host: Host, planned: bool = False) -> bool:
+        """Whether clients run on `host` (so its agent serves snapshots); `planned`:
+        before they are started, by the run's plan."""
+        if planned:
+            return host.name in self.group.plan.clients.hosts
         return any(w.host is host for w in self.group.workers)
 
     def _snapshot(self, m: _Machine, start: bool) -> dict[str, Any]:
@@ -142,13 +164,20 @@ class RunTelemetry:
         detail = [p.pid for svc in self.running.values() for p in svc.server_processes()
                   if self._host_of(svc, p.host) is m.host]
         if self._is_client_host(m.host):
-            got = self.agents.get(m.host).call("procsnap", detail=detail,
-                                               series="start" if start else "stop")
+            # Its agent is up (the clients were started through it); a machine whose
+            # link is gone is not waited for: a note says so.
+            link = self.agents.peek(m.host)
+            if link is None:
+                raise HarnessError("its agent is not answering")
+            got = link.call("procsnap", detail=detail, series="start" if start else "stop")
             if not start:
                 m.series = got.get("busy")
             return got["snapshot"]
         if isinstance(m.host, LocalHost):
             return procstat.snapshot(detail)
+        link = self.servers_of_snapshots.get(m.host.name)
+        if link is not None and not link.dead:
+            return link.call("procsnap", detail=detail)["snapshot"]
         res = m.host.run([m.host.python, "-c", procstat.script(), *map(str, detail)],
                          timeout=60)
         return json.loads(res.stdout)
@@ -175,7 +204,7 @@ class RunTelemetry:
         """The manifest's ``telemetry`` (empty if the run never reached its start)."""
         try:
             return self._result(workers, ops)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:  # a reading not as read
+        except Exception as exc:  # noqa: BLE001 - never costs the run its records
             return {"notes": [*self.notes, f"telemetry not assembled: "
                                            f"{type(exc).__name__}: {exc}"]}
 
@@ -221,6 +250,10 @@ class RunTelemetry:
                     r.kit_sessions_of.add(snap["self"])  # an agent, a `python -c`
             r.kit_sessions_of.update(w.process.pid for w in self.group.workers
                                      if w.host.name == name)
+        for m in snapped.values():  # in every snapshot of a machine: one verdict
+            r = roles[m.start["machine"]]  # type: ignore[index]
+            for snap in (m.start, m.end):
+                r.kit_pids |= _sshd_above(snap, r.kit_sessions_of | r.kit_pids)  # type: ignore[arg-type]
         for sname, svc in self.running.items():
             for p in svc.server_processes():
                 h = self._host_of(svc, p.host)
@@ -302,21 +335,29 @@ def classify(snap: Mapping[str, Any], roles: _Roles) -> Iterable[tuple[list[Any]
     by_pid = {row[PID]: row for row in rows}
     server_sids = {by_pid[p][SID]: f"server {p}" for p in roles.servers if p in by_pid}
     kit_sids = {by_pid[p][SID] for p in roles.kit_sessions_of if p in by_pid}
-    kit_pids = set(roles.kit_pids)
-    for pid in roles.kit_sessions_of | roles.kit_pids:
-        parent = by_pid.get(by_pid[pid][PPID]) if pid in by_pid else None
-        while parent is not None and parent[PID] > 1 and parent[COMM].startswith("sshd"):
-            kit_pids.add(parent[PID])
-            parent = by_pid.get(parent[PPID])
     for row in rows:
         if row[SID] in server_sids:
             yield row, server_sids[row[SID]]
-        elif row[SID] in kit_sids or row[PID] in kit_pids:
+        elif row[SID] in kit_sids or row[PID] in roles.kit_pids:
             yield row, "kit"
         elif row[KERNEL]:
             yield row, "kernel"
         else:
             yield row, "other"
+
+
+def _sshd_above(snap: Mapping[str, Any], pids: Iterable[int]) -> set[int]:
+    """The sshd processes above `pids` in `snap` (they carry the kit's channels and
+    reap its commands). Found in every snapshot and used for all: at one edge the
+    command below one may have gone already, its time now in that sshd's."""
+    by_pid = {row[PID]: row for row in snap["procs"]}
+    found = set()
+    for pid in pids:
+        parent = by_pid.get(by_pid[pid][PPID]) if pid in by_pid else None
+        while parent is not None and parent[PID] > 1 and parent[COMM].startswith("sshd"):
+            found.add(parent[PID])
+            parent = by_pid.get(parent[PPID])
+    return found
 
 
 def host_entry(name: str, m: _Machine, roles: _Roles) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def stat_database(host: Host, psql: str, socket_dir: str, port: int,
          "-p", str(port), "-U", USER, "-d", "postgres",
          "-c", _QUIET.format(n=int(QUIET_WAIT_S / 0.01), db=database),
          "-c", _STAT_DATABASE.format(db=database)],
-        timeout=30 + QUIET_WAIT_S, env={"PGCONNECT_TIMEOUT": "5"})
+        timeout=10 + QUIET_WAIT_S, env={"PGCONNECT_TIMEOUT": "5"})
     data = json.loads(res.stdout.strip().splitlines()[-1])
     row = {k: v for k, v in data["row"].items() if k != "datid"
            and isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -160,7 +160,7 @@ class RunTelemetry:
     def _snapshot(self, m: _Machine, start: bool) -> dict[str, Any]:
         """One machine's /proc: through its agent on a client machine (one line on the
         open channel; its busy series starts or stops there too), in this process on
-        this machine, else `python -c` with `procstat`'s source."""
+        this machine, else from its `procstat.serve` (or a `python -c` of procstat)."""
         detail = [p.pid for svc in self.running.values() for p in svc.server_processes()
                   if self._host_of(svc, p.host) is m.host]
         if self._is_client_host(m.host):
@@ -220,7 +220,8 @@ class RunTelemetry:
         processes = [*client_entries(workers, window)]
         hosts = []
         for name, m in snapped.items():
-            r = roles[m.start["machine"]]  # type: ignore[index]
+            assert m.start is not None
+            r = roles[m.start["machine"]]
             processes += self._server_entries(name, m, r, window)
             hosts.append(host_entry(name, m, r))
         out: dict[str, Any] = {
@@ -251,9 +252,10 @@ class RunTelemetry:
             r.kit_sessions_of.update(w.process.pid for w in self.group.workers
                                      if w.host.name == name)
         for m in snapped.values():  # in every snapshot of a machine: one verdict
-            r = roles[m.start["machine"]]  # type: ignore[index]
+            assert m.start is not None and m.end is not None
+            r = roles[m.start["machine"]]
             for snap in (m.start, m.end):
-                r.kit_pids |= _sshd_above(snap, r.kit_sessions_of | r.kit_pids)  # type: ignore[arg-type]
+                r.kit_pids |= _sshd_above(snap, r.kit_sessions_of | r.kit_pids)
         for sname, svc in self.running.items():
             for p in svc.server_processes():
                 h = self._host_of(svc, p.host)

@@ -45,6 +45,7 @@ from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.telemetry import RunTelemetry
 from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
 
@@ -543,6 +544,7 @@ class Runner:
         group = ClientGroup(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                             self.workload.ops, spec_path=str(self.spec.path),
                             agents=ctx.agents, live=self.live, scratch=ctx.scratch)
+        telemetry = RunTelemetry(ctx.hosts, running, group, ctx.agents)
         live: LiveStatus | None = None
         baseline: Any = None
         timeline: Timeline | None = None
@@ -556,11 +558,13 @@ class Runner:
                                        f"{', '.join(gone)} (stopped during an earlier run); "
                                        "no clients started")
                 baseline = self._prepare(plan, endpoints)
+                telemetry.before_clients()  # the servers' counters: prepare's excluded
                 try:
                     group.start()
                 finally:  # every process that started is listed, with its record files
                     self._track_run(ctx, run_id, plan, draft, group)
                 group.wait_ready()
+                telemetry.start()  # every machine's /proc, as close to the start as can be
                 start_ns = group.go()
                 live = LiveStatus(group, self.say).start() if self.live else None
                 if self.spec.timeline:
@@ -581,7 +585,8 @@ class Runner:
             # From here to the run directory in place a first signal waits (`protect`).
             with self.interrupts.protect(f"writing run {run_id} ({plan.label()})"):
                 return self._finish(plan, ctx, group, draft, running, gone, errors,
-                                    interrupted, live, timeline, baseline, ops, workers)
+                                    interrupted, live, timeline, baseline, ops, workers,
+                                    telemetry)
         except StopNow:  # a second signal: what is not written stays on the clients
             self.say(self._left_line(ctx, run_id, plan))
             raise
@@ -589,8 +594,10 @@ class Runner:
     def _finish(self, plan: RunPlan, ctx: _Context, group: ClientGroup, draft: Manifest,
                 running: dict[str, RunningService], gone: list[str], errors: list[str],
                 interrupted: bool, live: LiveStatus | None, timeline: Timeline | None,
-                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]]) -> RunOutcome:
+                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]],
+                telemetry: RunTelemetry) -> RunOutcome:
         """Collect the records, write the run, then remove the clients' copies."""
+        telemetry.end()  # first: the clients have exited, nothing else has run since
         if live is not None:
             live.stop()
         if timeline is not None:
@@ -616,7 +623,8 @@ class Runner:
             extra={**({"baseline": baseline} if baseline else {}),
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
-                   **({"timeline": timeline.records} if timeline is not None else {})})
+                   **({"timeline": timeline.records} if timeline is not None else {})},
+            telemetry=telemetry.result(workers, ops))
         try:
             run_dir = write_run(self.out_dir, manifest, ops)
         except OSError as exc:

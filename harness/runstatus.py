@@ -55,10 +55,12 @@ def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,
                     workers: list[dict[str, Any]], errors: list[str], interrupted: bool,
                     ended_utc: str, notes: Sequence[str] = (), engine: str | None = None,
                     clock_offsets: Mapping[str, Any] | None = None,
-                    extra: Mapping[str, Any] | None = None) -> Manifest:
+                    extra: Mapping[str, Any] | None = None,
+                    telemetry: Mapping[str, Any] | None = None) -> Manifest:
     """The run's manifest once its records are in: status, error, achieved rate, the
-    workers' statuses. Used by the runner and by the recovery of a run a killed harness
-    left (`harness.recovery`), so both decide alike."""
+    workers' statuses, its `telemetry` (`harness.telemetry`; none after a kill, which
+    left nobody to read the machines at the end). Used by the runner and by the recovery
+    of a run a killed harness left (`harness.recovery`), so both decide alike."""
     errors = list(errors)
     n, rate, *_, err = quick_stats(ops)
     status = run_status(plan, n, err, errors, workers, interrupted)
@@ -72,4 +74,5 @@ def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,
     # Notes (a reconnected SSH link) say what happened without making it partial.
     return replace(draft, status=status, ended_utc=ended_utc, loadgen=loadgen,
                    error="\n".join([*errors, *notes]) or None,
-                   extra={**draft.extra, **(extra or {})}, counts={}, ops_file={})
+                   extra={**draft.extra, **(extra or {})}, counts={}, ops_file={},
+                   telemetry=dict(telemetry or draft.telemetry))

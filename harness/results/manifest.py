@@ -99,6 +99,9 @@ class Manifest:
     spec_file: str | None = None
     source: str = "harness"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Who used the CPUs during the run, on which machine, and the servers' counters
+    #: (`harness.telemetry` writes it; empty where nothing was measured, e.g. imports).
+    telemetry: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -252,7 +255,7 @@ def new_manifest(
     name); `config_id` defaults to the spec's ``k=v,...`` form of the grid point;
     `loadgen` may be typed (`Loadgen`) or a mapping, and so may `counts` (`Counts`), `kit`
     (`Kit`) and `extra` (`Extras`); every other `Manifest` field is passed through `rest`
-    (hosts, services, error, source, spec_file).
+    (hosts, services, error, source, spec_file, telemetry).
     """
     unknown = sorted(set(rest) - {f.name for f in fields(Manifest)})
     if unknown:

@@ -47,6 +47,8 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("libhdrhistogram-java", None, "jar:hdrhistogram.jar",
                   "HdrHistogram's own log reader checks `harness export hdr`"),
     SystemPackage("gcc", None, "gcc", "builds the native load-generator core (optional)"),
+    SystemPackage("stress-ng", None, "stress-ng",
+                  "a CPU hog beside runs in the tests (telemetry's other_cpu, the checks)"),
     SystemPackage("strace", None, "strace",
                   "signals and kills at exact system calls in the tests (`harness run` is "
                   "killed at each fsync of a run's write)"),

@@ -241,6 +241,65 @@ def test_a_stall_mid_window_leaves_its_ops_counted_as_unsent(
     assert int(late.sum()) <= 2 and np.all(ops.latency_ns[late] > 0.5e9)
 
 
+def test_overload_accounting_on_the_awaited_path(memcached_server: RunningService,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workload without a fast path (each op awaited) accounts the same way: the ops
+    its slots took as the window ended and never sent are counted too."""
+    from tests.test_loadgen import _AwaitedOnly
+
+    monkeypatch.setenv(native.ENV, "python")
+    rate = 2_000_000
+    cfg = ClientConfig(workload=MIX.name, params=MIX_PARAMS,
+                       endpoints={"memcached": memcached_server.endpoint.to_dict()},
+                       client_id=0, rate_ops_s=rate, warmup_s=0.3, duration_s=0.8,
+                       connections=2, inflight=2)
+
+    async def go() -> ClientRun:
+        eps = cfg.endpoint_objects()
+        await MIX.prepare(eps, MIX_PARAMS)
+        run = ClientRun(cfg, _AwaitedOnly(MIX.client(eps, MIX_PARAMS, 0)))  # type: ignore[arg-type]
+        await run.connect_all()
+        await run.run()
+        return run
+
+    run = asyncio.run(go())
+    ops = run.rec.to_arrays(MIX.ops, 0, 0)
+    unsent, unsent_warmup = run.unsent_counts()
+    assert set(ops.status.tolist()) <= {OK, MISS} and run.abandoned
+    assert int((~ops.warmup).sum()) + unsent == _intended_in(rate, 0.3, 1.1)
+    assert int(ops.warmup.sum()) + unsent_warmup == _intended_in(rate, 0, 0.3)
+
+
+def test_a_run_stopped_early_counts_what_was_due_until_then(
+        memcached_server: RunningService, loadgen_engine: str) -> None:
+    """SIGTERM (`ClientRun.stop`) 0.8 s into an overloaded 3 s run: the window ends
+    there, and the ops intended up to then are records or unsent; none after it."""
+    rate = 2_000_000
+    cfg = ClientConfig(workload=MIX.name, params=MIX_PARAMS,
+                       endpoints={"memcached": memcached_server.endpoint.to_dict()},
+                       client_id=0, rate_ops_s=rate, warmup_s=0.3, duration_s=2.7)
+
+    async def go() -> ClientRun:
+        eps = cfg.endpoint_objects()
+        await MIX.prepare(eps, MIX_PARAMS)
+        run = ClientRun(cfg, MIX.client(eps, MIX_PARAMS, 0))
+        await run.connect_all()
+        asyncio.get_running_loop().call_later(0.8, run.stop)
+        await run.run()
+        return run
+
+    run = asyncio.run(go())
+    assert run.engine == loadgen_engine
+    ops = run.rec.to_arrays(MIX.ops, 0, 0)
+    stopped_ns = run.stopped_ns - run.base_ns
+    assert 0.75e9 < stopped_ns < 1.5e9
+    offsets = Schedule(rate).offsets(0, 4_000_000)
+    unsent, _ = run.unsent_counts()
+    measured = int((~ops.warmup).sum())
+    assert measured > 0 and unsent > 0
+    assert measured + unsent == int(((offsets >= 0.3e9) & (offsets < stopped_ns)).sum())
+
+
 def test_open_loop_records_and_counts_are_the_same_on_both_engines(
         memcached_server: RunningService, monkeypatch: pytest.MonkeyPatch) -> None:
     """Below capacity, one connection answering in order: the same measured records

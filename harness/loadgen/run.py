@@ -363,7 +363,7 @@ class ClientRun:
         pacer = None
         if self.schedule is not None:
             self.tickets = _Tickets(self.schedule, self.base_ns)
-            pacer = asyncio.ensure_future(self._pace())
+            pacer = asyncio.ensure_future(self._pace(len(slots)))
         try:
             await asyncio.gather(*slots)
         finally:
@@ -374,7 +374,7 @@ class ClientRun:
         for c in self.conns:
             await self._drop(c, c.generation)
 
-    async def _pace(self) -> None:
+    async def _pace(self, n_slots: int) -> None:
         """Open loop: release each op to the slots at its intended start (`_Tickets`).
 
         One pacer per process does the precise waiting (see `_sleep_until`), so the slots
@@ -386,7 +386,7 @@ class ClientRun:
         sched, tickets, first = self.schedule, self.tickets, self.first_measured
         assert sched is not None
         try:
-            seq = await self._release(0, first)
+            seq = await self._release(0, first, n_slots)
             if seq != first or self.stopping:
                 return
             if first:  # the warm-up ends when the first measured op is due
@@ -395,11 +395,11 @@ class ClientRun:
                     return
                 await _sleep_until(when, time.perf_counter_ns)
                 tickets.drop_until(first)
-            await self._release(first, _NEVER)
+            await self._release(first, _NEVER, n_slots)
         finally:
             tickets.close()
 
-    async def _release(self, seq: int, upto: int) -> int:
+    async def _release(self, seq: int, upto: int, n_slots: int) -> int:
         """Release ops `seq`.. (before `upto`, the run's op count and its end) each at its
         intended start; returns the next seq not released."""
         sched, tickets, base = self.schedule, self.tickets, self.base_ns
@@ -423,9 +423,10 @@ class ClientRun:
                 seq += 1
                 continue
             # Behind: every op due now is released at once, not one per pass (which
-            # would never catch up, nor let the slots run). With ops still waiting from
-            # before, the slots are all busy: they need no pacer for a while.
-            busy = tickets.head < tickets.released
+            # would never catch up, nor let the slots run). More ops still waiting from
+            # before than there are slots (slots woken and not yet run take one each):
+            # they are all busy, and need no pacer for a while.
+            busy = tickets.released - tickets.head > n_slots
             seq = min(upto, sched.count_before(min(clock() + 1, end_ns) - base))
             tickets.release_upto(seq)
             await asyncio.sleep(0.001 if busy else 0)

@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import signal
+import statistics
 import threading
 from pathlib import Path
 
@@ -343,7 +344,20 @@ def _mix_runner_run(tmp_path: Path, name: str,
     path = tmp_path / f"{name}.yaml"
     path.write_text(MIX_SPEC.format(name=name, rate=f", rate_ops_s: {rate}" if rate else ""))
     out = io.StringIO()
-    [outcome] = Runner(load_spec(path), tmp_path / name, progress=False, stream=out).run()
+
+    def server_on_cpu_0(plan: object, running: dict[str, RunningService]) -> None:
+        # The clients (started from this process) stay on CPU 1, as in benchmarks/.
+        os.sched_setaffinity(running["cache"].processes[0].pid, {0})
+
+    mine = os.sched_getaffinity(0)
+    pin = {0, 1} <= mine
+    if pin:
+        os.sched_setaffinity(0, {1})
+    try:
+        [outcome] = Runner(load_spec(path), tmp_path / name, progress=False, stream=out,
+                           on_run_start=server_on_cpu_0 if pin else None).run()
+    finally:
+        os.sched_setaffinity(0, mine)
     [run_dir] = list(iter_run_dirs(tmp_path / name))
     [line] = [x for x in out.getvalue().splitlines() if x.startswith("[1/1]")]
     return outcome, read_manifest(run_dir), line
@@ -354,24 +368,30 @@ def test_an_overloaded_run_is_a_result_not_a_failure(tmp_path: Path,
     """At 2M ops/s on one connection, far above what memcached and one client process
     can do: the run is complete, serves about the closed-loop rate of the same set-up,
     and every op intended in its window is a measured record or counted as unsent. Well
-    below capacity, nothing is unsent. (The closed-loop rate is taken just before and
-    just after: this machine is shared, and the rate of one run moves with its load.)"""
-    before, _, _ = _mix_runner_run(tmp_path, "closed1")
-    over, man, line = _mix_runner_run(tmp_path, "over", 2_000_000)
-    after, _, _ = _mix_runner_run(tmp_path, "closed2")
-    assert man.loadgen["engine"] == loadgen_engine
-    assert over.status == man.status == "complete" and man.error is None
-    counts = man.typed_counts
-    assert counts.measured > 1000 and counts.unsent > 0
-    assert counts.measured == counts.by_status.get("ok", 0) + counts.by_status.get("miss", 0)
-    assert counts.measured + counts.unsent == _intended_in(2_000_000, 0.5, 2.5)
-    assert counts.unsent_warmup > 0
-    assert [w["unsent"] for w in man.loadgen["workers"]] == [counts.unsent]
-    assert man.loadgen["target_met"] is False
-    closed = sorted([before.throughput_ops_s, after.throughput_ops_s])
-    assert 0.8 * closed[0] <= man.loadgen["achieved_rate_ops_s"] <= 1.2 * closed[1], closed
-    assert man.loadgen["send_lag_p99_ms"] > 1000  # the backlog grows through the window
-    assert f"NOT MET, {counts.unsent:,} intended ops not sent, send lag p99 " in line
+    below capacity, nothing is unsent. (This machine is shared: the rate of one run moves
+    with the load of others, a run at half speed now and then, so three closed and three
+    overloaded runs take turns and their medians are compared.)"""
+    closed, over = [], []
+    for k in range(6):
+        if k % 2:
+            over.append(_mix_runner_run(tmp_path, f"over{k}", 2_000_000))
+        else:
+            closed.append(_mix_runner_run(tmp_path, f"closed{k}")[0].throughput_ops_s)
+    for outcome, man, line in over:
+        assert man.loadgen["engine"] == loadgen_engine
+        assert outcome.status == man.status == "complete" and man.error is None
+        counts = man.typed_counts
+        assert counts.measured > 1000 and counts.unsent > 0
+        assert counts.measured == counts.by_status.get("ok", 0) + counts.by_status.get("miss", 0)
+        assert counts.measured + counts.unsent == _intended_in(2_000_000, 0.5, 2.5)
+        assert counts.unsent_warmup > 0
+        assert [w["unsent"] for w in man.loadgen["workers"]] == [counts.unsent]
+        assert man.loadgen["target_met"] is False
+        assert man.loadgen["send_lag_p99_ms"] > 1000  # the backlog grows through the window
+        assert f"NOT MET, {counts.unsent:,} intended ops not sent, send lag p99 " in line
+    achieved = [m.loadgen["achieved_rate_ops_s"] for _, m, _ in over]
+    assert statistics.median(achieved) == pytest.approx(statistics.median(closed), rel=0.2), (
+        achieved, closed)
     below, man, line = _mix_runner_run(tmp_path, "below", 2000)
     assert below.status == "complete" and man.loadgen["target_met"] is True
     assert man.typed_counts.unsent == 0 and "unsent" in man.counts

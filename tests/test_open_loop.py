@@ -236,7 +236,9 @@ def test_a_stall_mid_window_leaves_its_ops_counted_as_unsent(
     measured = int((~ops.warmup).sum())
     assert measured + unsent == _intended_in(rate, 0.2, 1.2) == 2000
     assert int(ops.warmup.sum()) + unsent_warmup == _intended_in(rate, 0, 0.2) == 400
-    assert 850 <= unsent <= 1000  # the last ~0.5 s of the window, give or take the timer
+    # The last ~0.5 s of the window, give or take the timer (started just before the run)
+    # and how far behind this shared machine had the client when the server stopped.
+    assert 850 <= unsent <= 1100
     # Sent after the stall began: only the two in flight, which waited for the SIGCONT.
     late = ops.intended_ns > 0.8e9
     assert int(late.sum()) <= 2 and np.all(ops.latency_ns[late] > 0.5e9)

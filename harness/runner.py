@@ -61,6 +61,9 @@ class RunOutcome:
     latency_p99_ms: float
     error_rate: float
     error: str | None
+    #: Open loop: measured ops intended and never sent, and the p99 of the send lag.
+    unsent: int = 0
+    send_lag_p99_ms: float | None = None
 
 
 def utcnow() -> str:
@@ -638,7 +641,8 @@ class Runner:
             raise KeyboardInterrupt
         n, rate, p50, p99, err = quick_stats(ops)
         return RunOutcome(plan, run_dir, manifest.status, n, rate, p50, p99, err,
-                          manifest.error)
+                          manifest.error, unsent=manifest.typed_counts.unsent,
+                          send_lag_p99_ms=manifest.loadgen.get("send_lag_p99_ms"))
 
     @staticmethod
     def _track_run(ctx: _Context, run_id: str, plan: RunPlan, draft: Manifest,
@@ -695,6 +699,10 @@ class Runner:
         if target:
             met = target_met(o.plan, o.throughput_ops_s)
             line += f", target {target:,.0f} ops/s" + ("" if met else " NOT MET")
+            if not met or o.unsent:  # how far behind the clients were, and how late
+                line += f", {o.unsent:,} intended ops not sent"
+            if not met and o.send_lag_p99_ms is not None:
+                line += f", send lag p99 {o.send_lag_p99_ms:,.1f} ms"
         if o.status != "complete" and o.error:
             line += f" -- {o.error.splitlines()[0]}"
         return line

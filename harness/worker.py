@@ -155,6 +155,7 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
             error: str | None, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
     arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
     arrays.save_npz(Path(run.cfg.files["out"]))
+    unsent, unsent_warmup = run.unsent_counts()
     return {
         # Checked against the harness's copy before the file here is removed.
         "out": sha256_of(run.cfg.files["out"]),
@@ -162,6 +163,9 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
         "error": error,
         "last_error": run.last_error,
         "records": len(arrays),
+        # Open loop: ops intended before the end and never sent (the runner sums them).
+        "unsent": unsent,
+        "unsent_warmup": unsent_warmup,
         "engine": run.engine,
         "start_lag_ns": lag_ns,
         "pid": os.getpid(),

@@ -500,8 +500,11 @@ class Runner:
                 warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
                 more={"arrival": plan.size.arrival if plan.size.open_loop else None,
                       "client_hosts": list(plan.clients.hosts)}),
-            kit=ctx.kit, spec_file=str(self.spec.path),
-            extra={"order": {"mode": self.spec.order, "servers": self.spec.servers,
+            # The spec itself (overrides applied) travels with every run: the file may be
+            # edited or gone when the report is made.
+            kit=ctx.kit, spec_file=str(self.spec.path.resolve()),
+            extra={"spec": json.loads(json.dumps(dict(self.spec.raw), default=str)),
+                   "order": {"mode": self.spec.order, "servers": self.spec.servers,
                              **({"seed": self.spec.order_seed}
                                 if self.spec.order == "random" else {})}})
 

@@ -341,6 +341,33 @@ def heatmap(
     return fig
 
 
+def per_second(series: pd.DataFrame, *, title: str) -> Figure:
+    """Two panels sharing the time axis: throughput (ops/s) and p99 (ms, log) per second
+    since the runs' start, one line per configuration (`series`: config, second,
+    throughput_ops_s, p99_ms, as `generic.analysis.per_second` gives them)."""
+    fig = Figure(figsize=(WIDTH, HEIGHT * 1.4), layout="constrained")
+    with _style():
+        top, bottom = fig.subplots(2, 1, sharex=True)
+        configs = list(dict.fromkeys(series["config"]))
+        palette = dict(zip(configs, sns.color_palette("colorblind", len(configs)),
+                           strict=True))
+        for config in configs:
+            sub = series[series["config"] == config].sort_values("second")
+            x = sub["second"].to_numpy(float) + 0.5  # the middle of its second
+            top.plot(x, sub["throughput_ops_s"], marker="o", markersize=3,
+                     color=palette[config], label=config)
+            bottom.plot(x, sub["p99_ms"], marker="o", markersize=3, color=palette[config])
+        top.set_ylabel("throughput [ops/s]\n(mean over runs)")
+        top.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        bottom.set_yscale("log")
+        _log_ms_axis(bottom.yaxis)
+        bottom.set_ylabel("p99 latency [ms]\n(ops of all runs)")
+        bottom.set_xlabel("second since the runs' start (measured ops)")
+        fig.suptitle(title, fontsize=11)
+        top.legend(fontsize=8, loc="best")
+    return fig
+
+
 #: Colours of `forest`'s verdicts (colour-blind safe: blue, orange, grey, light grey).
 VERDICT_COLOURS = {"better": "#1f77b4", "worse": "#d95f02",
                    "no significant difference": "#555555", "inconclusive": "#aaaaaa"}
@@ -390,8 +417,8 @@ def forest(table: pd.DataFrame, by: Sequence[str], *, threshold: float,
                 ax.annotate("", (hi_lim, yi), (hi_lim / 1.6, yi),
                             arrowprops={"arrowstyle": "->", "color": "#777777"})
         ax.set_yticks(y, labels, fontsize=8)
-        ax.set_xlabel("cand / base (log scale; throughput: > 1 is faster; latency: < 1 is "
-                      "faster)")
+        ax.set_xlabel("ratio cand / base (log scale)\nthroughput: > 1 is faster; latency: "
+                      "< 1 is faster")
         ax.set_title(title, fontsize=11)
         ax.legend(fontsize=8, loc="best", frameon=True)
     return fig

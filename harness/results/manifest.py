@@ -229,7 +229,9 @@ class Extras(_Section):
     - collected_later: what `harness collect` fetched afterwards;
     - aggregated: an imported run whose records are per-op-kind means, not ops;
     - stated / stated_latency_ms: what an imported tool printed itself;
-    - imported_from, skipped_lines, latency_source: an import's provenance.
+    - imported_from, skipped_lines, latency_source: an import's provenance;
+    - spec: the spec the run was made from, as validated (overrides applied);
+    - order: the run order and server mode of the grid (`spec.ordered`).
     """
 
     baseline: Mapping[str, Any] | None = None
@@ -242,6 +244,7 @@ class Extras(_Section):
     imported_from: Mapping[str, Any] = field(default_factory=dict)
     skipped_lines: int = 0
     latency_source: str | None = None
+    spec: Mapping[str, Any] | None = None
     more: Mapping[str, Any] = field(default_factory=dict)
     #: The keys `from_dict` read (written back even at their default).
     stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import charts, pooling, queries, series, summary_ci, tables
+from harness.analysis import charts, pooling, queries, series, stated, summary_ci, tables
 from harness.analysis.load import check_experiments, load_runs_only
 from harness.analysis.summary_table import summarise_tree
 from harness.errors import ResultsError
@@ -128,6 +128,13 @@ class Experiment:
             self.loaded, list(by), self.bin_s))
 
     @property
+    def aggregated(self) -> bool:
+        """Whether some run is an import with aggregated records (every op at its mean:
+        `stated`), whose per-op latencies would draw a CDF or series of nothing."""
+        return self._cached("aggregated", (), lambda: bool(
+            stated._aggregated_runs(self.loaded.runs)))
+
+    @property
     def bin_s(self) -> float:
         return self._cached("bin", (), lambda: series.nice_bin(series.run_span_s(self.loaded)))
 
@@ -145,6 +152,11 @@ class Experiment:
         """The figure of view `name` (a key of VIEWS) grouped by `by`."""
         v = view(name)
         by = self.check_by(by)
+        if v.kind != "metric" and self.aggregated:
+            raise ResultsError(
+                f"{self.name}: its imported runs hold a count and a mean per op, not each "
+                f"op's latency, so there is no {v.label} to draw; the metrics per "
+                "configuration show the tool's stated percentiles")
         if v.kind == "metric":
             return charts.metric(
                 self.numbers(by), v.column, by, title=f"{self.name}: {v.label}",

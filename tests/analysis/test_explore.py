@@ -150,3 +150,17 @@ def test_headless_execution_keeps_a_static_image(grid_raw: Path, tmp_path: Path)
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                for o in outputs)
     assert base64.b64decode(figures[0]["data"]["image/png"]).startswith(b"\x89PNG")
+
+
+def test_an_aggregated_import_has_its_stated_percentiles_and_no_cdf() -> None:
+    """redis-benchmark's CSV gives a count and a mean per op: the p99 figure shows the
+    tool's stated p99 (as harness summary does), and the CDF says why there is none."""
+    raw = Path(__file__).resolve().parent.parent / "data" / "results" / "v1"
+    name = "redis-benchmark-csv-redis-benchmark-7.0-n10000-c50-P4"
+    exp = Experiment(raw, name)
+    theirs = summary_table(raw, ["op"], experiments=[name])
+    rows = _data(exp.figure("p99", ["op"]).spec)
+    assert sorted(r["value"] for r in rows) == sorted(theirs["latency_p99_ms"])
+    assert sorted(r["value"] for r in rows) != sorted(theirs["latency_mean_ms"])
+    with pytest.raises(ResultsError, match="hold a count and a mean per op"):
+        exp.figure("cdf", ["op"])

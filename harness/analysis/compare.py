@@ -246,20 +246,32 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
 def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
             alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
             include: Sequence[str] = (), figures_dir: str | Path | None = None) -> Any:
-    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table,
-    a tally of its verdicts and what each side left out, then a forest plot of every
-    row's ratio and interval (returned, so the cell shows it after the table); left out
-    of the report when no trees are given."""
+    """The report's comparison section (notebooks/60-compare.ipynb): `section_parts`,
+    all but the last displayed here and the last returned for the cell to show."""
     from IPython.display import display
 
+    parts = section_parts(base, cand, by=by, alpha=alpha, threshold=threshold,
+                          include=include, figures_dir=figures_dir)
+    for part in parts[:-1]:
+        display(part)
+    return parts[-1]
+
+
+def section_parts(base: str | Path | None, cand: str | Path | None, *,
+                  by: Sequence[str] = ("op",), alpha: float = 0.05,
+                  threshold: float = verdict.DEFAULT_THRESHOLD, include: Sequence[str] = (),
+                  figures_dir: str | Path | None = None) -> list[Any]:
+    """The comparison's table with a tally of its verdicts and what each side left out,
+    then a forest plot of every row's ratio and interval; only a note (which the report
+    leaves out) when no trees are given."""
     from harness.analysis import plots
     from harness.analysis.display import markdown
 
     if not base or not cand:
-        return markdown("No comparison configured: set the notebook parameters "
-                        "`compare_base` and `compare_cand` to two raw-results directories "
-                        "(`harness report --compare BASE CAND`, or `harness compare BASE "
-                        "CAND` on its own).", omit=True)
+        return [markdown("No comparison configured: set the notebook parameters "
+                         "`compare_base` and `compare_cand` to two raw-results directories "
+                         "(`harness report --compare BASE CAND`, or `harness compare BASE "
+                         "CAND` on its own).", omit=True)]
     result = comparison(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold,
                         include=include)
     table = result.table
@@ -270,7 +282,7 @@ def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[st
             f"{alpha:g}; no significant difference means the 95% CI of the ratio lies "
             f"within ±{threshold:.0%}).")
     left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
-    display(markdown(head + "\n\n" + render(table, list(by), "markdown")
-                     + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")))
     fig = plots.forest(table, list(by), threshold=threshold)
-    return plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)
+    return [markdown(head + "\n\n" + render(table, list(by), "markdown")
+                     + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")),
+            plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]

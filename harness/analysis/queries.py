@@ -149,7 +149,8 @@ def summarise_with_intervals(
     (numpy's, to the last bit) and their run-as-unit intervals (`loo.RunSorted`). One
     read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
     third of the time. `con` is not used (kept for callers). `progress`: runs read /
-    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default)."""
+    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default;
+    ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops)."""
     from harness.analysis import intervals
     from harness.analysis.summary import summarise
     from harness.analysis.summary_ci import METRICS, _key
@@ -176,6 +177,9 @@ def summarise_with_intervals(
             "latency_mean_ms": intervals.ratio_interval(
                 u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
         }
+        if "goodput_ops_s" in metrics:  # the explorer's; `harness summary` keeps its four
+            cell["goodput_ops_s"] = intervals.ratio_interval(
+                n - u["n_err"].to_numpy(np.float64), u["wall_ns"].to_numpy() / 1e9)
         in_ms = ops.with_scale(_NS_PER_MS)
         for field, q in metrics.items():
             if q is not None:

@@ -52,4 +52,7 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("strace", None, "strace",
                   "signals and kills at exact system calls in the tests (`harness run` is "
                   "killed at each fsync of a run's write)"),
+    SystemPackage("chromium", None, "chromium",
+                  "JupyterLab in a real browser in the tests (headless, driven by "
+                  "Playwright; never a browser it downloads)"),
 )

@@ -44,7 +44,7 @@ from harness.serverpool import ServerPool, capacity_for, count_starts
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
-from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.spec import RunPlan, Spec, expand, ordered, recorded_spec, records_per_run
 from harness.telemetry import RunTelemetry
 from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
@@ -503,7 +503,7 @@ class Runner:
             # The spec itself (overrides applied) travels with every run: the file may be
             # edited or gone when the report is made.
             kit=ctx.kit, spec_file=str(self.spec.path.resolve()),
-            extra={"spec": json.loads(json.dumps(dict(self.spec.raw), default=str)),
+            extra={"spec": recorded_spec(self.spec.raw),
                    "order": {"mode": self.spec.order, "servers": self.spec.servers,
                              **({"seed": self.spec.order_seed}
                                 if self.spec.order == "random" else {})}})

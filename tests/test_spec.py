@@ -178,3 +178,20 @@ def test_a_name_too_long_for_a_directory_is_refused(tmp_path: Path) -> None:
     assert [p.split(":", 1)[1] for p in found] == [
         "name: required: at most 100 characters (it names a directory), not 101 (line 1)"]
     assert load_spec(write(tmp_path, GOOD.replace("name: t1", "name: " + "n" * 100)))
+
+
+def test_recorded_spec_keeps_no_credentials() -> None:
+    """What every manifest keeps of the spec: no identity file, known_hosts or ssh_config
+    path, and a password in a URL masked; everything else as written."""
+    from harness.spec import recorded_spec
+
+    raw = {"name": "x", "hosts": {"db": {"target": "bench@10.0.0.2", "python": "/usr/bin/python3",
+                                         "identity_file": "/home/u/.ssh/id_ed25519",
+                                         "known_hosts": "/k", "ssh_config": "/c"}},
+           "services": {"pg": {"url": "postgresql://bench:hunter2@10.0.0.2:5432/db"}},
+           "grid": {"size": [1, 2]}}
+    rec = recorded_spec(raw)
+    assert rec["hosts"] == {"db": {"target": "bench@10.0.0.2", "python": "/usr/bin/python3"}}
+    assert rec["services"]["pg"]["url"] == "postgresql://bench:***@10.0.0.2:5432/db"
+    assert rec["grid"] == {"size": [1, 2]} and "hunter2" not in str(rec)
+    assert raw["hosts"]["db"]["identity_file"]  # the spec itself is untouched

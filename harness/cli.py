@@ -4,6 +4,7 @@ hosts | verify | list."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -147,6 +148,7 @@ SUMMARY_HEADERS = {
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
+    from harness.analysis.checks import warning_lines
     from harness.analysis.load import check_experiments
     from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
 
@@ -155,13 +157,16 @@ def cmd_summary(args: argparse.Namespace) -> int:
     check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
     # Progress only on a terminal: piped stderr keeps one line per warning.
     summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
-                             progress=sys.stderr.isatty(), include=args.include)
+                             progress=sys.stderr.isatty(), include=args.include,
+                             checks=True)
     table = summary.table
-    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS); the table says
-    # them in a line under it, where three more columns would not fit.
+    # json and csv carry the left-out runs and the failed checks per row
+    # (LEFT_OUT_COLUMNS, ``checks``); the table says them in lines under it, where more
+    # columns would not fit.
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
+        table = table.assign(checks=[json.dumps(c) for c in table["checks"]])
         print(table.to_csv(index=False), end="")
     else:
         import pandas as pd
@@ -170,7 +175,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from harness.analysis.tables import human
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
-        table = with_bracketed_ci(table.drop(columns=list(LEFT_OUT_COLUMNS)), list(METRICS))
+        table = with_bracketed_ci(table.drop(columns=[*LEFT_OUT_COLUMNS, "checks"]),
+                                  list(METRICS))
         # Units in the headers, thousands separators in the numbers (json/csv keep the
         # field names and raw values).
         table["error_rate"] = [("-" if pd.isna(v) else f"{100 * v:.2g}%")
@@ -183,6 +189,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(NO_CI_NOTE)
         if left := pooling.line(summary.left_out, args.include):
             print(left)
+        for line in warning_lines(summary.checks, summary.by):
+            print(line)
     return EXIT_OK
 
 
@@ -200,9 +208,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         include=args.include)
     table = result.table
     print(render(table, by, args.format))
+    # Under the table; json keeps stdout one JSON document, so stderr there.
+    under = sys.stderr if args.format == "json" else sys.stdout
     if left := pooling.line(result.left_out, args.include):
-        # Under the table; json keeps stdout one JSON document, so stderr there.
-        print(left, file=sys.stderr if args.format == "json" else sys.stdout)
+        print(left, file=under)
+    for line in result.warnings(by):
+        print(line, file=under)
     if args.fail_if_worse is not None:
         bad = worse_beyond(table, args.fail_if_worse)
         if len(bad):

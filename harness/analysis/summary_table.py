@@ -1,7 +1,8 @@
 """`harness summary`'s table: DuckDB over the Parquet files for the figures
 (`harness.analysis.queries`), the tools' stated percentiles for aggregated imports
-(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), and per row
-the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid.
+(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), per row
+the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid, and,
+when asked, the measurement checks that failed in its runs (`harness.analysis.checks`).
 
 It sits above `summary` (the in-memory computation the others build on), so that no
 module of the summary imports one that imports it back.
@@ -10,13 +11,14 @@ module of the summary imports one that imports it back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis import pooling, queries, stated
+from harness.analysis.checks import Finding, group_checks, with_checks
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
@@ -33,6 +35,11 @@ class Summary:
 
     table: pd.DataFrame
     left_out: pd.DataFrame
+    #: Per group key (`summary_ci._key` of the row's `by` values), the checks that
+    #: failed; empty unless `summarise_tree(checks=True)`.
+    checks: Mapping[tuple[object, ...], Sequence[Finding]] = field(default_factory=dict)
+    #: The grouping columns (the given `by`, else experiment and the grid keys).
+    by: tuple[str, ...] = ()
 
 
 def check_left(loaded: Loaded, raw_dir: Path) -> None:
@@ -79,12 +86,15 @@ def summarise_tree(
     include: Sequence[str] = (),
     fields: Sequence[str] = SUMMARY_COLUMNS,
     metrics: Mapping[str, float | None] = METRICS,
+    checks: bool = False,
 ) -> Summary:
     """`summary_table`'s table with the runs it left out, for `harness summary`'s line.
 
     `fields` (of `summary.FULL_COLUMNS`) and `metrics` (the intervals, as in
     `queries.summarise_with_intervals`) default to `harness summary`'s; the explorer asks
-    for p99.9 and goodput's interval as well, computed the same way in the same read."""
+    for p99.9 and goodput's interval as well, computed the same way in the same read.
+    `checks`: a last column ``checks``, each row's failed measurement checks
+    (`harness.analysis.checks`; a second read of each ops file)."""
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
@@ -115,7 +125,12 @@ def summarise_tree(
         for field in stated_cols:
             if field in metrics:
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
-    return Summary(with_left_out(table, loaded, by), loaded.left_out)
+    table = with_left_out(table, loaded, by)
+    if not checks:
+        return Summary(table, loaded.left_out, by=tuple(group_by))
+    found = group_checks(loaded, by)
+    return Summary(with_checks(table, found, group_by), loaded.left_out, found,
+                   tuple(group_by))
 
 
 def with_left_out(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None

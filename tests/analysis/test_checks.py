@@ -231,3 +231,53 @@ def test_group_checks_over_a_tree_by_configuration_and_by_op(checked_raw: Path) 
     assert list(table.columns) == ["experiment", "size", "check", "runs", "judged", "detail"]
     assert table[["check", "runs", "judged"]].values.tolist() == [
         ["client_saturated", 3, 5], ["not_steady", 5, 5]]
+
+
+def test_summary_rows_gain_their_groups_checks(checked_raw: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from harness.cli import main
+
+    assert main(["summary", str(checked_raw), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [[c["check"] for c in r["checks"]] for r in rows] == [
+        ["client_saturated", "not_steady"], []]
+    assert rows[0]["checks"][0]["runs"] == 3 and "97%" in rows[0]["checks"][0]["detail"]
+    assert main(["summary", str(checked_raw)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[:3] for line in out if line.startswith("warning:")] == [
+        ["warning", "experiment=chk, size=1", "client_saturated"],
+        ["warning", "experiment=chk, size=1", "not_steady"]]
+
+
+def test_a_compare_verdict_resting_on_a_failed_check_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """CAND is 1.5x slower; its runs were fine but 3 of BASE's 5 had a saturated client:
+    "worse, but the client was saturated in 3 of 5 base runs"."""
+    import json
+
+    from harness.analysis.compare import comparison
+    from harness.cli import main
+
+    rng = np.random.default_rng(9)
+    for side, slow in (("base", 1.0), ("cand", 1.5)):
+        for i in range(5):
+            lat = rng.lognormal(np.log(1e5 * slow), 0.3, 2000)
+            tel = telemetry(0.95 if side == "base" and i < 3 else 0.3)
+            write(tmp_path / side, "cmp", i, {}, lat, telemetry=tel)
+    result = comparison(tmp_path / "base", tmp_path / "cand", metrics=["latency_mean"])
+    assert result.table["verdict"].tolist() == ["worse", "worse"]  # worse_beyond reads it
+    assert result.table["caveat"].tolist() == ["the client was saturated in 3 of 5 base "
+                                               "runs"] * 2
+    assert main(["compare", str(tmp_path / "base"), str(tmp_path / "cand"),
+                 "--metric", "latency_mean"]) == 0
+    out = capsys.readouterr().out
+    assert "worse, but the client was saturated in 3 of 5 base runs" in out
+    assert "warning: BASE op=get: client_saturated: a client process used up to 95%" in out
+    assert main(["compare", str(tmp_path / "base"), str(tmp_path / "cand"),
+                 "--format", "json"]) == 0
+    got = capsys.readouterr()
+    rows = json.loads(got.out)
+    assert {r["caveat"] for r in rows} == {"the client was saturated in 3 of 5 base runs"}
+    assert "warning: BASE op=set: client_saturated" in got.err

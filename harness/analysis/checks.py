@@ -371,6 +371,22 @@ def findings_table(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str
     return pd.DataFrame(rows, columns=[*by, "check", "runs", "judged", "detail"])
 
 
+def report_frame(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
+                 label: Sequence[str] | None = None) -> pd.DataFrame:
+    """The report's "Measurement checks" table: one row per configuration and failed
+    check: ``configuration`` (``k=v, ...`` of the `label` keys, default all of `by`;
+    keys a configuration lacks are left out), ``check``, ``runs`` (``3 of 5``) and
+    ``detail``."""
+    keys = list(label) if label is not None else list(by)
+    rows = []
+    for key, fs in found.items():
+        values = dict(zip(by, key, strict=True))
+        config = ", ".join(f"{k}={values[k]}" for k in keys
+                           if k in values and values[k] != "\0nan") or "all runs"
+        rows += [[config, f.check, f"{len(f.runs)} of {f.judged}", f.detail] for f in fs]
+    return pd.DataFrame(rows, columns=["configuration", "check", "runs", "detail"])
+
+
 def warning_lines(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
                   side: str = "") -> list[str]:
     """``warning: op=get: client_saturated: ...`` per failed check, for under a CLI

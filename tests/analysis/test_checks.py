@@ -281,3 +281,29 @@ def test_a_compare_verdict_resting_on_a_failed_check_says_so(
     rows = json.loads(got.out)
     assert {r["caveat"] for r in rows} == {"the client was saturated in 3 of 5 base runs"}
     assert "warning: BASE op=set: client_saturated" in got.err
+
+
+def test_the_reports_checks_table_per_experiment(checked_raw: Path, tmp_path: Path) -> None:
+    """The overview's "Measurement checks": what each check asks, a table for the
+    experiment with failures, a sentence for one without and for one without telemetry;
+    the generic study's section shows the table and its verdicts name the checks."""
+    from harness.analysis import overview
+    from harness.studies import generic
+
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        write(checked_raw, "quiet", i, {}, rng.lognormal(np.log(1e5), 0.3, 600))
+    got = overview.analyse(checked_raw).checks_tables().data
+    assert all(f"<code>{name}</code>" in got for name in NAMES)
+    assert "chk: measurement checks that failed" in got
+    assert "size=1" in got and "3 of 5" in got and "5 of 5" in got and "size=2" not in got
+    assert "No check failed in <code>quiet</code>." in got
+    assert "The runs of <code>quiet</code> carry no telemetry" in got
+    study = generic.analyse(checked_raw, ["chk"], figures_dir=tmp_path)
+    [section] = study.sections
+    assert "client_saturated" in section.checks_table().data
+    rows = section.effects().table
+    assert set(rows["caveat"]) == {"the client was saturated in 3 of 5 size=1 runs; the "
+                                   "start was not steady in 5 of 5 size=1 runs"}
+    assert "; but the client was saturated in 3 of 5 size=1 runs" in \
+        section.effect_findings().data

@@ -73,8 +73,9 @@ class GenericStudy:
         for name, why in self.empty.items():
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
         for s in self.sections:
-            for part in (s.header(), s.configuration_table(), s.effect_findings(),
-                         s.effect_figure(), s.ecdf(), s.over_time(), s.provenance()):
+            for part in (s.header(), s.configuration_table(), s.checks_table(),
+                         s.effect_findings(), s.effect_figure(), s.ecdf(), s.over_time(),
+                         s.provenance()):
                 if part is not None:
                     display(part)
         return None

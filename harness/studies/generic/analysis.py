@@ -7,7 +7,9 @@ the effect of each of its values against the key's first value, at every combina
 the other keys, for throughput, mean and p99, tested as `compare` tests (Welch's t on the
 log ratio of the run-level estimates) and judged by the one verdict function over the
 experiment's rows as one family (`harness.analysis.multiplicity` when present, else
-Holm); per second of the runs, throughput and p99 for the over-time figure.
+Holm), each naming the failed measurement checks of either side
+(`harness.analysis.checks`); per second of the runs, throughput and p99 for the
+over-time figure.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import numbers, verdict
+from harness.analysis.checks import Finding, caveat
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
 from harness.analysis.summary_ci import TABLE_METRICS
@@ -93,13 +96,17 @@ class Effects:
 
 EFFECT_COLUMNS = ("key", "value", "reference", "at", "metric", "base", "cand", "ratio",
                   "ratio_ci_low", "ratio_ci_high", "p", "p_adj", "n_base", "n_cand",
-                  "verdict")
+                  "verdict", "caveat")
 
 
 def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
-            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD) -> Effects:
+            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
+            found: Mapping[tuple[object, ...], Sequence[Finding]] | None = None) -> Effects:
     """Each grid key's values against its first, at each combination of the other keys,
-    for `EFFECT_METRICS`; p adjusted over all the rows together (one family)."""
+    for `EFFECT_METRICS`; p adjusted over all the rows together (one family). `found`:
+    the failed measurement checks per configuration (`checks.group_checks` by the grid
+    keys), which each row's ``caveat`` names for either side ("the client was saturated
+    in 3 of 5 appendonly=True runs")."""
     keys = list(loaded.grid_keys)
     groups = numbers.group_intervals(loaded, keys, {"throughput_ops_s": None,
                                                     "latency_mean_ms": None,
@@ -117,16 +124,20 @@ def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
             if partner not in groups:
                 continue
             at = ", ".join(f"{k}={group[j]}" for j, k in enumerate(keys) if j != i)
+            said = "; ".join([
+                *caveat((found or {}).get(partner, ()), f"{key}={ref}"),
+                *caveat((found or {}).get(group, ()), f"{key}={group[i]}")])
             for metric, (field, _) in EFFECT_METRICS.items():
-                rows.append(_effect_row(key, group[i], ref, at, metric,
-                                        groups[partner][field], groups[group][field]))
-    table = pd.DataFrame(rows, columns=list(EFFECT_COLUMNS[:-1]))
+                rows.append({**_effect_row(key, group[i], ref, at, metric,
+                                           groups[partner][field], groups[group][field]),
+                             "caveat": said})
+    table = pd.DataFrame(rows, columns=[c for c in EFFECT_COLUMNS if c != "verdict"])
     procedure = _adjust(table, alpha)
-    table["verdict"] = [
+    table.insert(len(table.columns) - 1, "verdict", [
         verdict.decide(r.ratio_ci_low, r.ratio_ci_high, r.p_adj, ratio=r.ratio,
                        higher_is_better=EFFECT_METRICS[r.metric][1], alpha=alpha,
                        threshold=threshold)
-        for r in table.itertuples(index=False)]
+        for r in table.itertuples(index=False)])
     return Effects(table, procedure, alpha, threshold)
 
 

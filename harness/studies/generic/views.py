@@ -3,8 +3,9 @@
 The section is built from the experiment's runs and spec alone, so it serves any
 experiment of the user's: what was measured (from the manifests: workload, clients,
 connections, pipelining, open or closed loop, servers and their settings), a table per
-configuration with intervals, the effect of each grid key's values with verdicts, latency
-CDFs per configuration, throughput and p99 over time, and the spec with its provenance.
+configuration with intervals, the measurement checks that failed, the effect of each grid
+key's values with verdicts (each naming the failed checks it rests on), latency CDFs per
+configuration, throughput and p99 over time, and the spec with its provenance.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, tables, verdict
+from harness.analysis import checks, plots, pooling, tables, verdict
+from harness.analysis.checks import Finding
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
 from harness.analysis.tables import ci_column, human, ratio_text
@@ -46,6 +48,7 @@ class ExperimentSection:
     threshold: float
     figures_dir: Path | None
     _manifest: Any = field(default=None, repr=False)
+    _found: dict[tuple[object, ...], list[Finding]] | None = field(default=None, repr=False)
 
     @property
     def keys(self) -> list[str]:
@@ -119,9 +122,29 @@ class ExperimentSection:
             caption=f"{self.name}: per configuration, pooled over its runs, 95% CI over "
                     "runs in parentheses (p99.9 only where every run has 10,000 ops)"))
 
+    @property
+    def found(self) -> dict[tuple[object, ...], list[Finding]]:
+        """The failed measurement checks per configuration (grid keys), once."""
+        if self._found is None:
+            self._found = checks.group_checks(self.loaded, self.keys)
+        return self._found
+
+    def checks_table(self) -> Any:
+        """The measurement checks that failed, per configuration (`harness.analysis.
+        checks`), or a sentence that none did."""
+        frame = checks.report_frame(self.found, self.keys)
+        if frame.empty:
+            return markdown(f"No measurement check failed in {self.name}'s "
+                            f"{_n(len(self.loaded.runs), 'run')} (client saturated, target "
+                            "not met, not steady, trend, cold first run, machine busy).")
+        return html(tables.to_html(
+            frame, caption=f"{self.name}: measurement checks that failed, per "
+                           "configuration; a verdict below resting on one says so"))
+
     def effects(self) -> analysis.Effects:
         grid = analysis.spec_grid_of(self.manifest.typed_extra.spec)
-        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold)
+        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold,
+                                found=self.found)
 
     def effect_findings(self) -> Any:
         """Per grid key, each value against the first, in words; then the table."""
@@ -153,11 +176,12 @@ class ExperimentSection:
         ci = ("" if math.isnan(r.ratio_ci_low) else
               f" (95% CI {ratio_text(r.ratio_ci_low)[:-1]}–{ratio_text(r.ratio_ci_high)})")
         p = "" if math.isnan(r.p_adj) else f", adjusted p = {r.p_adj:.2g}"
+        but = f"; but {r.caveat}" if getattr(r, "caveat", "") else ""
         if r.verdict in (verdict.BETTER, verdict.WORSE):
-            return f"{what} {r.verdict}, {ratio}{ci}{p}"
+            return f"{what} {r.verdict}, {ratio}{ci}{p}{but}"
         if r.verdict == verdict.NO_DIFFERENCE:
-            return f"{what} {ratio}{ci}: no significant difference{p}"
-        return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}"
+            return f"{what} {ratio}{ci}: no significant difference{p}{but}"
+        return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}{but}"
 
     def effect_figure(self) -> Any:
         t = self.effects().table

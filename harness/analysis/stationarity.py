@@ -9,7 +9,9 @@
   run (`Warmup.z`: how many of their standard deviations the prefix lies away): blocks
   of the run itself carry its autocorrelation, which a per-op variance would not. The
   prefix was chosen for being different, so z's null distribution is wider than a
-  t's; `checks` sets its bar by simulation (`benchmarks/checks_calibration.py`).
+  t's; `checks` sets its bar by simulation (`benchmarks/checks_calibration.py`). A
+  burst of load in the first half of a run also makes MSER cut (just after it), with a
+  normal start before it: `Warmup.front` tells the two apart.
 - `trend`: Mann-Kendall, i.e. Kendall's tau between start time and per-run values
   (exact p without ties, scipy), with Sen's slope per run.
 - `first_outlier`: the first run against a prediction interval from the others (t with
@@ -56,6 +58,10 @@ class Warmup:
     blocks: int
     #: Measured ops of the run judged.
     n: int
+    #: The first half of the prefix's departure from the rest, as a share of the whole
+    #: prefix's: ~1 for a step, above 1 for a decaying warm-up, near 0 for a burst late
+    #: in the prefix after a normal start (MSER cuts after a burst wherever it falls).
+    front: float = 1.0
 
 
 def batch_means(x: np.ndarray, batch: int = BATCH, max_batches: int = MAX_BATCHES
@@ -109,8 +115,9 @@ def warmup(begin_ns: np.ndarray, latency_ns: np.ndarray) -> Warmup | None:
     diff = float(y[:d].mean() - rest.mean())
     se = sd * math.sqrt(1 + 1 / k)  # one block's spread, and the rest's mean's
     z = diff / se if se > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
+    front = float(y[: (d + 1) // 2].mean() - rest.mean()) / diff if diff else 0.0
     kept = d * b
-    return Warmup(kept, float(begin[kept] - begin[0]) / 1e9, math.exp(diff), z, k, n)
+    return Warmup(kept, float(begin[kept] - begin[0]) / 1e9, math.exp(diff), z, k, n, front)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,7 @@ def not_steady(logs: np.ndarray) -> bool:
     lat = np.exp(logs + math.log(1e5)).astype(np.int64)
     w = stationarity.warmup(np.arange(lat.size, dtype=np.int64) * 100_000, lat)
     assert w is not None
-    return (w.ops > 0 and abs(w.z) >= checks.STEADY_Z
-            and abs(math.log(w.ratio)) >= math.log(checks.STEADY_RATIO))
+    return checks.unsteady(w)
 
 
 def kpss_rejects(kpss: object, logs: np.ndarray) -> bool:

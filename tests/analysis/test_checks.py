@@ -143,6 +143,8 @@ def test_not_steady_finds_a_warm_up_and_suggests_how_long() -> None:
                  loadgen={"mode": "closed", "duration_s": 3})]
     f = checks.not_steady(timed)
     assert f is not None and "raise run.warmup_s by about 0.02 s" in f.detail
+    # An import's records need not be in the order they ran: not judged.
+    assert checks.not_steady([run(0, timed[0].ops, source="imported")]) is None
 
 
 def test_a_burst_of_load_after_a_normal_start_is_no_warm_up() -> None:

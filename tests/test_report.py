@@ -171,7 +171,7 @@ def words_past_the_margin(pdf: Path, margin_mm: float = 16.0) -> list[tuple[int,
     return found
 
 
-def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
+def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path, browser):
     """A runs table of long run ids and grid points beside short words, in the PDF: no
     word past the right margin (the run appendix was cut off at the right), and short
     words are never split (`tables.breakable` gives long ones break points)."""
@@ -193,6 +193,21 @@ def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
     text = subprocess.run(["pdftotext", str(out["pdf"]), "-"], capture_output=True,
                           text=True, check=True).stdout
     assert text.count("complete") >= 6 and "errors" in text  # whole, not "comp lete"
+    # The HTML in Chromium, at a desktop width: no table wider than the text column
+    # (each table's box within the body's content box), the run appendix included.
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(out["html"].as_uri())
+    over = page.evaluate("""() => {
+        const b = document.body.getBoundingClientRect();
+        const s = getComputedStyle(document.body);
+        const right = b.right - parseFloat(s.paddingRight) + 1;
+        return [...document.querySelectorAll('table')].map(t => [
+            t.closest('section, div') ? (t.closest('section, div').id || t.className) : '',
+            t.getBoundingClientRect().right, t.scrollWidth, t.clientWidth, right])
+          .filter(([_, r, sw, cw, edge]) => r > edge || sw > cw + 1);
+    }""")
+    tables = page.evaluate("() => document.querySelectorAll('table').length")
+    assert tables >= 3 and over == []
 
 
 def test_report_compare_and_p_reach_the_notebooks(monkeypatch: pytest.MonkeyPatch,

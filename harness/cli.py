@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import paths
+from harness import capacity, paths
 from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -36,6 +36,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, _overrides(args.set))
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
+    search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
+    if search is not None:
+        return _run_search(args, spec, search, interrupts)
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
                     live=not args.quiet, interrupts=interrupts)
     plans = runner.plans()
@@ -58,6 +61,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
           f"({failed} failed, {partial} partial)")
     return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:
+    """`harness run --search`: the capacity at the SLO (`harness.capacity`)."""
+    global _interrupts
+    if args.dry_run:
+        print(f"search of {spec.name!r} at {search.slo.text}: closed loop first, then open "
+              f"loop at {', '.join(f'{f:g}' for f in capacity.COARSE)} of its rate, then "
+              f"bisection to {search.resolution:.0%} (at most {search.max_steps} steps), "
+              f"{spec.repetitions} run(s) per step; nothing was started")
+        return EXIT_OK
+    _interrupts = interrupts
+    interrupts.install()
+    try:
+        result = capacity.run_search(
+            args.spec, _overrides(args.set), Path(args.out), search,
+            runner_kw={"resume": args.resume, "progress": not args.no_progress,
+                       "live": not args.quiet, "interrupts": interrupts},
+            say=lambda m: print(m, flush=True))
+    finally:
+        interrupts.uninstall()
+    print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "
+          f"{Path(args.out) / spec.name / 'search.json'}")
+    print(result.last_line())
+    return EXIT_OK if result.capacity_ops_s is not None else EXIT_FAILED_RUNS
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -479,6 +507,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")
+    p.add_argument("--search", metavar="SLO", default=None,
+                   help="find the highest offered rate meeting SLO, e.g. \"p99 < 1ms and "
+                        "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")
+    p.add_argument("--resolution", type=float, default=None,
+                   help="search: stop when the bracket is within this share (default 0.05)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "

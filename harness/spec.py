@@ -72,6 +72,8 @@ TOP_LEVEL = {
                "runs) | fresh (restarted before every run)",
     "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
              "throughput is that tight",
+    "search": "{slo, resolution, max_steps}: `harness run` finds the highest offered rate "
+              "that meets the SLO, e.g. {slo: \"p99 < 1ms\"} (harness.capacity)",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
 }
 HOST_FIELDS = {
@@ -537,6 +539,14 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             bad("params", msg)
     exclude = _validate_exclude(data.get("exclude"), grid, bad)
     until = _validate_until(data.get("until"), reps, bad)
+    if "search" in data:
+        from harness.capacity import settings_from
+
+        try:
+            settings_from(data.get("search"))
+        except SpecError as exc:
+            for problem in exc.problems:
+                bad("search", problem.removeprefix("search: ").removeprefix("search."))
 
     if not isinstance(name, str) or workload is None:
         return None

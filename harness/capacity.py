@@ -302,16 +302,11 @@ def step_values(loaded: Any, rate: float | None, slo: Slo) -> tuple[float, int,
     """(achieved ops/s, runs, metric -> (estimate, low, high) ms) of the runs of `rate`
     (None: the closed-loop runs) in `loaded`, as `harness summary` computes them."""
     from harness.analysis import numbers
-    from harness.analysis.load import Loaded
 
     mine = rate_runs(loaded.runs, rate)
     if mine.empty:
         return 0.0, 0, {}
-    ids = set(mine["run_id"].astype(str))
-    ops = loaded.ops[loaded.ops["run_id"].astype(str).isin(ids)]
-    sub = Loaded(runs=mine, ops=ops, grid_keys=(), skipped=loaded.skipped,
-                 left_out=loaded.left_out.iloc[0:0] if len(loaded.left_out) else
-                 loaded.left_out, sample_every=loaded.sample_every)
+    sub = loaded.runs_where(loaded.runs.index.isin(mine.index))
     metrics = {"throughput_ops_s": None, **{METRICS[c.metric][0]: METRICS[c.metric][1]
                                             for c in slo.conditions}}
     [group] = numbers.group_intervals(sub, [], metrics).values()
@@ -380,10 +375,13 @@ __all__ = ["Condition", "SearchResult", "SearchSettings", "Slo", "Step", "asdict
 
 def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
                settings: SearchSettings, *, runner_kw: Mapping[str, Any] | None = None,
-               say: Callable[[str], None] = print) -> SearchResult:
+               say: Callable[[str], None] = print,
+               figures_dir: Path | None = None) -> SearchResult:
     """The search on a spec of one configuration, each step an ordinary `Runner` run of
     the grid point ``run.rate_ops_s: R`` (closed loop: ``run.rate_ops_s: null``) in
-    `out`; writes ``<out>/<experiment>/search.json`` and returns the result."""
+    `out`; writes ``<out>/<experiment>/search.json`` (and, given `figures_dir`, the
+    latency-throughput figure ``<experiment>-capacity.png/.svg`` there) and returns
+    the result."""
     from harness.analysis.load import load
     from harness.runner import Runner
     from harness.spec import load_spec
@@ -413,4 +411,12 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
 
     result = search(measure, settings, say)
     write_result(result, Path(out) / base.name)
+    if figures_dir is not None and any(s.rate_ops_s is not None for s in result.steps):
+        from harness.analysis import plots, sweeps
+        from harness.analysis.load import load
+
+        loaded = load(Path(out), experiments=[base.name])
+        fig = sweeps.figure(loaded, base.name, result.to_json())
+        saved = plots.save(fig, f"{base.name}-capacity", Path(figures_dir))
+        say(f"latency-throughput figure: {saved['png']}")
     return result

@@ -79,7 +79,7 @@ def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: An
             args.spec, _overrides(args.set), Path(args.out), search,
             runner_kw={"resume": args.resume, "progress": not args.no_progress,
                        "live": not args.quiet, "interrupts": interrupts},
-            say=lambda m: print(m, flush=True))
+            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures))
     finally:
         interrupts.uninstall()
     print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "
@@ -512,6 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")
     p.add_argument("--resolution", type=float, default=None,
                    help="search: stop when the bracket is within this share (default 0.05)")
+    p.add_argument("--figures", default=str(paths.figures_dir()),
+                   help="search: where the latency-throughput figure goes")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "

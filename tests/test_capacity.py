@@ -133,7 +133,7 @@ clients: {hosts: [client], processes: 1, connections: 4}
 params: {key_space: 20}
 repetitions: 1
 run: {duration_s: 1, warmup_s: 0.25, timeout_s: 5, arrival: poisson}
-search: {slo: "p99 < 40ms", resolution: 0.25}
+search: {slo: "p99 < 20ms", resolution: 0.25}
 """
 
 
@@ -144,9 +144,11 @@ def test_search_on_a_server_of_known_capacity(tmp_path: Path, capsys) -> None:
     step is an ordinary run in the tree, and search.json holds what the last line says."""
     spec = tmp_path / "queue.yaml"
     spec.write_text(QUEUE_SPEC)
-    assert load_spec(spec).raw["search"]["slo"] == "p99 < 40ms"
+    assert load_spec(spec).raw["search"]["slo"] == "p99 < 20ms"
     out = tmp_path / "raw"
-    code = main(["run", str(spec), "--out", str(out), "-q", "--no-progress"])
+    figures = tmp_path / "figures"
+    code = main(["run", str(spec), "--out", str(out), "-q", "--no-progress",
+                 "--figures", str(figures)])
     printed = capsys.readouterr().out
     assert code == 0, printed
     doc = json.loads((out / "queue" / "search.json").read_text())
@@ -154,16 +156,24 @@ def test_search_on_a_server_of_known_capacity(tmp_path: Path, capsys) -> None:
     assert 0.5 * 500 < doc["capacity_ops_s"] < 500
     last = printed.strip().splitlines()[-1]
     assert last.startswith(f"capacity: {doc['capacity_ops_s']:,.0f} ops/s")
-    assert "p99 < 40 ms" in last
+    assert "p99 < 20 ms" in last
     runs = list((out / "queue").glob("*/manifest.json"))
     assert len(runs) == len(doc["steps"])
     assert {s["met"] for s in doc["steps"][1:]} == {True, False}
+    assert (figures / "queue-capacity.png").stat().st_size > 10_000
+    # The generic study's section of the experiment shows the curve and the answer.
+    from harness.studies.generic import analyse
+
+    [section] = analyse(out, figures_dir=tmp_path / "f2").sections
+    said, _figure = section.capacity()
+    assert f"found **{doc['capacity_ops_s']:,.0f} ops/s**" in said.data
+    assert (tmp_path / "f2" / "queue-capacity.png").exists()
 
 
 def test_a_bad_search_block_is_named_before_anything_runs(tmp_path: Path) -> None:
     spec = tmp_path / "queue.yaml"
-    spec.write_text(QUEUE_SPEC.replace('slo: "p99 < 40ms"', 'slo: "p99 < 40"'))
-    with pytest.raises(SpecError, match=r"search: .*cannot read 'p99 < 40'"):
+    spec.write_text(QUEUE_SPEC.replace('slo: "p99 < 20ms"', 'slo: "p99 < 20"'))
+    with pytest.raises(SpecError, match=r"search: .*cannot read 'p99 < 20'"):
         load_spec(spec)
     grid = tmp_path / "grid.yaml"
     grid.write_text(QUEUE_SPEC.replace("repetitions: 1",

@@ -74,9 +74,11 @@ class GenericStudy:
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
         for s in self.sections:
             for part in (s.header(), s.configuration_table(), s.effect_findings(),
-                         s.effect_figure(), s.ecdf(), s.over_time(), s.provenance()):
-                if part is not None:
-                    display(part)
+                         s.effect_figure(), s.capacity(), s.ecdf(), s.over_time(),
+                         s.provenance()):
+                for one in part if isinstance(part, list) else [part]:
+                    if one is not None:
+                        display(one)
         return None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, tables, verdict
+from harness.analysis import plots, pooling, sweeps, tables, verdict
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
 from harness.analysis.tables import ci_column, human, ratio_text
@@ -195,6 +195,29 @@ class ExperimentSection:
                                        f"({self._clients_short()})",
                                  sample_every=self.loaded.sample_every)
         return self._publish(fig, "latency-cdf")
+
+    def capacity(self) -> Any:
+        """An offered-load sweep's latency-throughput curve, with the capacity search's
+        SLO and answer when the experiment has a `search.json`; None without a sweep."""
+        if not sweeps.is_sweep(self.loaded):
+            return None
+        exp_dir = Path(self.loaded.runs["run_dir"].iloc[0]).parent
+        found = sweeps.read_search(exp_dir)
+        others = [k for k in self.keys if k != sweeps.RATE_KEY]
+        fig = sweeps.figure(self.loaded, self.name, found, others[:1])
+        parts = [self._publish(fig, "capacity")]
+        if found:
+            cap = found.get("capacity_ops_s")
+            lo, hi = found.get("ci_low"), found.get("ci_high")
+            ci = (f" (95% CI {lo:,.0f}-{hi:,.0f})" if lo is not None and hi is not None
+                  else f" (up to {hi:,.0f})" if hi is not None else "")
+            said = (f"The capacity search found **{cap:,.0f} ops/s**{ci} at {found['slo']} "
+                    f"({len(found.get('steps', []))} steps; {found.get('stopped', '')})."
+                    if cap is not None else
+                    f"The capacity search found no rate meeting {found['slo']} "
+                    f"({found.get('stopped', '')}).")
+            parts.insert(0, markdown(said))
+        return parts
 
     def over_time(self) -> Any:
         series = analysis.per_second(self.loaded, self.loaded.sample_every)

@@ -45,8 +45,10 @@ METRICS: dict[str, tuple[str, float | None]] = {
 UNITS_MS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 DEFAULT_RESOLUTION = 0.05
 DEFAULT_MAX_STEPS = 30
-#: The coarse sweep's rates as fractions of the closed-loop maximum.
-COARSE = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+#: The coarse sweep's rates as fractions of the closed-loop maximum (below a quarter
+#: only when that misses: each step must run long enough for its percentile's interval,
+#: and low rates need long runs).
+COARSE = (1 / 4, 1 / 2, 1.0)
 #: How far below the sweep's lowest rate the search goes when even that one misses.
 MAX_HALVINGS_BELOW = 6
 _CONDITION = re.compile(r"^\s*(mean|p50|p90|p99\.9|p99)\s*(<=|<)\s*([0-9]*\.?[0-9]+(?:e-?\d+)?)"
@@ -373,6 +375,16 @@ __all__ = ["Condition", "SearchResult", "SearchSettings", "Slo", "Step", "asdict
            "judge", "parse_slo", "search", "settings_from", "step_values", "write_result"]
 
 
+def min_ops(slo: Slo) -> int:
+    """Measured ops a run needs for an interval on each of the SLO's percentiles
+    (`intervals.MIN_TAIL_OPS` beyond the strictest one; the mean needs none)."""
+    from harness.analysis.intervals import MIN_TAIL_OPS
+
+    tails = [1 - METRICS[c.metric][1] for c in slo.conditions
+             if METRICS[c.metric][1] is not None]
+    return math.ceil(MIN_TAIL_OPS / min(tails)) if tails else 0
+
+
 def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
                settings: SearchSettings, *, runner_kw: Mapping[str, Any] | None = None,
                say: Callable[[str], None] = print,
@@ -396,10 +408,19 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
         raise SpecError([f"{base.path}: grid.run.rate_ops_s: the search chooses the rates; "
                         "leave it out of the grid"])
 
+    needed = min_ops(settings.slo)
+
     def measure(rate: float | None) -> Step:
         step_over = {**overrides, "run.rate_ops_s": None}
         if rate is not None:
             step_over["grid.run.rate_ops_s"] = [rate]
+            # Long enough that each run holds the ops its percentiles' intervals need.
+            if base.size.duration_s is not None:
+                seconds = math.ceil(10 * needed / rate) / 10
+                if seconds > base.size.duration_s:
+                    step_over["run.duration_s"] = seconds
+            elif base.size.ops is not None and needed > base.size.ops:
+                step_over["run.ops"] = needed
         spec = load_spec(spec_path, step_over)
         Runner(spec, out, **dict(runner_kw or {})).run()
         loaded = load(out, experiments=[spec.name])

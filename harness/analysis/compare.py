@@ -283,6 +283,13 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
             f"within ±{threshold:.0%}).")
     left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
     fig = plots.forest(table, list(by), threshold=threshold)
-    return [markdown(head + "\n\n" + render(table, list(by), "markdown")
-                     + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")),
-            plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
+    parts = [markdown(head + "\n\n" + render(table, list(by), "markdown")
+                      + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")),
+             plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
+    from harness.analysis import sweeps
+
+    curves = sweeps.compare_figure(Path(base), Path(cand))  # both trees swept the load
+    if curves is not None:
+        parts.append(plots.publish(curves, "compare-capacity",
+                                   Path(figures_dir) if figures_dir else None))
+    return parts

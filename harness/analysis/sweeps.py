@@ -82,3 +82,23 @@ def figure(loaded: Loaded, name: str, search: dict[str, Any] | None = None,
         slo=slo_limits(search), capacity_ops_s=found.get("capacity_ops_s"),
         capacity_ci=(found.get("ci_low"), found.get("ci_high")),
         series=series[0] if series else None)
+
+
+def compare_figure(base: Path, cand: Path) -> Any | None:
+    """Both trees' latency-throughput curves in one figure (`harness compare`'s section),
+    for the experiment they both swept (by name); None when they share no sweep."""
+    from harness.analysis import plots
+    from harness.analysis.load import experiment_dirs, load
+
+    shared = sorted(set(experiment_dirs(Path(base))) & set(experiment_dirs(Path(cand))))
+    for name in shared:
+        sides = {"base": load(Path(base), experiments=[name]),
+                 "cand": load(Path(cand), experiments=[name])}
+        if not all(len(x.runs) and is_sweep(x) for x in sides.values()):
+            continue
+        rows = [curve(x).assign(tree=f"{side} ({tree})") for (side, x), tree in
+                zip(sides.items(), (Path(base).name, Path(cand).name), strict=True)]
+        return plots.latency_throughput(
+            pd.concat(rows, ignore_index=True), series="tree",
+            title=f"{name}: latency against achieved throughput, base and candidate")
+    return None

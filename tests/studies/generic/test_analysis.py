@@ -95,6 +95,14 @@ def test_the_spec_order_sets_the_reference(grid_raw: Path) -> None:
                                 "value_size") == [4096, 100, 7]
 
 
+def test_no_sweep_no_capacity_figure(grid_raw: Path) -> None:
+    from harness.analysis import sweeps
+
+    [section] = analyse(grid_raw).sections
+    assert section.capacity() is None
+    assert sweeps.compare_figure(grid_raw, grid_raw) is None
+
+
 def test_per_second_counts_whole_seconds_only(grid_raw: Path) -> None:
     """Only seconds every op of which is in: a run's last, partial second would read as a
     collapse. The runs last 0.6-1.3 s, so only runs past 1 s give their second 0, and its

@@ -86,6 +86,21 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >> 31 else h
 
 
+def java_string_hashes(texts: list[str]) -> list[int]:
+    """`java_string_hash` of many ASCII strings at once (the load's index scores):
+    right-aligned in rows, a leading zero adds nothing to the polynomial, and uint64
+    products wrap mod 2^64, which keeps the value mod 2^32."""
+    if not texts:
+        return []
+    width = max(map(len, texts))
+    rows = np.zeros((len(texts), width), np.uint64)
+    for r, text in enumerate(texts):
+        rows[r, width - len(text):] = np.frombuffer(text.encode("ascii"), np.uint8)
+    powers = np.array([pow(31, width - 1 - i, 1 << 64) for i in range(width)], np.uint64)
+    h = (rows @ powers) & np.uint64(0xFFFFFFFF)
+    return (h.astype(np.int64) - ((h >> np.uint64(31)).astype(np.int64) << 32)).tolist()
+
+
 def key_name(keynum: int, ordered: bool) -> str:
     """CoreWorkload.buildKeyName with zeropadding 1 (YCSB's default): "user" and the
     keynum (insertorder=ordered) or its fnvhash64 (hashed)."""

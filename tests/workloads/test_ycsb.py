@@ -15,19 +15,11 @@ import pytest
 
 from harness.errors import SpecError, WorkloadError
 from harness.services.base import Endpoint
-from harness.spec import load_spec
+from harness.spec import expand, load_spec
 from harness.workloads import WORKLOADS
-from harness.workloads.ycsb import (
-    INSERT,
-    INSERT_SHARE,
-    OPS,
-    PRESETS,
-    READ,
-    Props,
-    YcsbClient,
-    problems,
-)
+from harness.workloads.ycsb import INSERT_SHARE, YcsbClient
 from harness.workloads.ycsb_gen import Zipfian, fnvhash64, zeta
+from harness.workloads.ycsb_props import INSERT, OPS, PRESETS, READ, Props, problems
 from tests.workloads.test_ycsb_gen import gray_pmf
 
 WL = WORKLOADS.get("ycsb")
@@ -207,3 +199,12 @@ def test_spec_refuses_scans_on_memcached_before_anything_runs(tmp_path: Path) ->
         load_spec(path)
     with pytest.raises(SpecError, match=r"clients\.inflight: PostgreSQL"):
         load_spec(_spec(tmp_path, "{db: {kind: postgres}}", clients="{inflight: 2}"))
+
+
+def test_the_example_spec() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "ycsb" / "redis.yaml"
+    plans = expand(load_spec(example))
+    assert sorted({p.params["workload"] for p in plans}) == sorted(MIXES)
+    assert len(plans) == 6 * 5
+    with pytest.raises(SpecError, match=r"memcached has no scans.*workload=e"):
+        load_spec(example, overrides={"services.db.kind": "memcached"})

@@ -22,8 +22,9 @@ from harness.runner import Runner
 from harness.services.base import Endpoint, RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
-from harness.workloads.ycsb import INSERT, INSERT_SHARE, OPS, YcsbClient
+from harness.workloads.ycsb import INSERT_SHARE, YcsbClient
 from harness.workloads.ycsb_gen import java_string_hash, key_name
+from harness.workloads.ycsb_props import INSERT, OPS
 from tests.fixtures.servers import require_service
 
 pytestmark = pytest.mark.integration

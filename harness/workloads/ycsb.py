@@ -37,7 +37,7 @@ import numpy as np
 from harness.errors import WorkloadError
 from harness.results import OK
 from harness.services.base import Endpoint
-from harness.settings import Setting, check_bounds
+from harness.settings import Setting, check_value
 from harness.workloads.base import Workload, WorkloadClient
 from harness.workloads.ycsb_gen import (
     AcknowledgedCounter,
@@ -247,8 +247,9 @@ class Ycsb(Workload):
         if len(kinds) != 1:
             raise WorkloadError(f"ycsb: needs exactly one of {', '.join(KINDS)}; "
                                 f"got {', '.join(endpoints) or 'none'}")
-        bounds = ((k, check_bounds(params.get(k), s)) for k, s in self.params.items())
-        found = [f"params.{k} {m}" for k, m in bounds if m] + problems(params, kinds[0])
+        found = [m for k, s in self.params.items()
+                 for m in check_value(f"params.{k}", params.get(k, s.default), s)]
+        found = found or problems(params, kinds[0])
         if found:
             raise WorkloadError(f"ycsb: {'; '.join(found)}")
         return Props.of(params), kinds[0]

@@ -157,6 +157,10 @@ def test_problems_name_the_field() -> None:
         "clients.inflight: PostgreSQL runs one query at a time")
     with pytest.raises(WorkloadError, match="memcached has no scans"):
         WL.client({"memcached": Endpoint("memcached", "127.0.0.1", 1)}, {"workload": "e"}, 0)
+    with pytest.raises(WorkloadError, match=r"params\.workload: 'g' is not one of"):
+        _client(workload="g")
+    with pytest.raises(WorkloadError, match=r"params\.record_count: must be at least 1"):
+        _client(record_count=0)
     with pytest.raises(WorkloadError, match="needs exactly one of redis, memcached, postgres"):
         WL.client({}, {"workload": "a"}, 0)
 

@@ -455,6 +455,12 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             if kinds.count(needed) != 1:
                 bad("services", f"workload {wname!r} needs exactly one {needed!r} service, "
                                 f"found {kinds.count(needed)}")
+        if workload.requires_one_of:
+            found = [k for k in kinds if k in workload.requires_one_of]
+            if len(found) != 1:
+                bad("services", f"workload {wname!r} needs exactly one service of one of the "
+                                f"kinds {', '.join(workload.requires_one_of)}, found "
+                                f"{len(found)}" + (f" ({', '.join(found)})" if found else ""))
 
     raw_clients = data.get("clients") or {}
     report(check_settings("clients", raw_clients, CLIENT_FIELDS))

@@ -546,7 +546,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     exclude = _validate_exclude(data.get("exclude"), grid, bad)
     until = _validate_until(data.get("until"), reps, bad)
     if "search" in data:
-        from harness.capacity import settings_from
+        from harness.slo import settings_from
 
         try:
             settings_from(data.get("search"))

@@ -197,9 +197,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
     result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
                         alpha=args.alpha, threshold=args.threshold / 100,
-                        include=args.include)
+                        include=args.include, gate=args.gate)
     table = result.table
-    print(render(table, by, args.format))
+    print(render(table, by, args.format, result.family))
     if left := pooling.line(result.left_out, args.include):
         # Under the table; json keeps stdout one JSON document, so stderr there.
         print(left, file=sys.stderr if args.format == "json" else sys.stdout)
@@ -486,8 +486,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "
                        "directories and judge each metric: better, worse, no significant "
-                       "difference, or inconclusive (too few runs to tell), with 95% CIs "
-                       "over runs and Holm-adjusted p-values.")
+                       "difference, or inconclusive (too few runs to tell). The rows are one "
+                       "family: Benjamini-Hochberg at q decides better/worse and the ratio's "
+                       "interval is printed at the matching FCR-adjusted level (1 - Rq/m), "
+                       "so a verdict never disagrees with its interval; raw and adjusted p "
+                       "side by side.")
     p.add_argument("base", metavar="BASE")
     p.add_argument("cand", metavar="CAND")
     p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
@@ -495,12 +498,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="extend", nargs="+",
                    choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
                    help="metrics to judge (default: all four)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over the rows (with --gate familywise: the "
+                   "familywise error rate); default 0.05")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="changes within ±PCT%% count as no difference (default 5)")
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--fail-if-worse", type=float, metavar="PCT",
                    help="exit 1 if any metric is significantly worse by more than PCT%%")
+    p.add_argument("--gate", choices=("fdr", "familywise"), default="fdr",
+                   help="how the rows are judged: fdr (Benjamini-Hochberg, FCR-adjusted "
+                   "intervals; the default) or familywise (Bonferroni verdicts with "
+                   "simultaneous intervals: for CI gates, where one false 'worse' among "
+                   "many rows fails a build)")
     _include_option(p)
     p.set_defaults(func=cmd_compare)
 

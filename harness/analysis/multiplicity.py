@@ -35,7 +35,7 @@ with its printed interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +140,9 @@ class Claim:
     p_adjusted: float
     adjusted: verdict.LogRatio
     verdict: str
+    #: The family's level q and procedure (`METHODS`), for the claim's sentence.
+    q: float = DEFAULT_Q
+    method: str = FDR
 
     @property
     def ratio(self) -> float:
@@ -165,13 +168,20 @@ class Claim:
     def significant(self) -> bool:
         return self.verdict in (verdict.BETTER, verdict.WORSE)
 
+    @property
+    def significant_unadjusted(self) -> bool:
+        """Whether the raw p alone would have been significant at q."""
+        return bool(self.test.p < self.q)
+
 
 @dataclass(frozen=True)
 class Judged:
-    """A family's claims in the order given, and how they were judged."""
+    """A family's claims in the order given, and how they were judged; `keys` (if given
+    to `judge`) name them for `get`."""
 
     family: Family
     claims: tuple[Claim, ...]
+    keys: tuple[Hashable, ...] = ()
 
     def __len__(self) -> int:
         return len(self.claims)
@@ -179,17 +189,36 @@ class Judged:
     def __getitem__(self, i: int) -> Claim:
         return self.claims[i]
 
+    def get(self, key: Hashable) -> Claim | None:
+        """The claim named `key`, or None."""
+        try:
+            return self.claims[self.keys.index(key)]
+        except ValueError:
+            return None
+
+    def oriented(self, a: Hashable, b: Hashable) -> tuple[float, float, float] | None:
+        """(ratio, low, high) of a / b at the family's level, from the claim named (a, b)
+        or, inverted, (b, a); None if neither is in the family."""
+        if (c := self.get((a, b))) is not None:
+            return c.ratio, c.low, c.high
+        if (c := self.get((b, a))) is not None:
+            return 1 / c.ratio, 1 / c.high, 1 / c.low
+        return None
+
     def sentence(self, what: str = "claims") -> str:
         return self.family.sentence(what)
 
 
 def judge(tests: Sequence[verdict.LogRatio], higher_is_better: Sequence[bool] | bool, *,
           q: float = DEFAULT_Q, threshold: float = verdict.DEFAULT_THRESHOLD,
-          method: str = FDR) -> Judged:
+          method: str = FDR, keys: Sequence[Hashable] = ()) -> Judged:
     """Every test of one family judged by `method` at `q` (see the module doc): better /
     worse iff significant, which is iff the printed interval excludes 1; no significant
-    difference iff that interval lies inside ±`threshold`; else inconclusive."""
+    difference iff that interval lies inside ±`threshold`; else inconclusive. `keys`:
+    one name per test, for `Judged.get`."""
     tests = list(tests)
+    if keys and len(keys) != len(tests):
+        raise ValueError("one key per test")
     hib = ([bool(higher_is_better)] * len(tests) if isinstance(higher_is_better, bool)
            else [bool(h) for h in higher_is_better])
     if len(hib) != len(tests):
@@ -200,8 +229,8 @@ def judge(tests: Sequence[verdict.LogRatio], higher_is_better: Sequence[bool] | 
         adj = t.at_level(fam.level)
         v = verdict.decide(adj.low, adj.high, pa, ratio=t.ratio, higher_is_better=h,
                            alpha=q, threshold=threshold)
-        claims.append(Claim(t, pa, adj, v))
-    return Judged(fam, tuple(claims))
+        claims.append(Claim(t, pa, adj, v, float(q), method))
+    return Judged(fam, tuple(claims), tuple(keys))
 
 
 def disagreements(judged: Judged) -> int:

@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import multiplicity, stats
 from harness.analysis.load import Loaded, load_ops, read_manifests
 from harness.analysis.summary import ERROR_STATUSES
 from harness.studies.base import FIGURE_OPS, StudyBase
+from harness.workloads.kvstore import OPS
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
 OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
@@ -185,6 +186,37 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One claim of the section: `comparison` of a (`label_a`) against b, under `head`."""
+
+    key: tuple
+    comparison: stats.Comparison
+    label_a: str
+    label_b: str
+    head: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """The section's claims, judged together, and what each compares (same order)."""
+
+    judged: multiplicity.Judged
+    entries: list[Entry]
+
+
+def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float,
+             value: str = "throughput_ops_s") -> stats.Comparison | None:
+    """`value` of the runs with `col` == a against those with b (rates averaged by
+    `harmonic_rates`'s rule); None with fewer than 2 runs on a side."""
+    x = data.loc[data[col] == a, value].to_numpy(float)
+    y = data.loc[data[col] == b, value].to_numpy(float)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
+                             rate=harmonic_rates(data))
+
+
 @dataclass
 class Numbers(StudyBase):
     """The study's data and numbers; `harness.studies.kvstore.Study` adds its tables,
@@ -203,6 +235,7 @@ class Numbers(StudyBase):
     clients: str = "clients.processes"
     cache_size: str = "cache_size"
     strategy: str = "strategy"
+    _family: Family | None = field(default=None, repr=False)
 
     name = "kvstore"
 
@@ -237,17 +270,59 @@ class Numbers(StudyBase):
         rate = harmonic_rates(self.cache) if rate is None else rate
         return stats.config_table(data, [self.cache_size, self.strategy], value, rate=rate)
 
-    def strategy_verdicts(self, op: str = "get", value: str = "throughput_ops_s"
-                          ) -> list[tuple[Any, stats.MultiComparison]]:
-        """Per cache size: does the strategy matter? (Welch's ANOVA on log values over runs)"""
-        data = self.cache[self.cache["op"] == op]
-        out = []
-        for size, grp in data.groupby(self.cache_size, sort=True):
-            groups = {str(k): g[value].to_numpy(float) for k, g in grp.groupby(self.strategy)}
-            if len(groups) >= 2 and all(len(v) >= 2 for v in groups.values()):
-                out.append((size, stats.compare_many(groups, alpha=self.alpha,
-                                                     rate=harmonic_rates(self.cache))))
-        return out
+    def family(self) -> Family:
+        """The section's claims, one family (`multiplicity`), all on aggregate throughput:
+        per op, the most against the fewest servers at each client count and the most
+        against the fewest clients at the most servers (kv_scaling); per cache size every
+        pair of strategies, and every pair of cache sizes with the strategies pooled
+        (kv_cache, GETs)."""
+        if self._family is not None:
+            return self._family
+        entries: list[Entry] = []
+        if self.part_ran("scaling"):
+            data = self.scaling
+            servers = sorted(data[self.servers].unique())
+            clients = sorted(data[self.clients].unique())
+            for op in OPS:
+                d = data[data["op"] == op]
+                for c in clients:
+                    cmp = _compare(d[d[self.clients] == c], self.servers, servers[-1],
+                                   servers[0], self.alpha)
+                    if cmp is not None:
+                        entries.append(Entry(
+                            ("scaling", op, "servers", c), cmp,
+                            plural(servers[-1], "server"), plural(servers[0], "server"),
+                            f"{op.upper()}, {plural(c, 'client')}"))
+                top = d[d[self.servers] == servers[-1]]
+                cmp = _compare(top, self.clients, clients[-1], clients[0], self.alpha)
+                if cmp is not None:
+                    entries.append(Entry(
+                        ("scaling", op, "clients", servers[-1]), cmp,
+                        plural(clients[-1], "client"), plural(clients[0], "client"),
+                        f"{op.upper()}, {plural(servers[-1], 'server')}"))
+        if self.part_ran("cache"):
+            data = self.cache[self.cache["op"] == "get"]
+            for size, grp in data.groupby(self.cache_size, sort=True):
+                names = [x for x in STRATEGIES if x in set(grp[self.strategy])] + sorted(
+                    set(grp[self.strategy]) - set(STRATEGIES))
+                for i, a in enumerate(names):
+                    for b in names[i + 1:]:
+                        cmp = _compare(grp, self.strategy, a, b, self.alpha)
+                        if cmp is not None:
+                            entries.append(Entry(("cache", "strategy", size, a, b), cmp, a,
+                                                 b, f"GET, cache size {size}"))
+            sizes = sorted(data[self.cache_size].unique())
+            for i, a in enumerate(sizes):
+                for b in sizes[i + 1:]:
+                    cmp = _compare(data, self.cache_size, b, a, self.alpha)
+                    if cmp is not None:
+                        entries.append(Entry(("cache", "size", b, a), cmp,
+                                             f"cache size {b}", f"cache size {a}",
+                                             "GET, strategies pooled"))
+        judged = multiplicity.judge([e.comparison.log_ratio for e in entries], True,
+                                    q=self.alpha, keys=[e.key for e in entries])
+        self._family = Family(judged, entries)
+        return self._family
 
     def step_table(self) -> pd.DataFrame:
         """Time per scaling step: mean over steps of each action, with CI and the seed's."""

@@ -3,21 +3,20 @@ the study returning HTML or Markdown, or a part's not-run note."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import prose, stats
+from harness.analysis import multiplicity, prose, stats
 from harness.analysis.display import markdown as _md
 from harness.analysis.numbers import summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
 from harness.studies.kvstore.analysis import (
+    Entry,
     Numbers,
     around_events,
     harmonic_rates,
-    plural,
 )
 from harness.workloads.kvstore import OPS
 
@@ -31,15 +30,6 @@ def _html(df: pd.DataFrame, **kwargs: Any) -> Any:
 def has_failures(frame: pd.DataFrame) -> bool:
     """Whether any run of a per-run table had an error or timeout op."""
     return bool(len(frame)) and bool((frame["errors"].fillna(0) > 0).any())
-
-
-def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float) -> Any:
-    x = data.loc[data[col] == a, "throughput_ops_s"].to_numpy(float)
-    y = data.loc[data[col] == b, "throughput_ops_s"].to_numpy(float)
-    if len(x) < 2 or len(y) < 2:
-        return None
-    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
-                             rate=harmonic_rates(data))
 
 
 class Views(Numbers):
@@ -90,60 +80,48 @@ class Views(Numbers):
                               "p50_ms": "p50 [ms]", "p99_ms": "p99 [ms]",
                               "errors": "failed ops"})
 
+    def _claims(self, part: str) -> list[tuple[Entry, multiplicity.Claim]]:
+        fam = self.family()
+        return [(e, c) for e, c in zip(fam.entries, fam.judged.claims, strict=True)
+                if e.key[0] == part]
+
+    def family_note(self) -> str:
+        judged = self.family().judged
+        return (f"The section's {len(judged)} comparisons (servers and clients, cache "
+                f"strategies and sizes) are one family: {judged.sentence('comparisons')}.")
+
     def scaling_findings(self) -> Any:
         """Per op: more servers at each client count; more clients at the most servers."""
         if not self.part_ran("scaling"):
             return self.part_not_run("scaling")
-        claims: list[tuple[str, stats.Comparison, str, str]] = []
-        data = self.scaling
-        servers = sorted(data[self.servers].unique())
-        clients = sorted(data[self.clients].unique())
-        for op in OPS:
-            d = data[data["op"] == op]
-            for c in clients:
-                cmp = _compare(d[d[self.clients] == c], self.servers, servers[-1], servers[0],
-                               self.alpha)
-                if cmp is not None:
-                    claims.append((f"{op.upper()}, {plural(c, 'client')}: ", cmp,
-                                   plural(servers[-1], "server"), plural(servers[0], "server")))
-            top = d[d[self.servers] == servers[-1]]
-            cmp = _compare(top, self.clients, clients[-1], clients[0], self.alpha)
-            if cmp is not None:
-                claims.append((f"{op.upper()}, {plural(servers[-1], 'server')}: ", cmp,
-                               plural(clients[-1], "client"), plural(clients[0], "client")))
-        # The section's claims are one family: Holm-adjusted together, and said so.
-        p_holm = stats.holm([c.p_value for _, c, _, _ in claims]) if claims else []
-        out = [head + prose.compare_sentence(c, a, b, lower_is_better=False,
-                                             better="faster (aggregate throughput)",
-                                             p_adjusted=float(p))
-               for (head, c, a, b), p in zip(claims, p_holm, strict=True)]
-        if len(claims) > 1:
-            out.append(f"These {len(claims)} comparisons are one family: p-values Holm-adjusted "
-                       "together.")
-        return _md("\n\n".join(out))
+        out = [f"{e.head}: " + prose.claim_sentence(
+            c, e.label_a, e.label_b, n=(e.comparison.n_a, e.comparison.n_b),
+            lower_is_better=False, better="faster (aggregate throughput)")
+            for e, c in self._claims("scaling")]
+        return _md("\n\n".join([*out, self.family_note()]))
 
     def cache_findings(self, op: str = "get") -> Any:
-        """Does the strategy matter, per cache size? Does the cache size matter?"""
+        """Does the strategy matter, per cache size? Does the cache size matter? Every
+        pair, each with its ratio and adjusted interval."""
         if not self.part_ran("cache"):
             return self.part_not_run("cache")
-        tests = [(m, f"{op.upper()} throughputs of the strategies at cache size {size}")
-                 for size, m in self.strategy_verdicts(op)]
-        data = self.cache[self.cache["op"] == op]
-        groups = {str(k): g["throughput_ops_s"].to_numpy(float)
-                  for k, g in data.groupby(self.cache_size, sort=True)}
-        if len(groups) >= 2:
-            tests.append((stats.compare_many(groups, alpha=self.alpha,
-                                             rate=harmonic_rates(self.cache)),
-                          f"{op.upper()} throughputs of the cache sizes (strategies pooled)"))
-        # One family: the omnibus p-values Holm-adjusted together.
-        p_holm = stats.holm([m.p_value for m, _ in tests]) if tests else []
-        out = [prose.multi_sentence(replace(m, p_value=float(p), test=f"{m.test}, Holm-adjusted"),
-                                    what)
-               for (m, what), p in zip(tests, p_holm, strict=True)]
-        if len(tests) > 1:
-            out.append(f"These {len(tests)} tests are one family: p-values Holm-adjusted "
-                       "together.")
-        return _md("\n\n".join(out))
+        claims = self._claims("cache")
+        level = multiplicity.fmt_level(self.family().judged.family.level)
+        out = []
+        for head in dict.fromkeys(e.head for e, _ in claims):
+            mine = [(e, c) for e, c in claims if e.head == head]
+            parts = "; ".join(
+                f"{e.label_a}/{e.label_b} {prose.fmt_ratio(c.ratio)} "
+                f"[{prose._range(c.low, c.high).rstrip('×')}]: "
+                + (f"{e.label_a} {'faster' if c.ratio > 1 else 'slower'}" if c.significant
+                   else prose.outcome_text(c))
+                for e, c in mine)
+            sig = sum(c.significant for _, c in mine)
+            what = ("the strategies" if mine[0][0].key[1] == "strategy"
+                    else "the cache sizes")
+            out.append(f"{head}: {what} differ significantly in {sig} of {len(mine)} pairs "
+                       f"(throughput ratios with {level} CIs: {parts}).")
+        return _md("\n\n".join([*out, self.family_note()]))
 
     def events_table_html(self, window_s: float = 5.0) -> Any:
         if self.events.empty:

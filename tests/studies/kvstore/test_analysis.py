@@ -11,6 +11,7 @@ import pytest
 from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 from harness.studies import kvstore
 from harness.studies.kvstore.analysis import around_events
+from tests.fixtures.claims import assert_prose_matches
 
 OPS = ("put", "get")
 
@@ -114,12 +115,29 @@ def test_throughput_is_per_client_ops_over_their_time_summed_over_clients(
         lambda s: s[2] / s[4]) == pytest.approx(2, rel=0.1)
 
 
-def test_strategy_verdict_per_cache_size(study: kvstore.Study) -> None:
-    verdicts = dict(study.strategy_verdicts())
-    assert verdicts[100].significant
-    assert not verdicts[1000].significant or verdicts[1000].p_value > 0.001
+def test_strategy_claims_per_cache_size_are_one_family_with_the_scaling_ones(
+        study: kvstore.Study) -> None:
+    """Issue 26, p.32: "do not differ significantly (p = 0.07)" with no interval; now
+    every pair of strategies (and of cache sizes) is a claim of the section's one family,
+    printed with its ratio and adjusted interval."""
+    fam = study.family()
+    keys = [e.key for e in fam.entries]
+    assert len(keys) == len(fam.judged) == 6 + 2 * 3 + 1  # scaling, strategies, sizes
+    claim = {k: c for k, c in zip(keys, fam.judged.claims, strict=True)}
+    # At size 100 GETs take 80/60/40 µs: every pair differs; at 1000 all take 40 µs.
+    assert all(claim[("cache", "strategy", 100, a, b)].significant
+               for a, b in (("FIFO", "LRU"), ("FIFO", "LFU"), ("LRU", "LFU")))
+    assert not any(claim[("cache", "strategy", 1000, a, b)].significant
+                   for a, b in (("FIFO", "LRU"), ("FIFO", "LFU"), ("LRU", "LFU")))
     text = study.cache_findings().data
-    assert "strategies at cache size 100 differ significantly" in text
+    assert "GET, cache size 100: the strategies differ significantly in 3 of 3 pairs" in text
+    assert "GET, cache size 1000: the strategies differ significantly in 0 of 3 pairs" in text
+    assert_prose_matches(text, fam.judged, at_least=7)
+    scaling = study.scaling_findings().data
+    assert_prose_matches(scaling, fam.judged, at_least=6)
+    assert f"The section's 13 comparisons (servers and clients, cache strategies and sizes) " \
+           f"are one family: {fam.judged.sentence('comparisons')}" in scaling
+    assert "Holm" not in text + scaling
 
 
 def test_elastic_series_events_and_redirects(study: kvstore.Study) -> None:
@@ -247,3 +265,4 @@ def test_a_sampled_study_computes_from_every_op(raw: Path, study: kvstore.Study,
     for view in ("scaling_table_html", "scaling_findings", "cache_findings",
                  "events_table_html", "steps_summary", "redirect_table_html"):
         assert getattr(thin, view)().data == getattr(study, view)().data, view
+

@@ -88,8 +88,11 @@ def per_client(loaded: Loaded) -> pd.DataFrame:
 
 def per_run(loaded: Loaded, factors: list[str]) -> pd.DataFrame:
     """One row per run and op (put, get, all): aggregate and per-client throughput,
-    latency percentiles, redirect, miss and error rates, with the run's `factors`."""
+    latency percentiles, redirect, miss and error rates, with the run's `factors` and its
+    ``loadgen_duration_s`` (NaN for a fixed-count run), which `harmonic_rates` reads."""
     clients = per_client(loaded)
+    if "loadgen_duration_s" in loaded.runs.columns and "loadgen_duration_s" not in factors:
+        factors = [*factors, "loadgen_duration_s"]
     ops = loaded.ops[loaded.ops["status"] != "redirect"]
     rows: list[dict[str, Any]] = []
     runs = loaded.runs.set_index("run_id")
@@ -391,7 +394,9 @@ def load_into(study: N) -> N:
 def harmonic_rates(frame: pd.DataFrame) -> bool:
     """The kit's averaging rule for rates: total ops / total time. Runs of a fixed op
     count: that is the harmonic mean of the run rates; runs of a fixed duration
-    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean."""
+    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean. `frame` is a
+    per-run table (`per_run` carries each run's ``loadgen_duration_s``); one without the
+    column is taken for fixed-count runs."""
     col = frame.get("loadgen_duration_s")
     return col is None or bool(pd.to_numeric(col, errors="coerce").isna().all())
 

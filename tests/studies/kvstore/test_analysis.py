@@ -266,3 +266,25 @@ def test_a_sampled_study_computes_from_every_op(raw: Path, study: kvstore.Study,
                  "events_table_html", "steps_summary", "redirect_table_html"):
         assert getattr(thin, view)().data == getattr(study, view)().data, view
 
+
+def test_fixed_duration_runs_average_rates_arithmetically(tmp_path: Path) -> None:
+    """Issue 26, p.29: the caption said arithmetic for these fixed-duration runs while
+    the table computed harmonic means (`harmonic_rates` found no duration column)."""
+    raw = tmp_path / "raw"
+    for rep, lat in ((1, 50), (2, 100), (3, 200)):
+        man_loadgen = {"connections": 1, "inflight": 1, "duration_s": 2.0}
+        man = new_manifest(
+            run_id=f"kv-r{rep}", experiment="kv_scaling", workload="kvstore",
+            config_id="c", repetition=rep, params={},
+            grid_point={"services.kv.masters": 2, "clients.processes": 1},
+            status="complete", started_utc="2026-01-01T00:00:00+00:00",
+            ended_utc="2026-01-01T00:00:01+00:00", loadgen=man_loadgen)
+        write_run(raw, man, OpsArrays.concat([client_ops(0, {0: lat, 1: lat})], OPS))
+    study = kvstore.analyse(raw)
+    rates = study.scaling.loc[study.scaling["op"] == "get", "throughput_ops_s"].to_numpy()
+    row = study.scaling_table().set_index("op").loc["get"]
+    assert row["mean"] == pytest.approx(rates.mean())  # not 3 / sum(1 / rates)
+    assert row["mean"] > 1.1 * 3 / np.sum(1 / rates)
+    html = study.scaling_table_html().data
+    assert "arithmetic (fixed-duration runs) mean over runs" in html
+    assert "harmonic mean over runs" not in html

@@ -126,6 +126,7 @@ def quantile_interval(
         leave_one_out=lambda: np.array([np.quantile(lat[run != lab], q) for lab in labels]),
         per_run=lambda: np.array([np.quantile(lat[run == lab], q) for lab in labels]),
         tail_runs=lambda: tail_runs(lat, run, labels, value, q),
+        median=lambda: float(np.quantile(lat, 0.5)),
         confidence=confidence, min_tail_ops=min_tail_ops)
 
 
@@ -133,12 +134,13 @@ def interval_of_quantile(
     value: float, counts: np.ndarray, q: float, *,
     leave_one_out: Callable[[], np.ndarray], per_run: Callable[[], np.ndarray],
     tail_runs: Callable[[], float], confidence: float = 0.95,
-    min_tail_ops: int = MIN_TAIL_OPS,
+    min_tail_ops: int = MIN_TAIL_OPS, median: Callable[[], float] | None = None,
 ) -> RunInterval:
     """The pooled `q` percentile `value` of runs of `counts` ops, with its CI over runs:
     every decision of the method, whoever computes the numbers (numpy here, the sorted
     ops in `analysis.loo`). The numbers are asked for only when the method needs them:
-    the percentile without each run, each run's own, and `tail_runs`."""
+    the percentile without each run, each run's own, `tail_runs`, and for q above 0.5 the
+    pooled `median`, below which the interval is cut."""
     r = int(counts.size)
     if r < 2:
         return _no_interval(value, r, "one run: no interval", confidence)
@@ -160,8 +162,13 @@ def interval_of_quantile(
     df = tail_runs() - 1
     half = float(stdtrit(df, 0.5 + confidence / 2)) * se
     lv = math.log(value)
-    return RunInterval(value, math.exp(lv - half), math.exp(lv + half), r, se,
-                       df, METHOD_QUANTILE, "", confidence)
+    low, method = math.exp(lv - half), METHOD_QUANTILE
+    if q > 0.5 and median is not None and low < (m := median()):
+        # A tail decided by one or two runs gets a t on ~1 df, whose low end fell below
+        # the median (p99 "1.31 (0.00193-883)"): a p99 is never below the p50, and
+        # cutting there excludes no truth, as cutting a time at 0 does not.
+        low, method = m, f"{METHOD_QUANTILE}, cut at the median"
+    return RunInterval(value, low, math.exp(lv + half), r, se, df, method, "", confidence)
 
 
 def tail_runs(lat: np.ndarray, run: np.ndarray, labels: np.ndarray, value: float,

@@ -104,7 +104,7 @@ class SortedOps:
         return intervals.interval_of_quantile(
             value, self.counts, q,
             leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q),
+            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
             confidence=confidence, min_tail_ops=min_tail_ops)
 
     def _first(self, value: float, strictly_above: bool) -> int:
@@ -225,7 +225,7 @@ class RunSorted:
         return intervals.interval_of_quantile(
             value, self.counts, q,
             leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q),
+            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
             confidence=confidence, min_tail_ops=min_tail_ops)
 
     def _first_raw(self, value: float, strictly_above: bool) -> int:

@@ -128,3 +128,24 @@ def test_tail_runs_counts_the_runs_holding_the_tail():
     assert iv.n_runs == 3 and not math.isnan(iv.low)
     assert iv.df == pytest.approx(intervals.tail_runs(x, run, labels, iv.value, 0.5) - 1)
     assert iv.df < 2  # the runs' shares beyond the median differ
+
+
+def test_a_tail_percentile_is_never_printed_below_the_median():
+    """Issue 26, p.29: a p99 "1.31 (0.00193-883)" on 1 df, its low end below the p50.
+    One run of three holds the tail: t on ~1 df, and the low end is cut at the median."""
+    from harness.analysis import loo
+
+    rng = np.random.default_rng(3)
+    lat = np.concatenate([rng.lognormal(0, 0.5, 1000), rng.lognormal(0, 0.5, 1000),
+                          rng.lognormal(1.5, 0.5, 1000)])
+    label = np.repeat(np.arange(3), 1000)
+    iv = intervals.quantile_interval(lat, label, 0.99)
+    assert iv.df == 1  # the tail rests on one run's ops
+    assert iv.low == pytest.approx(np.quantile(lat, 0.5))
+    assert iv.method.endswith("cut at the median") and iv.high > iv.value
+    order = np.argsort(lat, kind="stable")
+    same = loo.quantile_interval_sorted(lat[order], label[order], 0.99)
+    assert (same.low, same.high, same.method) == (iv.low, iv.high, iv.method)
+    # Equal runs are not cut.
+    even = intervals.quantile_interval(rng.lognormal(0, 0.5, 3000), label, 0.99)
+    assert "cut" not in even.method and even.low > np.quantile(lat, 0.5)

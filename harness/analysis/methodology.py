@@ -18,10 +18,12 @@ def settings() -> pd.DataFrame:
             ("unit of replication", "one run (a 'set'): per-op latencies within a run are "
              "not independent, so CIs and tests use the runs, never the ops"),
             ("warm-up", "ops flagged warmup are excluded from every statistic"),
-            ("time per op", "arithmetic mean (total latency / total ops)"),
-            ("rates", "total ops / total time: the harmonic mean of run rates for runs of "
-             "a fixed op count, the arithmetic mean for runs of a fixed duration; goodput "
-             "counts only ok and miss ops"),
+            ("time per op", "arithmetic mean over runs of each run's mean, each run counting "
+             "once (total latency / total ops when the runs hold equally many ops)"),
+            ("rates", "each run counting once: the harmonic mean of run rates for runs of a "
+             "fixed op count, the arithmetic mean for runs of a fixed duration (total ops / "
+             "total time when the runs are equally long); goodput counts only ok and miss "
+             "ops"),
             ("percentiles", "pooled over all measured ops, linear interpolation, failed "
              f"ops included (errors: {', '.join(summary.ERROR_STATUSES)})"),
             ("confidence interval", "95% for an estimate, runs as the unit: jackknife over "

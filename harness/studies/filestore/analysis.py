@@ -286,14 +286,17 @@ class Numbers(StudyBase):
 
 
 def goodput_table(per_run: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per configuration: goodput (ok and miss ops) by the throughput column's rule, total
-    ops over total wall time across runs (for these fixed-count runs, the harmonic mean),
-    with its 95% CI over runs: ``goodput``, ``goodput_low``, ``goodput_high``."""
+    """Per configuration: goodput (ok and miss ops) by the throughput column's rule, each
+    run counting once (for these fixed-count runs the harmonic mean: total ops over total
+    wall time when the runs hold equally many ops), with its 95% CI over runs:
+    ``goodput``, ``goodput_low``, ``goodput_high``."""
     rows = []
     for key, grp in per_run.groupby(keys, sort=True, observed=True):
         wall = grp["wall_s"].to_numpy(float)
         good = grp["goodput_ops_s"].to_numpy(float) * wall  # answered ops per run
-        iv = intervals.ratio_interval(good, wall)
+        # Each run counts once, as in the throughput column (`intervals.run_scale`).
+        scale = intervals.run_scale(grp["ops"].to_numpy(float), wall, False)
+        iv = intervals.ratio_interval(scale * good, scale * wall)
         rows.append({**dict(zip(keys, key, strict=True)), "goodput": iv.value,
                      "goodput_low": iv.low, "goodput_high": iv.high})
     return pd.DataFrame(rows, columns=[*keys, "goodput", "goodput_low", "goodput_high"])

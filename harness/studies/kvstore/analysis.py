@@ -148,6 +148,27 @@ def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
     return out[(out["t_s"] >= 0) & (out["t_s"] < last)]
 
 
+def step_split(loaded: Loaded, events: pd.DataFrame) -> pd.DataFrame:
+    """Per run: its ops and redirect records that started during one of its scaling
+    steps (`events`), and outside them. From the records themselves, not the per-second
+    series (which drops the cut-short first and last seconds), so that during + outside
+    is every op of the run, as in the other rows of the redirect table."""
+    cols = ["run_id", "ops_during", "redirects_during", "ops_outside", "redirects_outside"]
+    ops = loaded.ops
+    rows = []
+    for run_id, g in ops.groupby("run_id", observed=True):
+        t = g["start_ns"].to_numpy(np.float64) / 1e9
+        inside = np.zeros(len(g), bool)
+        for ev in events[events["run_id"] == str(run_id)].itertuples() if len(events) else []:
+            inside |= (t >= ev.start_s) & (t < ev.end_s)
+        red = (g["status"] == "redirect").to_numpy()
+        rows.append({"run_id": str(run_id), "ops_during": int((~red & inside).sum()),
+                     "redirects_during": int((red & inside).sum()),
+                     "ops_outside": int((~red & ~inside).sum()),
+                     "redirects_outside": int((red & ~inside).sum())})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def timeline_events(raw_dir: Path, experiment: str) -> pd.DataFrame:
     """The manifests' `extra.timeline`: one row per executed step, phases as columns."""
     rows = []
@@ -233,6 +254,8 @@ class Numbers(StudyBase):
     cache: pd.DataFrame = field(default_factory=pd.DataFrame)
     elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per elastic run: ops and redirects during its scaling steps and outside them.
+    steps_split: pd.DataFrame = field(default_factory=pd.DataFrame)
     events: pd.DataFrame = field(default_factory=pd.DataFrame)
     servers: str = "servers"
     clients: str = "clients.processes"
@@ -382,12 +405,13 @@ def load_into(study: N) -> N:
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
         (study.cache,) = _by_run(lo, lambda x: per_run(x, factors))
     if (lo := _load(study.parts["elastic"])) is not None:
-        study.elastic, study.series = _by_run(lo, lambda x: per_run(x, ["repetition"]),
-                                              per_second)
         events = timeline_events(raw_dir, study.parts["elastic"])
         # The steps of the pooled runs only: a duplicate's would count a step twice.
         study.events = events[events["run_id"].isin(lo.runs["run_id"])] if len(events) \
             else events
+        study.elastic, study.series, study.steps_split = _by_run(
+            lo, lambda x: per_run(x, ["repetition"]), per_second,
+            lambda x: step_split(x, study.events))
     return study
 
 

@@ -36,15 +36,23 @@ class Views(Numbers):
     """The study's tables and sentences, as methods of the study."""
 
     def describe(self) -> Any:
-        """Which of the three experiments have results, and how much."""
+        """Which of the three experiments have results, and how much: ops without the
+        redirected attempts, which are counted beside them (the overview's measured ops
+        are both)."""
         rows = []
         for part, name in self.parts.items():
             data = getattr(self, part)
+            every = data[data["op"] == "all"] if len(data) else data
             runs = data["run_id"].nunique() if len(data) else 0
-            ops = int(data.loc[data["op"] == "all", "ops"].sum()) if len(data) else 0
-            rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops})
-        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}."
-                     + self.left_out_note())
+            ops = int(every["ops"].sum()) if len(data) else 0
+            redirects = int(np.rint(every["redirect_rate"] * every["ops"]).sum()) \
+                if len(data) else 0
+            rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops,
+                         "redirects": redirects})
+        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}. "
+                     "Ops: the measured ops; redirects: the attempts a server turned away "
+                     "inside them (MOVED/ASK), kept as records but not ops; together they "
+                     "are the overview's measured ops." + self.left_out_note())
 
     def scaling_table_html(self) -> Any:
         if not self.part_ran("scaling"):
@@ -151,6 +159,32 @@ class Views(Numbers):
                               "p99_ms_before": "p99 before [ms]",
                               "p99_ms_during": "p99 during [ms]"})
 
+    def reading(self) -> Any:
+        """What the numbers above are: estimates with intervals where a part repeated its
+        runs, a description of one run where it did not (kv_elastic at demo scale)."""
+        repeated, single = [], []
+        factors = {"scaling": [self.servers, self.clients],
+                   "cache": [self.cache_size, self.strategy], "elastic": []}
+        for part, name in self.parts.items():
+            data = getattr(self, part)
+            if not len(data):
+                continue
+            every = data[data["op"] == "all"]
+            keys = [c for c in factors[part] if c in every.columns]
+            runs = every.groupby(keys)["run_id"].nunique().min() if keys else len(every)
+            (repeated if runs >= 2 else single).append(f"`{name}`")
+        text = "The seeds measured the same questions with a stopwatch per client. "
+        if repeated:
+            text += (f"Here the numbers of {', '.join(repeated)} are estimates with their "
+                     "intervals over repeated runs, and each claim a test at α from the "
+                     "parameters cell. ")
+        if single:
+            text += (f"{', '.join(single)} ran once per configuration: its numbers describe "
+                     "that run, with no interval (one run has no run-to-run spread to "
+                     "estimate one from) and no test; repeat it (`repetitions`) to have "
+                     "them.")
+        return _md(text.strip())
+
     def steps_summary(self) -> Any:
         if self.events.empty:
             return self.part_not_run("elastic")
@@ -176,20 +210,18 @@ class Views(Numbers):
                              "ops": int(grp["ops"].sum()),
                              "redirect_rate": (grp["redirect_rate"] * grp["ops"]).sum()
                              / grp["ops"].sum()})
-        if not self.events.empty:
-            s = self.series.copy()
-            inside = np.zeros(len(s), bool)
-            for ev in self.events.itertuples():
-                inside |= ((s["run_id"] == ev.run_id) & (s["t_s"] + 1 > ev.start_s)
-                           & (s["t_s"] < ev.end_s)).to_numpy()
-            for flag, when in ((True, "during steps"), (False, "outside steps")):
-                sel = s[inside == flag]
-                rows.append({"experiment": self.parts["elastic"], "op": "all", "when": when,
-                             "ops": int(sel["ops_s"].sum()),
-                             "redirect_rate": sel["redirects_s"].sum()
-                             / max(sel["ops_s"].sum(), 1)})
+        if not self.events.empty and len(self.steps_split):
+            # From the records: during + outside is every op of the elastic runs.
+            t = self.steps_split.sum(numeric_only=True)
+            for when in ("during", "outside"):
+                ops = int(t[f"ops_{when}"])
+                rows.append({"experiment": self.parts["elastic"], "op": "all",
+                             "when": f"{when} steps", "ops": ops,
+                             "redirect_rate": t[f"redirects_{when}"] / max(ops, 1)})
         from harness.analysis.tables import pct
 
         return _html(pd.DataFrame(rows), caption="Redirected attempts per op (MOVED/ASK, "
-                     "server_not_responsible, write locks)", formats={"redirect_rate": pct(2)},
+                     "server_not_responsible, write locks); ops by when they started: during "
+                     "a scaling step or outside, which add up to the whole runs",
+                     formats={"redirect_rate": pct(2)},
                      headers={"redirect_rate": "redirects per op"})

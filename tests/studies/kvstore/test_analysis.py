@@ -288,3 +288,32 @@ def test_fixed_duration_runs_average_rates_arithmetically(tmp_path: Path) -> Non
     html = study.scaling_table_html().data
     assert "arithmetic (fixed-duration runs) mean over runs" in html
     assert "harmonic mean over runs" not in html
+
+
+def test_counts_agree_across_pages_and_a_single_run_claims_no_interval(
+        study: kvstore.Study, raw: Path) -> None:
+    """Issue 26, p.3/28/34: kv_elastic's ops were 433,507 on one page and 431,874 on
+    another (redirects counted once and not the other), "during" + "outside steps" did
+    not add up to the whole run, and "each number above is an estimate with its interval
+    over repeated runs" was said of a single run."""
+    import re
+
+    from harness.analysis.load import load
+
+    records = load(raw, experiments=["kv_elastic"]).ops  # every measured record
+    html = study.describe().data
+    row = re.search(r"elastic</td>\s*<td[^>]*>kv_elastic</td>\s*<td[^>]*>1</td>\s*"
+                    r"<td[^>]*>([\d,]+)</td>\s*<td[^>]*>([\d,]+)</td>", html)
+    assert row, html
+    ops, redirects = (int(x.replace(",", "")) for x in row.groups())
+    assert redirects == int((records["status"] == "redirect").sum()) > 0
+    assert ops + redirects == len(records)  # the overview's measured ops
+    split = study.steps_split.sum(numeric_only=True)
+    whole = study.elastic[study.elastic["op"] != "all"]["ops"].sum()
+    assert split["ops_during"] + split["ops_outside"] == whole == ops
+    table = study.redirect_table_html().data
+    assert f"{int(split['ops_during']):,}" in table and f"{int(split['ops_outside']):,}" in table
+    text = study.reading().data
+    assert "`kv_elastic` ran once per configuration: its numbers describe that run, with no " \
+           "interval" in text
+    assert "numbers of `kv_scaling`, `kv_cache` are estimates with their intervals" in text

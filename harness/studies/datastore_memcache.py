@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, multiplicity, plots, prose, queries, stats, tables
+from harness.analysis import intervals, multiplicity, plots, prose, queries, stats, tables, tails
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -198,6 +198,9 @@ class Study(StudyBase):
         """The break-even hit rate (unbounded: above 1, caching never pays off)."""
         be = self.break_even()
         return None if be is None else be.value
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        return [(tails.group_checks(self.loaded, ["op"]), lambda k: LABELS.get(k[0], k[0]))]
 
     # --- tables ---------------------------------------------------------------------
     def ratio_table(self) -> pd.DataFrame:

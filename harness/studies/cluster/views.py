@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, prose, tables
+from harness.analysis import multiplicity, prose, tables, tails
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -98,6 +98,11 @@ class Study(StudyBase):
 
     def decomposition(self) -> pd.DataFrame:
         return cluster.decomposition(self.runs, self.alpha)
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        checks = tails.group_checks(Loaded(self.runs[["run_id", "setup"]], self.loaded.ops),
+                                    ["op", "setup"])
+        return [(checks, lambda k: f"{cluster.LABELS.get(k[0], k[0])}, {k[1]}")]
 
     # --- text ------------------------------------------------------------------------
     def describe(self):

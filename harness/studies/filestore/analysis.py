@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, multiplicity, queries, stats, verdict
+from harness.analysis import intervals, multiplicity, queries, stats, tails, verdict
 from harness.analysis.load import Loaded, read_manifests
 from harness.analysis.numbers import run_summary, summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
@@ -201,6 +201,13 @@ class Numbers(StudyBase):
                                     keys=[k for k, _, _ in entries])
         self._family = Family(judged, {k: c for k, c, _ in entries})
         return self._family
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        runs = self.per_run[["run_id", "threads", "memcache"]]
+        checks = tails.group_checks(Loaded(runs, self.loaded.ops), ["op", "threads",
+                                                                     "memcache"])
+        return [(checks, lambda k: f"{k[0]}, {k[1]} thread{'s' if k[1] != 1 else ''}, "
+                                   f"{mc_label(k[2])}")]
 
     def memcache_effect(self) -> pd.DataFrame:
         """Per op and thread count: memcache on vs off, paired by repetition (see

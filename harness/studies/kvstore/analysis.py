@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, stats
+from harness.analysis import multiplicity, stats, tails
 from harness.analysis.load import Loaded, load_ops, read_manifests
 from harness.analysis.summary import ERROR_STATUSES
 from harness.studies.base import FIGURE_OPS, StudyBase
@@ -251,6 +251,8 @@ class Numbers(StudyBase):
     scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: The scaling runs and ops, for pooled percentiles with intervals over runs.
     scaling_loaded: Loaded | None = None
+    #: The cache runs and ops (for the heavy-tail check).
+    cache_loaded: Loaded | None = None
     cache: pd.DataFrame = field(default_factory=pd.DataFrame)
     elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -350,6 +352,18 @@ class Numbers(StudyBase):
         self._family = Family(judged, entries)
         return self._family
 
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        out = []
+        for lo, keys, name in ((self.scaling_loaded, [self.servers, self.clients],
+                                ("servers", "clients")),
+                               (self.cache_loaded, [self.cache_size, self.strategy],
+                                ("cache size", "strategy"))):
+            if lo is not None and all(k in lo.runs.columns for k in keys):
+                out.append((tails.group_checks(lo, ["op", *keys]),
+                            lambda k, n=name: f"{str(k[0]).upper()}, {n[0]} {k[1]}, "
+                                              f"{n[1]} {k[2]}"))
+        return out
+
     def step_table(self) -> pd.DataFrame:
         """Time per scaling step: mean over steps of each action, with CI and the seed's."""
         if self.events.empty:
@@ -404,6 +418,7 @@ def load_into(study: N) -> N:
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
         (study.cache,) = _by_run(lo, lambda x: per_run(x, factors))
+        study.cache_loaded = lo
     if (lo := _load(study.parts["elastic"])) is not None:
         events = timeline_events(raw_dir, study.parts["elastic"])
         # The steps of the pooled runs only: a duplicate's would count a step twice.

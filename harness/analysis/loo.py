@@ -173,6 +173,14 @@ class RunSorted:
     def max(self) -> float:
         return float(self._hi) / self.scale
 
+    def top(self, m: int) -> np.ndarray:
+        """The `m` largest latencies of all runs pooled (raw integers, unordered; all of
+        them if there are fewer): each run's last `m`, then the `m` largest of those. For
+        the heavy-tail check (`tails.check_top`), which needs no more of the tail."""
+        parts = [r[-m:] for r in self.runs] if m > 0 else []
+        both = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        return both if both.size <= m else np.partition(both, both.size - m)[both.size - m:]
+
     def _kth(self, k: np.ndarray, without: np.ndarray) -> np.ndarray:
         """The k-th smallest (0-based) of all ops, or of all but run `without` (-1: none),
         elementwise: the least integer v with at least k + 1 such ops at or below it."""

@@ -4,13 +4,15 @@ opens a section where it fires (percentiles first)."""
 
 from __future__ import annotations
 
+import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import tails
+from harness.analysis import loo, tails
 from harness.analysis.load import Loaded
 
 
@@ -73,3 +75,62 @@ def test_the_section_opens_with_the_percentiles_where_it_fires():
     assert "config b" not in note
     assert tails.section_note({("b",): checks[("b",)]}) is None
 
+
+def test_the_dict_entry_is_what_other_checks_can_sit_beside():
+    rng = np.random.default_rng(8)
+    warn = tails.heavy_tail_check((1 - rng.random(4000)) ** (-1 / 1.5) * 1e6)
+    assert warn["check"] == "heavy_tail" and warn["status"] == "warn"
+    assert warn["k"] == 63 and warn["ops"] == 4000 and warn["tail_index"] < 2
+    assert warn["detail"].startswith(f"Hill tail index {warn['tail_index']:.2f} from the top 63")
+    ok = tails.heavy_tail_check(rng.lognormal(13, 0.5, 4000))
+    assert ok["status"] == "ok" and ok["tail_index"] > 2
+    few = tails.heavy_tail_check(rng.lognormal(13, 0.5, 10))
+    assert few["status"] == "ok" and few["tail_index"] is None and few["ops"] == 10
+    # From the top only (the sorted-runs path `harness summary` takes): the same answer.
+    lat = np.rint((1 - rng.random(5000)) ** (-1 / 1.5) * 1e5).astype(np.int64)
+    runs = loo.RunSorted([np.sort(lat[:2000]), np.sort(lat[2000:])], np.array([0, 1]))
+    assert tails.check_top(runs.top(tails.tail_k(5000) + 1), 5000) == tails.check(lat)
+
+
+def _write_runs(raw: Path, experiment: str, draw, runs: int = 3, ops: int = 2000) -> None:
+    from harness.results import OK, OpsArrays, new_manifest, write_run
+
+    rng = np.random.default_rng(len(experiment))
+    for r in range(runs):
+        lat = np.maximum(np.rint(draw(rng, ops)), 1).astype(np.int64)
+        start = np.concatenate([[0], np.cumsum(lat[:-1])])
+        arrays = OpsArrays(("get",), np.zeros(ops, np.int32), np.zeros(ops, np.int8), start,
+                           lat, np.full(ops, -1, np.int64), np.full(ops, OK, np.int8),
+                           np.zeros(ops, np.int64), np.zeros(ops, bool))
+        write_run(raw, new_manifest(run_id=f"{experiment}-{r}", experiment=experiment,
+                                    workload="kvstore", config_id="c", repetition=r + 1,
+                                    grid_point={}, started_utc="t0", ended_utc="t1"), arrays)
+
+
+def test_harness_summary_lists_the_check_where_it_fires(tmp_path: Path, capsys) -> None:
+    """`harness summary --format json`: each row's `checks` holds the heavy_tail entry
+    where Hill's index of its pooled latencies is below 2, and nothing elsewhere; the
+    table prints it as a warning under the table, csv as JSON text."""
+    import json
+
+    from harness.cli import main
+
+    _write_runs(tmp_path, "pareto", lambda r, n: (1 - r.random(n)) ** (-1 / 1.3) * 1e5)
+    _write_runs(tmp_path, "lognormal", lambda r, n: r.lognormal(np.log(1e5), 0.5, n))
+    assert main(["summary", str(tmp_path), "--format", "json"]) == 0
+    rows = {r["experiment"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["lognormal"]["checks"] == []
+    (entry,) = rows["pareto"]["checks"]
+    assert entry["check"] == "heavy_tail" and entry["status"] == "warn"
+    assert entry["runs"] == 3 and entry["ops"] == 6000 and entry["tail_index"] < 2
+    assert "the mean's (and throughput's) interval is unreliable" in entry["detail"]
+    assert main(["summary", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"warning: heavy_tail (experiment=pareto; 3 runs): {entry['detail']}"
+            in out.splitlines())
+    assert "experiment=lognormal" not in out
+    assert main(["summary", str(tmp_path), "--format", "csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("experiment")
+    (same,) = json.loads(table.loc["pareto", "checks"])
+    assert same == {**entry, "tail_index": pytest.approx(entry["tail_index"], rel=1e-9)}
+    assert json.loads(table.loc["lognormal", "checks"]) == []

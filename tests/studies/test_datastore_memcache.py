@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from harness.analysis import multiplicity, plots, prose
 from harness.analysis.load import load
 from harness.studies import datastore_memcache
-from tests.fixtures.claims import assert_prose_matches
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.rawdata import write_datastore_memcache
 
 
@@ -102,6 +102,7 @@ def test_findings_are_one_family_and_state_the_tables_numbers(
     names = [f"{a} / {b}" for a, b in pairs]
     table = prose.claims_table(judged, names)
     assert_prose_matches(text, judged, table, at_least=3)
+    assert_wording_rule(text, at_least=3)
     assert f"These 10 comparisons (every pair of operations, the seed's among them) are " \
            f"one family: {judged.sentence('comparisons')}" in text
     assert "Holm" not in text and "Holm" not in ten_sets.claims_html().data

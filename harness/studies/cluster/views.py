@@ -44,9 +44,11 @@ def _step_sentence(row, claim: multiplicity.Claim) -> str:
     if claim.significant:
         verb = "adds" if row.ratio > 1 else "saves"
         f = tables.num(3)
+        # Magnitudes, smaller first: a saving of 50 (CI -80 to -20) reads "20 to 80".
+        low, high = sorted((abs(row.added_low), abs(row.added_high)))
         return (f"{head} {verb} {f(abs(row.added_us))} µs per object "
-                f"({multiplicity.fmt_level(row.level)} CI {f(abs(row.added_low))} to "
-                f"{f(abs(row.added_high))}; {ratio}); {evidence}.")
+                f"({multiplicity.fmt_level(row.level)} CI {f(low)} to {f(high)}; "
+                f"{ratio}); {evidence}.")
     outcome = prose.outcome_text(claim)
     return f"{head} is {outcome} ({ratio}; {_added(row)}); {evidence}."
 

@@ -22,7 +22,7 @@ from harness.report import execute_notebook, venv_kernel
 from harness.results import OK, write_run
 from harness.studies import cluster as cluster_views
 from harness.studies.cluster import analysis as cluster
-from tests.fixtures.claims import assert_prose_matches
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.rawdata import make_ops, manifest_for
 
 SETUPS = [("single", 1, "none", 0.0), ("local-cluster", 2, "none", 0.0),
@@ -130,9 +130,15 @@ def test_findings_are_written_from_the_tests(raw: Path) -> None:
     # Every step sentence gives its ratio and its µs at the family's level, from the
     # decomposition table's numbers.
     assert_prose_matches(text, judged, at_least=12)
+    assert_wording_rule(text, at_least=12)
     f = tables.num(3)
     for row in d[d["op"].isin(["insert", "search_delete"])].itertuples():
-        assert f"CI {f(abs(row.added_low))} to {f(abs(row.added_high))}" in text
+        if row.significant:  # magnitudes, smaller first
+            low, high = sorted((abs(row.added_low), abs(row.added_high)))
+        else:  # signed
+            low, high = row.added_low, row.added_high
+        assert (f"CI {f(low)} to {f(high)}" in text
+                or f"CI {f(abs(low))} to {f(abs(high))}" in text), row
     assert all(f"{level} CI" in line for line in text.splitlines()
                if ("inconclusive" in line or "no significant difference (" in line)
                and not line.startswith("- Searches"))

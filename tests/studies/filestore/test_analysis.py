@@ -14,7 +14,7 @@ from harness.studies import STUDIES, filestore
 from harness.studies.design import spec_design
 from harness.studies.filestore import analysis
 from harness.workloads.filestore import OPS
-from tests.fixtures.claims import assert_prose_matches
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.filestore import write_filestore_runs
 
 NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
@@ -73,6 +73,7 @@ def test_tables_and_sentences(study: filestore.Study) -> None:
     for text in (memcache, threads, ops, summary):
         assert "Holm" not in text
         assert_prose_matches(text, judged)
+        assert_wording_rule(text)
     # p.19: no untested cause; the tests say what, not why.
     assert "queues at the server" not in threads
     for view in (study.config_table_html, study.memcache_effect_html,

@@ -11,7 +11,7 @@ import pytest
 from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 from harness.studies import kvstore
 from harness.studies.kvstore.analysis import around_events
-from tests.fixtures.claims import assert_prose_matches
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 
 OPS = ("put", "get")
 
@@ -135,6 +135,7 @@ def test_strategy_claims_per_cache_size_are_one_family_with_the_scaling_ones(
     assert_prose_matches(text, fam.judged, at_least=7)
     scaling = study.scaling_findings().data
     assert_prose_matches(scaling, fam.judged, at_least=6)
+    assert_wording_rule(text + "\n" + scaling, at_least=13)
     assert f"The section's 13 comparisons (servers and clients, cache strategies and sizes) " \
            f"are one family: {fam.judged.sentence('comparisons')}" in scaling
     assert "Holm" not in text + scaling

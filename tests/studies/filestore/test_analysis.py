@@ -14,7 +14,12 @@ from harness.studies import STUDIES, filestore
 from harness.studies.design import spec_design
 from harness.studies.filestore import analysis
 from harness.workloads.filestore import OPS
-from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
+from tests.fixtures.claims import (
+    agrees,
+    assert_prose_matches,
+    assert_wording_rule,
+    stated_ratios,
+)
 from tests.fixtures.filestore import write_filestore_runs
 
 NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
@@ -200,3 +205,31 @@ def test_a_sampled_study_states_every_ops_numbers(tmp_path: Path,
     assert thin.size_range() == full.size_range()
     for figure in (thin.latency_by_size, thin.ecdf):
         assert figure() is not None
+
+
+def test_memcache_sentences_state_the_numbers_of_the_table_beside_them(
+        study: filestore.Study) -> None:
+    """Issue 26, item 4: every number in prose equals the table beside it. Each memcache
+    sentence's ratio, interval, raw and adjusted p are its row of the memcache table (the
+    table shows three digits, a sentence as many as tell neighbours apart; a significant
+    sentence names the winner first, so its ratio is the row's or its inverse)."""
+    import html as html_lib
+    import re
+
+    table = html_lib.unescape(study.memcache_effect_html().data)
+    rows = re.findall(r"<tr><td>(\w+)</td><td class=\"num\">(\d+)</td>(?:<td[^>]*>[^<]*</td>"
+                      r"){3}<td class=\"num\">([\d.]+)× \(([\d.]+)–([\d.]+)\)</td><td>[^<]*"
+                      r"</td><td>([^<]*)</td><td>([^<]*)</td>", table)
+    assert len(rows) == 6, table
+    text = study.memcache_findings().data
+    for op, threads, *numbers, p, p_adj in rows:
+        r, lo, hi = map(float, numbers)
+        noun = {"insert": "Inserts", "find": "Finds", "remove": "Removes"}[op]
+        (line,) = [x for x in text.splitlines()
+                   if x.startswith(f"- {threads} thread") and f"{noun} (memcache" in x]
+        ((sr, _, slo, shi),) = stated_ratios(line)
+        if not agrees(sr, r):  # winner first: off/on
+            r, lo, hi = 1 / r, 1 / hi, 1 / lo
+        assert agrees(sr, r) and agrees(slo, lo) and agrees(shi, hi), (line, numbers)
+        for shown, said in ((p, "p"), (p_adj, "BH-adjusted p")):
+            assert re.search(rf"{said} (?:= )?{re.escape(shown)}[,;)]", line), (said, shown, line)

@@ -200,6 +200,8 @@ def family_simulation(rows: tuple[tuple[int, float, int], ...] = FAMILY_ROWS, *,
              multiplicity.FAMILYWISE: "Bonferroni, simultaneous intervals (--gate familywise)"}
     found = {k: {e: 0 for e in effects} for k in names}
     fdp = dict.fromkeys(names, 0.0)
+    fcr = dict.fromkeys(names, 0.0)
+    covered = dict.fromkeys(names, 0)
     fwe = dict.fromkeys(names, 0)
     bad = dict.fromkeys(names, 0)
     level = dict.fromkeys(names, 0.0)
@@ -228,6 +230,10 @@ def family_simulation(rows: tuple[tuple[int, float, int], ...] = FAMILY_ROWS, *,
             bad[key] += int(np.sum(sig & ~excludes) + np.sum(~sig & beyond))
             false = sig & (truth == 1.0)
             fdp[key] += false.sum() / max(sig.sum(), 1)
+            # Benjamini-Yekutieli's criterion: intervals of the selected rows that miss.
+            miss = ~((lows <= truth) & (truth <= highs))
+            fcr[key] += (sig & miss).sum() / max(sig.sum(), 1)
+            covered[key] += int((~miss).sum())
             fwe[key] += bool(false.any())
             for e in effects:
                 found[key][e] += int(np.sum(sig & (truth == e)))
@@ -238,6 +244,8 @@ def family_simulation(rows: tuple[tuple[int, float, int], ...] = FAMILY_ROWS, *,
             n_e = sum(n for n, r, _ in rows if r == e) * sims
             row[f"found at {e:g}x"] = found[key][e] / n_e
         row.update({"false discovery rate": fdp[key] / sims,
+                    "false coverage-statement rate": fcr[key] / sims,
+                    "coverage of every interval": covered[key] / (n_rows * sims),
                     "familywise error rate": fwe[key] / sims,
                     f"rows disagreeing with their interval (of {n_rows * sims:,})": bad[key]})
         out.append(row)

@@ -20,11 +20,16 @@ agent (`--local`) can only lose its input when the harness is gone, and stops th
 save what they measured). Either way each worker's `alive` file, touched every
 `ALIVE_EVERY_S` by whichever agent watches it, tells the worker when no harness is left
 (`harness.worker` stops by itself then).
+
+For the run's telemetry (`harness.telemetry`) it reads /proc at the run's edges
+(`procsnap`, `harness.procstat`) and, between those, the machine's busy share once a
+second (`SERIES_EVERY_S`): one read of /proc/stat, in the loop it runs anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import select
@@ -36,12 +41,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harness import procstat
 from harness.workerctl import alive, sha256_of
 
 #: How often pending `ready`/`wait` conditions are checked.
 POLL_S = 0.005
 #: How often the `alive` files of the workers this agent watches are touched.
 ALIVE_EVERY_S = 1.0
+#: How often the machine's busy share is read while a series is on.
+SERIES_EVERY_S = 1.0
 
 
 def _read_json(path: str) -> Any:
@@ -66,6 +74,8 @@ class Agent:
         #: pid -> alive file of each worker this agent watches (spawned or waited on).
         self.alive: dict[int, str] = {}
         self._touched = 0.0
+        #: (monotonic time, busy ticks, total ticks) of the series on; None: none on.
+        self.series: list[tuple[float, int, int]] | None = None
 
     def reply(self, rid: int, ok: bool = True, **data: Any) -> None:
         sys.stdout.write(json.dumps({"id": rid, "ok": ok, **data}) + "\n")
@@ -152,6 +162,33 @@ class Agent:
             data = _read_json(path) or {}
             out[path] = [i for i in data.get("intervals", []) if i.get("k", 0) > after]
         return {"intervals": out}
+
+    def op_procsnap(self, req: dict[str, Any]) -> dict[str, Any]:
+        """This machine's /proc now (`procstat.snapshot`, with the peak RSS of the
+        sessions of `detail`); `series`: "start" starts the busy series, "stop" ends it
+        and returns it (`busy`: the share of all CPUs busy in each interval since the
+        start, about a second each, the last one shorter)."""
+        snap = procstat.snapshot(int(p) for p in req.get("detail") or [])
+        if req.get("series") == "start":
+            self.series = []
+        if req.get("series") != "stop":
+            self.sample_series(force=True)
+            return {"snapshot": snap}
+        self.sample_series(force=True)
+        samples, self.series = self.series or [], None
+        return {"snapshot": snap,
+                "busy": [round((b1 - b0) / (t1 - t0), 4)
+                         for (_, b0, t0), (_, b1, t1) in itertools.pairwise(samples)
+                         if t1 > t0]}
+
+    def sample_series(self, force: bool = False) -> None:
+        if self.series is None:
+            return
+        now = time.monotonic()
+        if force or not self.series or now - self.series[-1][0] >= SERIES_EVERY_S:
+            with contextlib.suppress(OSError, ValueError):
+                busy, _, total = procstat.cpu_times()
+                self.series.append((now, busy, total))
 
     def op_rm(self, req: dict[str, Any]) -> None:
         for f in req["files"]:
@@ -261,6 +298,7 @@ class Agent:
                         self.handle(json.loads(line))
             self.reap()
             self.touch_alive()
+            self.sample_series()
             if self.watches:
                 self.poll_watches()
 

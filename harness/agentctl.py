@@ -49,19 +49,21 @@ class Pending:
 
 
 class AgentLink:
-    """`python -m harness.agent` on `host`, over one channel."""
+    """`python -m harness.agent` on `host`, over one channel; or `argv`, any program
+    speaking the same line protocol (`harness.procstat.serve`)."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, argv: list[str] | None = None) -> None:
         self.host = host
         self.dead: str | None = None
         self._lock = threading.Lock()
         self._next = 0
         self._pending: dict[int, Pending] = {}
         self._stderr: list[bytes] = []
-        argv = [host.python, "-m", "harness.agent"]
         self._proc: subprocess.Popen[bytes] | None = None
-        if isinstance(host, LocalHost):  # its input closes only when the harness is gone
-            argv.append("--local")
+        if argv is None:
+            argv = [host.python, "-m", "harness.agent"]
+            if isinstance(host, LocalHost):  # its input closes only when the harness is gone
+                argv.append("--local")
         self._chan: Any = None
         if isinstance(host, LocalHost):
             # Its own session: a Ctrl-C meant for `harness` must not kill it first.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import paths
+from harness import capacity, paths
 from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -36,6 +36,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, _overrides(args.set))
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
+    search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
+    if search is not None:
+        return _run_search(args, spec, search, interrupts)
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
                     live=not args.quiet, interrupts=interrupts)
     plans = runner.plans()
@@ -58,6 +61,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
           f"({failed} failed, {partial} partial)")
     return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:
+    """`harness run --search`: the capacity at the SLO (`harness.capacity`)."""
+    global _interrupts
+    if args.dry_run:
+        print(f"search of {spec.name!r} at {search.slo.text}: closed loop first, then open "
+              f"loop at {', '.join(f'{f:g}' for f in capacity.COARSE)} of its rate, then "
+              f"bisection to {search.resolution:.0%} (at most {search.max_steps} steps), "
+              f"{spec.repetitions} run(s) per step; nothing was started")
+        return EXIT_OK
+    _interrupts = interrupts
+    interrupts.install()
+    try:
+        result = capacity.run_search(
+            args.spec, _overrides(args.set), Path(args.out), search,
+            runner_kw={"resume": args.resume, "progress": not args.no_progress,
+                       "live": not args.quiet, "interrupts": interrupts},
+            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures))
+    finally:
+        interrupts.uninstall()
+    print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "
+          f"{Path(args.out) / spec.name / 'search.json'}")
+    print(result.last_line())
+    return EXIT_OK if result.capacity_ops_s is not None else EXIT_FAILED_RUNS
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -242,11 +270,43 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report
 
     check_experiments(Path(args.raw), None)  # `--raw nope` was an all-"not run" report
+    parameters = dict(_notebook_parameters(args.param))
+    if args.compare:
+        base, cand = (Path(p).resolve() for p in args.compare)
+        for tree in (base, cand):
+            check_experiments(tree, None)
+        # Absolute: notebooks run in notebooks/, not where the command was typed.
+        parameters.update(compare_base=str(base), compare_cand=str(cand))
+        if args.by:
+            parameters["compare_by"] = [k.strip() for k in args.by.split(",") if k.strip()]
+    elif args.by:
+        raise HarnessError("--by matches the groups of --compare BASE CAND; give both")
     outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
-                           include=args.include)
+                           include=args.include, parameters=parameters)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
     return EXIT_OK
+
+
+#: A `-p` value is at most this long (it is parsed as YAML, like a spec's values).
+MAX_PARAM_BYTES = 64 * 1024
+
+
+def _notebook_parameters(pairs: Sequence[Sequence[str]] | None) -> list[tuple[str, Any]]:
+    """`-p NAME VALUE` pairs, each VALUE read as YAML (a number, true, a list ...)."""
+    import yaml
+
+    out = []
+    for name, value in pairs or ():
+        if not name.isidentifier():
+            raise HarnessError(f"-p {name!r}: not a parameter name")
+        if len(value.encode()) > MAX_PARAM_BYTES:
+            raise HarnessError(f"-p {name}: value longer than {MAX_PARAM_BYTES} bytes")
+        try:
+            out.append((name, yaml.safe_load(value)))
+        except (yaml.YAMLError, ValueError) as exc:
+            raise HarnessError(f"-p {name} {value!r}: not a YAML value ({exc})") from None
+    return out
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -472,6 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")
+    p.add_argument("--search", metavar="SLO", default=None,
+                   help="find the highest offered rate meeting SLO, e.g. \"p99 < 1ms and "
+                        "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")
+    p.add_argument("--resolution", type=float, default=None,
+                   help="search: stop when the bracket is within this share (default 0.05)")
+    p.add_argument("--figures", default=str(paths.figures_dir()),
+                   help="search: where the latency-throughput figure goes")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "
@@ -542,6 +609,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
     p.add_argument("--raw", default=str(paths.raw_results_dir()))
     p.add_argument("--out", default=str(paths.report_dir()))
+    p.add_argument("--compare", nargs=2, metavar=("BASE", "CAND"),
+                   help="add the comparison section: CAND against BASE (two raw-results "
+                   "trees), its table and a forest plot of every ratio")
+    p.add_argument("--by", help="--compare: comma-separated keys to match groups on "
+                   "(default: op)")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="set a notebook parameter, as papermill's -p (VALUE read as YAML: "
+                   "-p alpha 0.01, -p include '[partial]'); repeatable")
     p.add_argument("--no-pdf", action="store_true")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
     _include_option(p)

@@ -37,7 +37,13 @@ from harness.results import (
     verify_run,
     write_run,
 )
-from harness.runstatus import quick_stats, run_status, target_met
+from harness.runstatus import (
+    quick_stats,
+    run_counts,
+    run_status,
+    send_lag_p99_ms,
+    target_met,
+)
 from harness.spec import RunPlan, Spec, expand
 from harness.transfer import fetch_records, remove_files
 from harness.workloads import WORKLOADS
@@ -171,9 +177,10 @@ def collect_pending(spec: Spec, out_dir: Path,
             if plan is None:
                 raise HarnessError(f"{run_dir}: configuration {man.config_id} is not in "
                                    f"{spec.path} any more; collect with the spec it ran")
-            errors = [e for e in errors if not e.startswith("error rate ")]
+            # Decided again from all the records: the policy's and the no-ops line.
+            errors = [e for e in errors if not e.startswith(("error rate ", "no measured ops: "))]
             interrupted = any(e.startswith("interrupted") for e in errors)
-            status = run_status(plan, n, err, errors, workers, interrupted)
+            status = run_status(plan, n, err, errors, workers, interrupted, ops=ops)
             when = datetime.now(UTC).isoformat(timespec="milliseconds")
             extra = {k: v for k, v in man.extra.items() if k != PENDING}
             if left:
@@ -183,9 +190,12 @@ def collect_pending(spec: Spec, out_dir: Path,
             loadgen = {**man.loadgen, "workers": workers,
                        "achieved_rate_ops_s": rate if n else None,
                        "target_met": target_met(plan, rate) if plan.size.open_loop
+                       else None,
+                       "send_lag_p99_ms": send_lag_p99_ms(ops) if plan.size.open_loop
                        else None}
             new = replace(man, status=status, error="\n".join(errors) or None,
-                          loadgen=loadgen, extra=extra, counts={}, ops_file={})
+                          loadgen=loadgen, extra=extra,
+                          counts=run_counts(plan, ops, workers), ops_file={})
             _replace_run(run_dir, new, ops)
             # Written and verified here: the copies on the machines can go.
             for name, files in discard.items():

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,6 +303,7 @@ def build_report(
     notebooks_dir: Path | None = None,
     figures_dir: Path | None = None,
     include: Sequence[str] = (),
+    parameters: Mapping[str, object] | None = None,
 ) -> dict[str, Path]:
     """Execute every notebook into `out_dir`/executed/ and write report.html (and .pdf).
 
@@ -323,8 +324,10 @@ def build_report(
         raise ReportError(f"no notebooks matching {NOTEBOOK_GLOB} in {notebooks_dir}")
     executed_dir = out_dir / "executed"
     executed_dir.mkdir(parents=True, exist_ok=True)
+    given = dict(parameters or {})
+    check_parameters(notebooks, given)
     parameters = {"raw_results": str(raw_dir), "figures_dir": str(figures_dir),
-                  "include": list(check_include(include))}
+                  "include": list(check_include(include)), **given}
 
     result: dict[str, Path] = {"executed": executed_dir}
     sections = []
@@ -358,6 +361,24 @@ def build_report(
     if pdf:
         result["pdf"] = write_pdf(html_text, out_dir / "report.pdf", out_dir)
     return result
+
+
+def check_parameters(notebooks: Sequence[Path], given: Mapping[str, object]) -> None:
+    """Every parameter given (`harness report -p NAME VALUE`) is one some notebook
+    declares in its `parameters` cell; else a ReportError naming the known ones."""
+    import difflib
+
+    import papermill as pm
+
+    if not given:
+        return
+    known = {name for nb in notebooks for name in pm.inspect_notebook(str(nb))}
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ReportError(f"-p {name}: no notebook has that parameter{hint}; "
+                              f"parameters: {', '.join(sorted(known))}")
 
 
 def _study_parameters(notebook: Path) -> dict[str, object]:

@@ -44,7 +44,8 @@ from harness.serverpool import ServerPool, capacity_for, count_starts
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.base import Endpoint, RunningService
-from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.spec import RunPlan, Spec, expand, ordered, recorded_spec, records_per_run
+from harness.telemetry import RunTelemetry
 from harness.timeline import Timeline
 from harness.workloads import WORKLOADS
 
@@ -60,6 +61,9 @@ class RunOutcome:
     latency_p99_ms: float
     error_rate: float
     error: str | None
+    #: Open loop: measured ops intended and never sent, and the p99 of the send lag.
+    unsent: int = 0
+    send_lag_p99_ms: float | None = None
 
 
 def utcnow() -> str:
@@ -496,8 +500,11 @@ class Runner:
                 warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
                 more={"arrival": plan.size.arrival if plan.size.open_loop else None,
                       "client_hosts": list(plan.clients.hosts)}),
-            kit=ctx.kit, spec_file=str(self.spec.path),
-            extra={"order": {"mode": self.spec.order, "servers": self.spec.servers,
+            # The spec itself (overrides applied) travels with every run: the file may be
+            # edited or gone when the report is made.
+            kit=ctx.kit, spec_file=str(self.spec.path.resolve()),
+            extra={"spec": recorded_spec(self.spec.raw),
+                   "order": {"mode": self.spec.order, "servers": self.spec.servers,
                              **({"seed": self.spec.order_seed}
                                 if self.spec.order == "random" else {})}})
 
@@ -543,6 +550,7 @@ class Runner:
         group = ClientGroup(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                             self.workload.ops, spec_path=str(self.spec.path),
                             agents=ctx.agents, live=self.live, scratch=ctx.scratch)
+        telemetry = RunTelemetry(ctx.hosts, running, group, ctx.agents)
         live: LiveStatus | None = None
         baseline: Any = None
         timeline: Timeline | None = None
@@ -556,11 +564,13 @@ class Runner:
                                        f"{', '.join(gone)} (stopped during an earlier run); "
                                        "no clients started")
                 baseline = self._prepare(plan, endpoints)
+                telemetry.before_clients()  # the servers' counters: prepare's excluded
                 try:
                     group.start()
                 finally:  # every process that started is listed, with its record files
                     self._track_run(ctx, run_id, plan, draft, group)
                 group.wait_ready()
+                telemetry.start()  # every machine's /proc, as close to the start as can be
                 start_ns = group.go()
                 live = LiveStatus(group, self.say).start() if self.live else None
                 if self.spec.timeline:
@@ -581,7 +591,8 @@ class Runner:
             # From here to the run directory in place a first signal waits (`protect`).
             with self.interrupts.protect(f"writing run {run_id} ({plan.label()})"):
                 return self._finish(plan, ctx, group, draft, running, gone, errors,
-                                    interrupted, live, timeline, baseline, ops, workers)
+                                    interrupted, live, timeline, baseline, ops, workers,
+                                    telemetry)
         except StopNow:  # a second signal: what is not written stays on the clients
             self.say(self._left_line(ctx, run_id, plan))
             raise
@@ -589,8 +600,10 @@ class Runner:
     def _finish(self, plan: RunPlan, ctx: _Context, group: ClientGroup, draft: Manifest,
                 running: dict[str, RunningService], gone: list[str], errors: list[str],
                 interrupted: bool, live: LiveStatus | None, timeline: Timeline | None,
-                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]]) -> RunOutcome:
+                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]],
+                telemetry: RunTelemetry) -> RunOutcome:
         """Collect the records, write the run, then remove the clients' copies."""
+        telemetry.end()  # first: the clients have exited, nothing else has run since
         if live is not None:
             live.stop()
         if timeline is not None:
@@ -616,7 +629,8 @@ class Runner:
             extra={**({"baseline": baseline} if baseline else {}),
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
-                   **({"timeline": timeline.records} if timeline is not None else {})})
+                   **({"timeline": timeline.records} if timeline is not None else {})},
+            telemetry=telemetry.result(workers, ops))
         try:
             run_dir = write_run(self.out_dir, manifest, ops)
         except OSError as exc:
@@ -630,7 +644,8 @@ class Runner:
             raise KeyboardInterrupt
         n, rate, p50, p99, err = quick_stats(ops)
         return RunOutcome(plan, run_dir, manifest.status, n, rate, p50, p99, err,
-                          manifest.error)
+                          manifest.error, unsent=manifest.typed_counts.unsent,
+                          send_lag_p99_ms=manifest.loadgen.get("send_lag_p99_ms"))
 
     @staticmethod
     def _track_run(ctx: _Context, run_id: str, plan: RunPlan, draft: Manifest,
@@ -687,6 +702,10 @@ class Runner:
         if target:
             met = target_met(o.plan, o.throughput_ops_s)
             line += f", target {target:,.0f} ops/s" + ("" if met else " NOT MET")
+            if not met or o.unsent:  # how far behind the clients were, and how late
+                line += f", {o.unsent:,} intended ops not sent"
+            if not met and o.send_lag_p99_ms is not None:
+                line += f", send lag p99 {o.send_lag_p99_ms:,.1f} ms"
         if o.status != "complete" and o.error:
             line += f" -- {o.error.splitlines()[0]}"
         return line

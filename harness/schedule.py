@@ -7,6 +7,7 @@ with YCSB's intended-time measurement and wrk2).
 
 from __future__ import annotations
 
+import math
 from array import array
 
 import numpy as np
@@ -57,3 +58,20 @@ class Schedule:
             return (self.phase_ns + seqs * self.interval_ns).astype(np.int64)
         self.at(first + count - 1)  # draws the gaps up to the last one
         return np.frombuffer(self._offsets, np.int64)[first:first + count].copy()
+
+    def count_before(self, offset_ns: int) -> int:
+        """How many ops are meant to start before `offset_ns` (ns from the run's start):
+        the first seq whose `at` is at or after it. The open loop's accounting counts
+        the ops intended in a window with it, and its pacer all the ops due at once."""
+        if self.arrival == "fixed":
+            # The arithmetic guess, then `at` itself settles the rounding at the edge.
+            seq = max(0, math.ceil((offset_ns - self.phase_ns) / self.interval_ns))
+            while seq > 0 and self.at(seq - 1) >= offset_ns:
+                seq -= 1
+            while self.at(seq) < offset_ns:
+                seq += 1
+            return seq
+        while self._last < offset_ns:  # draw the gaps up to the cut
+            self.at(len(self._offsets))
+        # A view for this call only: `at` extends the array, which no live view allows.
+        return int(np.searchsorted(np.frombuffer(self._offsets, np.int64), offset_ns, "left"))

@@ -5,6 +5,11 @@ Started by the runner on a client host (locally or over SSH). It connects, creat
 runs, and writes its records (`.npz`) and a status JSON. SIGTERM stops it early; what
 was measured so far is still written.
 
+Its status also says what CPU it used from the common start until its loop ended
+(getrusage: every thread, the native core's too, to the microsecond) and how long that
+was: the client entries of the run's telemetry (`harness.telemetry`). /proc could not
+tell: the process has exited by the time the machine is read at the run's end.
+
 It stops by itself when no harness is left to collect it: its `alive` file, touched
 each second by the agent that watches it, is older than `ORPHAN_BEFORE_GO_S` before the
 start (it exits without measuring) or `ORPHAN_AFTER_GO_S` after (longer than the
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -69,6 +75,21 @@ class _Watchdog:
             self._handle.cancel()
 
 
+def _cpu_s() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process so far, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _cpu_used(before: tuple[float, float], start_at_ns: int) -> dict[str, Any]:
+    """CPU since `before` and wall time since the common start (this machine's clock,
+    on which the go file gave it), with the process's peak RSS (ru_maxrss, KiB)."""
+    user, system = _cpu_s()
+    return {"user_s": round(user - before[0], 6), "sys_s": round(system - before[1], 6),
+            "ran_s": (time.time_ns() - start_at_ns) / 1e9,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
 def _write_json(path: str, data: dict[str, Any]) -> None:
     tmp = f"{path}.tmp"
     Path(tmp).write_text(json.dumps(data))
@@ -109,6 +130,7 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     # Align records of all processes on the common start (same clock on one host; hosts'
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns
+    cpu0 = _cpu_s()
     error: str | None = None
     # Live numbers (`harness run` without --quiet): a timer reading the records, none per op.
     sampler = Sampler(run, cfg.files["live"]) if cfg.files.get("live") else None
@@ -120,18 +142,20 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
         await run.run()
     except Exception as exc:  # noqa: BLE001 - keep the records, report the error
         error = f"{type(exc).__name__}: {exc}"
+    cpu = _cpu_used(cpu0, start_at_ns)  # the loop's end: before records are written
     watchdog.stop()
     if sampler is not None:
         sampler.stop()
     state = "aborted" if run.aborted or error else ("stopped" if run.stopping else "complete")
     return _finish(run, workload.ops, lag_ns, state, error or watchdog.fired or (
-        run.last_error if run.aborted else None))
+        run.last_error if run.aborted else None), cpu)
 
 
 def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
-            error: str | None) -> dict[str, Any]:
+            error: str | None, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
     arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
     arrays.save_npz(Path(run.cfg.files["out"]))
+    unsent, unsent_warmup = run.unsent_counts()
     return {
         # Checked against the harness's copy before the file here is removed.
         "out": sha256_of(run.cfg.files["out"]),
@@ -139,9 +163,13 @@ def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
         "error": error,
         "last_error": run.last_error,
         "records": len(arrays),
+        # Open loop: ops intended before the end and never sent (the runner sums them).
+        "unsent": unsent,
+        "unsent_warmup": unsent_warmup,
         "engine": run.engine,
         "start_lag_ns": lag_ns,
         "pid": os.getpid(),
+        **({"cpu": cpu} if cpu is not None else {}),
     }
 
 

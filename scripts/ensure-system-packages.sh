@@ -22,6 +22,8 @@ declare -A NEED=(
   [jar:hdrhistogram.jar]=libhdrhistogram-java
   [gcc]=gcc  # builds the native load-generator core (optional: Python path without it)
   [strace]=strace  # signals and kills at exact system calls in the tests
+  [stress-ng]=stress-ng  # a CPU hog beside runs in the tests
+  [chromium]=chromium  # JupyterLab in a real browser in the tests (Playwright drives it)
 )
 
 have() {

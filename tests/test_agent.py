@@ -113,3 +113,29 @@ def test_over_ssh_workers_are_forked_and_outlive_the_channel(sshd: SSHServer,
             time.sleep(0.05)
         assert not alive(agent_pid) and alive(pid)
         os.killpg(pid, 9)
+
+
+def test_the_agent_reads_proc_and_a_busy_series_and_procstat_serves_the_same() -> None:
+    """`procsnap` (harness.procstat through the agent): the machine now, the agent its
+    `self`; between a start and a stop, the busy share of each second. procstat's own
+    server answers the same request over the same kind of link (machines without an
+    agent)."""
+    from harness import procstat
+
+    link = AgentLink(LocalHost())
+    served = AgentLink(LocalHost(), [sys.executable, "-c", procstat.script(), "--serve"])
+    try:
+        pid = link.call("hello")["pid"]
+        first = link.call("procsnap", detail=[pid], series="start")
+        assert first["snapshot"]["self"] == pid and "busy" not in first
+        assert first["snapshot"]["peak_rss"][str(pid)] > 1 << 20
+        time.sleep(2.3)
+        last = link.call("procsnap", series="stop")
+        assert len(last["busy"]) >= 2 and all(0 <= b <= 1 for b in last["busy"])
+        assert link.call("procsnap", series="stop")["busy"] == []  # no series on
+        snap = served.call("procsnap", detail=[])["snapshot"]
+        assert snap["machine"] == first["snapshot"]["machine"] and snap["self"] != pid
+        assert served.call("procsnap")["snapshot"]["self"] == snap["self"]  # one process
+    finally:
+        link.close()
+        served.close()

@@ -156,7 +156,7 @@ def test_a_manifest_of_a_newer_schema_is_named(
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"warning: skipping run {newer.parent}: schema_version 99 is not one this kit reads "
-        "(known: [1]); it was written by a newer kit: upgrade the kit to read it"]
+        "(known: [1, 2]); it was written by a newer kit: upgrade the kit to read it"]
     assert cli_main(["verify", str(raw)]) == 1
     assert f"BAD {newer}: schema_version 99" in capsys.readouterr().out
 

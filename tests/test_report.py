@@ -185,7 +185,7 @@ def words_past_the_margin(pdf: Path, margin_mm: float = 16.0) -> list[tuple[int,
     return found
 
 
-def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
+def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path, browser):
     """A runs table of long run ids and grid points beside short words, in the PDF: no
     word past the right margin (the run appendix was cut off at the right), and short
     words are never split (`tables.breakable` gives long ones break points)."""
@@ -207,3 +207,68 @@ def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
     text = subprocess.run(["pdftotext", str(out["pdf"]), "-"], capture_output=True,
                           text=True, check=True).stdout
     assert text.count("complete") >= 6 and "errors" in text  # whole, not "comp lete"
+    # The HTML in Chromium, at a desktop width: no table wider than the text column
+    # (each table's box within the body's content box), the run appendix included.
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(out["html"].as_uri())
+    over = page.evaluate("""() => {
+        const b = document.body.getBoundingClientRect();
+        const s = getComputedStyle(document.body);
+        const right = b.right - parseFloat(s.paddingRight) + 1;
+        return [...document.querySelectorAll('table')].map(t => [
+            t.closest('section, div') ? (t.closest('section, div').id || t.className) : '',
+            t.getBoundingClientRect().right, t.scrollWidth, t.clientWidth, right])
+          .filter(([_, r, sw, cw, edge]) => r > edge || sw > cw + 1);
+    }""")
+    tables = page.evaluate("() => document.querySelectorAll('table').length")
+    assert tables >= 3 and over == []
+
+
+def test_report_compare_and_p_reach_the_notebooks(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path, tiny_raw: Path,
+                                                  capsys: pytest.CaptureFixture):
+    import harness.report
+    from harness.cli import main
+
+    seen: dict = {}
+    monkeypatch.setattr(harness.report, "build_report",
+                        lambda raw, out, **kw: seen.update(kw) or {})
+    other = tmp_path / "other"
+    shutil.copytree(tiny_raw, other)
+    assert main(["report", "--raw", str(tiny_raw), "--out", str(tmp_path / "r"),
+                 "--compare", str(tiny_raw), str(other), "--by", "size, op",
+                 "-p", "alpha", "0.01", "-p", "include", "[partial]"]) == 0
+    assert seen["parameters"] == {"alpha": 0.01, "include": ["partial"],
+                                  "compare_base": str(tiny_raw.resolve()),
+                                  "compare_cand": str(other.resolve()),
+                                  "compare_by": ["size", "op"]}
+    monkeypatch.undo()
+    for argv, message in (
+            (["-p", "alhpa", "0.01"], "-p alhpa: no notebook has that parameter (did you "
+                                      "mean 'alpha'?)"),
+            (["--by", "op"], "--by matches the groups of --compare BASE CAND"),
+            (["--compare", str(tiny_raw), str(tmp_path / "nope")],
+             "nope: no such raw-results directory")):
+        assert main(["report", "--raw", str(tiny_raw), "--out", str(tmp_path / "r2"),
+                     "--no-pdf", *argv]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r2" / "report.html").exists()
+
+
+def test_the_comparison_section_has_its_table_and_a_forest_plot(tiny_raw: Path,
+                                                                 tmp_path: Path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / "60-compare.ipynb", nbs)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_raw, other)
+    out = build_report(tiny_raw, tmp_path / "r", pdf=False, notebooks_dir=nbs,
+                       figures_dir=tmp_path / "f", progress=False,
+                       parameters={"compare_base": str(tiny_raw),
+                                   "compare_cand": str(other), "compare_by": ["size"]})
+    html = out["html"].read_text()
+    section = html[html.index("Comparison of two result trees"):]
+    assert "groups matched on size" in section and "throughput (ops/s)" in section
+    assert "<img" in section  # the forest plot, after the table
+    assert section.index("throughput (ops/s)") < section.index("<img")
+    assert (tmp_path / "f" / "compare-forest.png").exists()

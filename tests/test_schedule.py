@@ -45,3 +45,17 @@ def test_offsets_in_chunks_equal_at(arrival: str) -> None:
     assert got.dtype == np.int64
     assert got.tolist() == [single.at(s) for s in range(70_100)]
     assert chunked.offsets(5, 0).size == 0
+
+
+@pytest.mark.parametrize("arrival", ["fixed", "poisson"])
+@pytest.mark.parametrize("rate", [1234.5, 3.0, 2_000_000.0])
+def test_count_before_counts_the_ops_meant_to_start_earlier(arrival: str, rate: float) -> None:
+    """What the open loop's accounting rests on: the ops intended in a window, from the
+    schedule alone (every op before the cut, none after it, the cut itself excluded)."""
+    s = Schedule(rate, arrival, seed=5, phase=0.4)
+    offsets = Schedule(rate, arrival, seed=5, phase=0.4).offsets(0, 200_000)
+    cuts = [0, 1, int(offsets[0]), int(offsets[0]) + 1, *offsets[[7, 999, 150_000]].tolist(),
+            int(offsets[150_000]) + 1, int(offsets[-1])]
+    for cut in cuts:
+        assert s.count_before(cut) == int(np.searchsorted(offsets, cut, "left")), cut
+    assert s.count_before(-5) == 0

@@ -12,6 +12,9 @@ CLI's `harness summary` does not pay for matplotlib):
 - `prose`    sentences for the report from the statistics
 - `tables`   HTML rendering of tables for notebooks and the report
 - `provenance` what ran where: hosts, services, versions, failures, the run listing
+- `explore`  the explore notebook's widgets (experiment, metric, grouping), on
+  `explore_data` (its numbers: `summary_table`'s, the CDF, `series` over time) and
+  `charts` (Vega-Lite figures: zoomable in JupyterLab, PNG/SVG without a browser)
 - `overview`, `methodology` the report's first two notebooks; each study's own analysis is
   in `harness.studies.<name>`
 """

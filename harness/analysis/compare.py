@@ -266,16 +266,33 @@ def _p(p: float) -> str:
 
 def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
             alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
-            include: Sequence[str] = ()) -> Any:
-    """The report's comparison section (notebooks/60-compare.ipynb): the `compare` table,
-    a tally of its verdicts and what each side left out; left out of the report when no
-    trees are given."""
+            include: Sequence[str] = (), figures_dir: str | Path | None = None) -> Any:
+    """The report's comparison section (notebooks/60-compare.ipynb): `section_parts`,
+    all but the last displayed here and the last returned for the cell to show."""
+    from IPython.display import display
+
+    parts = section_parts(base, cand, by=by, alpha=alpha, threshold=threshold,
+                          include=include, figures_dir=figures_dir)
+    for part in parts[:-1]:
+        display(part)
+    return parts[-1]
+
+
+def section_parts(base: str | Path | None, cand: str | Path | None, *,
+                  by: Sequence[str] = ("op",), alpha: float = 0.05,
+                  threshold: float = verdict.DEFAULT_THRESHOLD, include: Sequence[str] = (),
+                  figures_dir: str | Path | None = None) -> list[Any]:
+    """The comparison's table with a tally of its verdicts and what each side left out,
+    then a forest plot of every row's ratio and interval; only a note (which the report
+    leaves out) when no trees are given."""
+    from harness.analysis import plots
     from harness.analysis.display import markdown
 
     if not base or not cand:
-        return markdown("No comparison configured: set the notebook parameters "
-                        "`compare_base` and `compare_cand` to two raw-results directories "
-                        "(or run `harness compare BASE CAND`).", omit=True)
+        return [markdown("No comparison configured: set the notebook parameters "
+                         "`compare_base` and `compare_cand` to two raw-results directories "
+                         "(`harness report --compare BASE CAND`, or `harness compare BASE "
+                         "CAND` on its own).", omit=True)]
     result = comparison(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold,
                         include=include)
     table = result.table
@@ -287,5 +304,7 @@ def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[st
             f"interval of the ratio excludes 1, no significant difference where it lies "
             f"within ±{threshold:.0%}).")
     left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
-    return markdown(head + "\n\n" + render(table, list(by), "markdown")
-                    + (f"\n\n{left[0].upper()}{left[1:]}." if left else ""))
+    fig = plots.forest(table, list(by), threshold=threshold)
+    return [markdown(head + "\n\n" + render(table, list(by), "markdown")
+                     + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")),
+            plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]

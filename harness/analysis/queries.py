@@ -149,7 +149,8 @@ def summarise_with_intervals(
     (numpy's, to the last bit) and their run-as-unit intervals (`loo.RunSorted`). One
     read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
     third of the time. `con` is not used (kept for callers). `progress`: runs read /
-    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default).
+    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default;
+    ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops).
     `heavy_tail`: each group's cell also holds `tails.HeavyTail` under ``"heavy_tail"``,
     from the sorted latencies already read (the top √n of each run)."""
     from harness.analysis import intervals, tails
@@ -174,12 +175,18 @@ def summarise_with_intervals(
             continue
         quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.max()))
         n = u["n"].to_numpy(np.float64)
+        wall_s = u["wall_ns"].to_numpy() / 1e9
+        fixed_duration = bool(fixed[u["run_pos"].to_numpy()].all())
         cell: dict[str, object] = {
-            "throughput_ops_s": intervals.throughput_interval(
-                n, u["wall_ns"].to_numpy() / 1e9, bool(fixed[u["run_pos"].to_numpy()].all())),
+            "throughput_ops_s": intervals.throughput_interval(n, wall_s, fixed_duration),
             "latency_mean_ms": intervals.mean_interval(
                 u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
         }
+        if "goodput_ops_s" in metrics:  # the explorer's; `harness summary` keeps its four
+            # Each run counting once, as throughput (`summary.run_weighted`'s goodput).
+            scale = intervals.run_scale(n, wall_s, fixed_duration)
+            cell["goodput_ops_s"] = intervals.ratio_interval(
+                scale * (n - u["n_err"].to_numpy(np.float64)), scale * wall_s)
         in_ms = ops.with_scale(_NS_PER_MS)
         for field, q in metrics.items():
             if q is not None:

@@ -9,7 +9,7 @@ module of the summary imports one that imports it back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ import pandas as pd
 from harness.analysis import pooling, queries, stated, tails
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
-from harness.analysis.summary_ci import _key, with_ci_columns
+from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
 from harness.errors import ResultsError
 
 #: Per row, the runs of its group that were read and not pooled, by reason (the last
@@ -84,21 +84,29 @@ def summarise_tree(
     intervals: bool = False,
     progress: bool = False,
     include: Sequence[str] = (),
+    fields: Sequence[str] = SUMMARY_COLUMNS,
+    metrics: Mapping[str, float | None] = METRICS,
     checks: bool = False,
 ) -> Summary:
-    """`summary_table`'s table with the runs it left out, for `harness summary`'s line."""
+    """`summary_table`'s table with the runs it left out, for `harness summary`'s line.
+
+    `fields` (of `summary.FULL_COLUMNS`) and `metrics` (the intervals, as in
+    `queries.summarise_with_intervals`) default to `harness summary`'s; the explorer asks
+    for p99.9 and goodput's interval as well, computed the same way in the same read."""
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
     if intervals or checks:  # both come from the one read of each run's latencies
         table, cis = queries.summarise_with_intervals(loaded, by, progress=progress,
+                                                      metrics=dict(metrics),
                                                       heavy_tail=checks)
     else:
         table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's
     # stated percentiles, or NaN when pooled: never the mean under a percentile's name.
     # Only those runs' ops are loaded for it (they are small: one record per op kind).
-    pooled = table[["latency_p50_ms", "latency_p99_ms"]].to_numpy()
+    stated_cols = [c for c in stated.PERCENTILE_COLUMNS if c in metrics or c in fields]
+    pooled = table[stated_cols].to_numpy()
     aggregated = list(stated._aggregated_runs(loaded.runs))
     if aggregated:
         sub = loaded.runs[loaded.runs["run_id"].astype(str).isin(aggregated)]
@@ -108,13 +116,14 @@ def summarise_tree(
                                              loaded.grid_keys), by)
     # Rows the overlay touched hold stated figures (or NaN): an interval computed from
     # their records (every op at the mean) would describe nothing the tool measured.
-    restated = (table[["latency_p50_ms", "latency_p99_ms"]].to_numpy() != pooled).any(axis=1)
+    restated = (table[stated_cols].to_numpy() != pooled).any(axis=1)
     group_by = list(by) if by is not None else default_by(loaded)
-    table = table[[*group_by, *SUMMARY_COLUMNS]]
+    table = table[[*group_by, *fields]]
     if intervals:
-        table = with_ci_columns(table, cis, group_by)
-        for field in ("latency_p50_ms", "latency_p99_ms"):
-            table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
+        table = with_ci_columns(table, cis, group_by, tuple(metrics))
+        for field in stated_cols:
+            if field in metrics:
+                table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
     # By key, not position: `with_left_out` may add rows and sort them.
     aggregates = {k for k, r in zip(_keys(table, group_by), restated, strict=True) if r}
     table = with_left_out(table, loaded, by)

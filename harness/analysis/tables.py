@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 Formatter = Callable[[object], str]
@@ -38,6 +39,9 @@ def human(v: object) -> str:
         return f"{int(v):,}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
+    if v != 0 and abs(v) < 1e-3:  # 0.00001485, not 1.485e-05
+        return np.format_float_positional(v, precision=4, unique=False, fractional=False,
+                                          trim="-")
     return f"{v:.4g}"
 
 

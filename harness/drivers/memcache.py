@@ -5,6 +5,9 @@ the FIFO of `PipelinedProtocol` matches replies to requests without ids. A reply
 follows from its first bytes: `VALUE ...` is a hit (its value is the reply), a line
 `END` a miss (None), any other line (STORED, DELETED, a version) is the reply itself;
 ERROR / CLIENT_ERROR / SERVER_ERROR lines become `MemcacheError` values.
+
+`parse_stats` reads the replies of `stats` and `stats <group>` (the launcher's
+description of a server and its counters, `harness.services.memcached`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,35 @@ from harness.errors import HarnessError
 
 class MemcacheError(HarnessError):
     """The server answered ERROR / CLIENT_ERROR / SERVER_ERROR."""
+
+
+def stats_request(group: str = "") -> bytes:
+    return f"stats {group}".strip().encode() + b"\r\n"
+
+
+def stats_done(reply: bytes) -> bool:
+    """Whether `reply` holds a whole answer to `stats_request`."""
+    return reply.endswith((b"END\r\n", b"ERROR\r\n"))
+
+
+def parse_stats(reply: bytes) -> dict[str, Any]:
+    """A `stats` reply ("STAT <name> <value>" lines, then END) as a dict: integers and
+    decimals (rusage_user "0.123456") converted, anything else kept as text."""
+    out: dict[str, Any] = {}
+    for line in reply.decode(errors="replace").splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0] == "STAT":
+            out[parts[1]] = _number(parts[2])
+    return out
+
+
+def _number(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
 
 
 def get_request(key: bytes) -> bytes:

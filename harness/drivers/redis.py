@@ -12,6 +12,9 @@ a little and retry, a connection failure refreshes the map from another node. Ea
 attempt that was not served is reported to `on_attempt(start_ns, end_ns, status)` (clock:
 time.perf_counter_ns), so a workload can record it: `redirect` for a redirection,
 `error` for a failed connection.
+
+`parse_info` reads the text of an INFO reply (the launchers' probes and counters,
+`harness.services.redis`).
 """
 
 from __future__ import annotations
@@ -108,6 +111,33 @@ def parse_reply(data: bytes, pos: int = 0) -> tuple[Any, int]:
             items.append(item)
         return items, pos
     raise RespError(f"not a RESP reply: {data[pos:pos + 40]!r}")
+
+
+def parse_info(text: str) -> dict[str, Any]:
+    """An INFO reply's `name:value` lines as a dict, numbers converted; a commandstats
+    line `cmdstat_get:calls=3,usec=10,...` becomes `cmdstat_get_calls: 3`,
+    `cmdstat_get_usec: 10`, ... (section headers and blank lines are skipped)."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        name, sep, value = line.strip().partition(":")
+        if not sep or name.startswith("#"):
+            continue
+        if name.startswith("cmdstat_"):
+            for item in value.split(","):
+                key, _, number = item.partition("=")
+                out[f"{name}_{key}"] = _number(number)
+        else:
+            out[name] = _number(value)
+    return out
+
+
+def _number(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
 
 
 class RespConnection(PipelinedProtocol):

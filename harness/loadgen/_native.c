@@ -185,11 +185,11 @@ static PyObject *Engine_feed(Engine *e, PyObject *args) {
 
 static PyObject *Engine_state(Engine *e, PyObject *Py_UNUSED(ignored)) {
     int64_t seq = e->open_loop ? e->tk_first + e->tk_pos : e->seq;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:i}", "n", (long long)e->n,
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:i,s:L}", "n", (long long)e->n,
                          "seq", (long long)seq, "failures", (long long)e->failures,
                          "served_at", (long long)e->served_at, "consec", (long long)e->consec,
                          "aborted", e->aborted, "stopping", e->stopping,
-                         "inflight", e->inflight);
+                         "inflight", e->inflight, "dropped", (long long)e->dropped);
 }
 
 /* Safe from any thread while the loop runs: the records below the returned count are
@@ -231,23 +231,27 @@ static const char *bytes_of(PyObject *o, Py_ssize_t *len) {
 
 /* Engine(proto, connections, depth, pattern, get_op, gets, get_off, sets, set_off, tail,
  *        codes=(hit, miss, set_ok, err, timeout, warm_flag, bytes_shift),
- *        limits=(seq, last, stop_ns, warm_ops, timeout_ns, max_consec),
+ *        limits=(seq, last, stop_ns, warm_ops, timeout_ns, max_consec, measured_seq,
+ *                measured_ns),
  *        accounting=(failures, served_at, consec), open_loop,
  *        routing=(servers, routes, set_sizes)): routes b"" (one socket per connection)
  *        or a server per key entry; set_sizes b"" (set_ok is the set's outcome) or a
- *        native-endian uint32 value size per key entry */
+ *        native-endian uint32 value size per key entry; open loop drops the warm-up ops
+ *        still waiting when the first measured seq is due, at measured_ns */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     PyObject *pattern, *gets, *get_off, *sets, *set_off, *tail, *routes, *set_sizes;
     long long hit, miss, set_ok, err, tmo, warm, seq, last, stop_ns, warm_ops, tmo_ns, maxc;
+    long long measured_seq, measured_ns;
     long long failures, served_at, consec;
     int bshift, open_loop;
     e->epfd = e->evfd = e->tmfd = -1;
     pthread_mutex_init(&e->lock, NULL);
-    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLL)(LLL)p(iSS)", &e->proto,
+    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLLLL)(LLL)p(iSS)", &e->proto,
                           &e->ngroups, &e->depth, &pattern, &e->get_op, &gets, &get_off, &sets,
                           &set_off, &tail, &hit, &miss, &set_ok, &err, &tmo, &warm, &bshift,
-                          &seq, &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &failures,
-                          &served_at, &consec, &open_loop, &e->S, &routes, &set_sizes))
+                          &seq, &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &measured_seq,
+                          &measured_ns, &failures, &served_at, &consec, &open_loop, &e->S,
+                          &routes, &set_sizes))
         return -1;
     if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP && e->proto != PROTO_KVTEXT) {
         PyErr_Format(PyExc_ValueError, "unknown protocol %d", e->proto);
@@ -294,6 +298,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     e->timeout_ns = tmo_ns; e->max_consec = maxc;
     e->failures = failures; e->served_at = served_at; e->consec = consec;
     e->open_loop = open_loop;
+    e->measured_seq = measured_seq; e->measured_ns = measured_ns;
+    e->gate_ns = open_loop && measured_seq > 0 && measured_ns < stop_ns ? measured_ns : stop_ns;
     e->conns = PyMem_RawCalloc((size_t)e->nconns, sizeof(Conn));
     e->failed = PyMem_RawCalloc((size_t)e->nconns + MAX_CMDS, sizeof(Failure));
     e->g_count = PyMem_RawCalloc((size_t)e->ngroups, sizeof(int));

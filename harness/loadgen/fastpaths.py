@@ -41,7 +41,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     start_v, end_v, outcome_v, intended_v = rec.views
     next_op = run.client.next_op
     last = run.total if run.total is not None else _NEVER
-    stop_ns = run.end_ns if run.end_ns is not None else _NEVER
+    stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
     warm_ops = run.cfg.warmup_ops
     open_loop = run.schedule is not None
     get_ticket = run.tickets.get_nowait
@@ -146,6 +146,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         nonlocal t0, tag, pending
         t = clock()
         if t >= stop_ns:
+            run.abandoned.append(seq)  # taken, never sent: counted (`unsent_counts`)
             finish(None)
             return
         t0 = t
@@ -178,6 +179,8 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
                 finish(_IDLE)
                 return
         if ticket is None or run.stopping:
+            if ticket is not None:
+                run.abandoned.append(ticket[0])
             finish(None)
             return
         seq, intended = ticket
@@ -212,6 +215,9 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
             return None
         finally:
             finish(None)  # cancelled meanwhile: a late reply must not issue more
+            if held is not None:  # taken while idle, then the run stopped
+                run.abandoned.append(held[0])
+                held = None
 
     return chain
 
@@ -235,7 +241,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
     start_v, end_v, outcome_v, _ = rec.views
     depth = run.cfg.inflight
     last = run.total if run.total is not None else _NEVER
-    stop_ns = run.end_ns if run.end_ns is not None else _NEVER
+    stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
     warm_ops = run.cfg.warmup_ops
     timeout_s = run.cfg.timeout_s
     timeout_ns = int(timeout_s * 1e9) if timeout_s is not None else 0

@@ -147,6 +147,10 @@ class NativeRun:
         self.engine: Any = None
         self.router = ops.router
         self._routes = b""
+        #: Open loop: seqs the core took (sent, or dropped at the warm-up's end) and the
+        #: warm-up ops it dropped (`ClientRun.unsent_counts`).
+        self.taken = 0
+        self.dropped = 0
 
     def _start_engine(self) -> None:
         run, cfg, ops = self.run, self.run.cfg, self.ops
@@ -156,13 +160,23 @@ class NativeRun:
             (outcome(_OK, 0), outcome(_MISS, 0), ops.set_ok_outcome, outcome(ERROR, 0),
              outcome(TIMEOUT, 0), OUTCOME_WARMUP, OUTCOME_BYTES_SHIFT),
             (run.seq, run.total if run.total is not None else _NEVER,
-             run.end_ns if run.end_ns is not None else _NEVER, cfg.warmup_ops,
+             run.send_until_ns if run.send_until_ns is not None else _NEVER,
+             cfg.warmup_ops,
              int(cfg.timeout_s * 1e9) if cfg.timeout_s is not None else 0,
-             cfg.max_consecutive_errors),
+             cfg.max_consecutive_errors, *self._warmup_end()),
             (run.failures, run._served_at_failure, run.consecutive_errors),
             self.open_loop,
             (len(self.router.servers), self._current_routes(), ops.set_sizes)
             if self.router is not None else (1, b"", ops.set_sizes))
+
+    def _warmup_end(self) -> tuple[int, int]:
+        """Open loop: the first measured seq and when it is due (absolute): the core drops
+        the warm-up ops still waiting then, as `ClientRun._pace` does; (0, never) else."""
+        run = self.run
+        first = run.first_measured
+        if run.schedule is None or not first:
+            return 0, _NEVER
+        return first, run.base_ns + run.schedule.at(first)
 
     async def _fds(self, conn: Any) -> list[int]:
         """The sockets of one connection of the run, in the core's order."""
@@ -209,8 +223,11 @@ class NativeRun:
         run.consecutive_errors = st["consec"]
         if not self.open_loop:
             run.seq = st["seq"]
+        else:
+            self.taken, self.dropped = st["seq"], st["dropped"]
         if st["aborted"]:
             run.aborted = run.stopping = True
+            run.stopped_ns = run.stopped_ns or time.perf_counter_ns()
 
     async def _replace(self, i: int, exc: BaseException) -> None:
         """Connection `i` failed: back off, drop it, reconnect (each failed reconnect is

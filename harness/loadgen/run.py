@@ -6,7 +6,10 @@ one returns. Open loop (`rate_ops_s` set): each op has an intended start from a
 intended start (`latency_ns` = end - intended, the time a user arriving on schedule
 waits), while `start_ns` is the actual send, so service time = end - start_ns. When the
 slots cannot keep up, ops start late and their latency says so: a server stall is never
-hidden by the clients pausing with it (coordinated omission).
+hidden by the clients pausing with it (coordinated omission). Overloaded, every op
+intended before the end is a record or counted (`ClientRun.unsent_counts`): the ops
+still waiting at the end are never sent, and the warm-up's still waiting when the first
+measured op is due are dropped, so the measured window is spent on measured ops.
 
 Start and latency come from one monotonic ns clock; records go into
 preallocated `array.array` columns, written through memoryviews, turned into numpy at the
@@ -22,16 +25,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from harness.loadgen import native
-from harness.loadgen.config import ClientConfig
+from harness.loadgen.config import ClientConfig, Ticket
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.recorder import Recorder
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT
 from harness.schedule import Schedule
 from harness.workloads.base import WorkloadClient
+
+#: "No such time" (no end, not stopped): later than any clock reading.
+_NEVER = 1 << 62
+#: Open loop: how long after the window's end an op intended before it may still be
+#: sent. Below capacity an op due just before the end is then sent however the machine
+#: hiccups, not counted unsent; overloaded, the backlog left after it is counted.
+SEND_GRACE_NS = 100_000_000
 
 
 async def _sleep_until(when_ns: int, clock: Any) -> None:
@@ -119,6 +130,90 @@ class _TaskDeadline:
         return self.task is not None and self.task.uncancel() == 0
 
 
+class _Tickets:
+    """Open loop: the ops the pacer released (they are due) that no slot took yet.
+
+    They are always consecutive seqs, `head` to `released` - 1, so two counters stand
+    for them rather than a queue of tuples: a backlog of millions (clients far below the
+    rate) costs no memory, and a pacer that is behind releases all that is due at once.
+    The op released last, the one an idle slot takes below capacity, is kept as its
+    (seq, intended); an older one's intended start is read from the schedule again.
+    """
+
+    __slots__ = ("at", "base_ns", "closed", "dropped", "head", "last", "released",
+                 "waiters")
+
+    def __init__(self, schedule: Schedule | None, base_ns: int = 0) -> None:
+        self.at = schedule.at if schedule is not None else None
+        self.base_ns = base_ns
+        self.head = self.released = 0
+        self.last: Ticket = (-1, 0)
+        self.closed = False
+        #: Warm-up ops dropped at the warm-up's end (`drop_until`).
+        self.dropped = 0
+        self.waiters: deque[asyncio.Future] = deque()
+
+    def get_nowait(self) -> Ticket | None:
+        """The oldest op due as (seq, intended), or None once the pacer is done and no op
+        is left; raises asyncio.QueueEmpty when none is due yet (as asyncio.Queue)."""
+        seq = self.head
+        if seq < self.released:
+            self.head = seq + 1
+            last = self.last
+            return last if last[0] == seq else (seq, self.base_ns + self.at(seq))  # type: ignore[misc]
+        if self.closed:
+            return None
+        raise asyncio.QueueEmpty
+
+    async def get(self) -> Ticket | None:
+        """`get_nowait`, waiting for the pacer when no op is due."""
+        while True:
+            try:
+                return self.get_nowait()
+            except asyncio.QueueEmpty:
+                pass
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(1)  # woken, then cancelled: another slot takes the op
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(waiter)
+                raise
+
+    def _wake(self, n: int) -> None:
+        waiters = self.waiters
+        while n > 0 and waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                n -= 1
+
+    def release(self, seq: int, intended: int) -> None:
+        """Op `seq`, the next, is due now (the pacer on schedule)."""
+        self.last = (seq, intended)
+        self.released = seq + 1
+        if self.waiters:
+            self._wake(1)
+
+    def release_upto(self, end: int) -> None:
+        """Every op before `end` is due (the pacer was behind)."""
+        self.released = end
+        self._wake(end - self.head)
+
+    def drop_until(self, seq: int) -> None:
+        """The warm-up is over: its ops still waiting (those before `seq`) are dropped."""
+        if self.head < seq:
+            self.dropped += seq - self.head
+            self.head = seq
+
+    def close(self) -> None:
+        """No more ops will be released: slots take what is left, then None."""
+        self.closed = True
+        self._wake(len(self.waiters))
+
 
 class ClientRun:
     """Runs one process's share of a run and keeps its records.
@@ -151,8 +246,18 @@ class ClientRun:
                          if cfg.rate_ops_s else None)
         self.rec.open_loop = self.schedule is not None
         self.seq = 0
-        #: Open loop: (seq, intended) of ops that are due, from `_pace`; None = stop.
-        self.tickets: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+        #: Open loop: the ops that are due, released by `_pace`.
+        self.tickets = _Tickets(self.schedule)
+        #: Open loop: the first measured seq: warm-up is decided by the intended start
+        #: (before `warmup_s`) or by the count (`warmup_ops`), and starts only grow.
+        self.first_measured = 0
+        if self.schedule is not None:
+            warm_ns = int(cfg.warmup_s * 1e9) if cfg.duration_s is not None else 0
+            self.first_measured = max(warm, self.schedule.count_before(warm_ns))
+        #: Open loop: seqs taken to send and then not sent (the run's time was up), and
+        #: when the run began to stop early (`unsent_counts`).
+        self.abandoned: list[int] = []
+        self.stopped_ns = 0
         self.stopping = False
         #: Failed ops with no op served in between (see `_count_failure`).
         self.consecutive_errors = 0
@@ -163,6 +268,8 @@ class ClientRun:
         self.conns = [_Conn() for _ in range(cfg.connections)]
         self.base_ns = 0
         self.end_ns: int | None = None
+        #: No op is sent from then on: the end, and in open loop `SEND_GRACE_NS` after it.
+        self.send_until_ns: int | None = None
         self.warmup_end_ns = 0
         self.deadlines: list[_Deadline] = []
         #: Which engine measured (the manifest's `loadgen.engine`): "native" or "python".
@@ -177,8 +284,33 @@ class ClientRun:
     def stop(self) -> None:
         """Stop issuing ops (SIGTERM, SIGINT): ops in flight finish or time out."""
         self.stopping = True
+        self.stopped_ns = self.stopped_ns or time.perf_counter_ns()
         if self.native_run is not None:
             self.native_run.stop()
+
+    def unsent_counts(self) -> tuple[int, int]:
+        """Open loop, after `run`: (measured, warm-up) ops intended before the run's end
+        and never sent. The end is the window's (`duration_s`), or when the run began to
+        stop early; a run of `ops` without either has none left. Seqs are taken in
+        order, so the ops due and not taken are those from the last taken (or the first
+        measured one) to the end, plus the taken ones never sent (`abandoned`) and the
+        warm-up ops dropped. (0, 0) in closed loop and before the run."""
+        sched = self.schedule
+        if sched is None or not self.base_ns:
+            return 0, 0
+        if self.native_run is not None:
+            taken, dropped = self.native_run.taken, self.native_run.dropped
+        else:
+            taken, dropped = self.tickets.head, self.tickets.dropped
+        cut = min(self.end_ns or _NEVER, self.stopped_ns or _NEVER)
+        due = taken if cut == _NEVER else sched.count_before(cut - self.base_ns)
+        if self.total is not None:
+            due = min(due, self.total)
+        first = self.first_measured
+        lost = [s for s in self.abandoned if s < due]
+        measured = max(0, due - max(taken, first)) + sum(s >= first for s in lost)
+        warmup = dropped + max(0, min(due, first) - taken) + sum(s < first for s in lost)
+        return measured, warmup
 
     def published(self) -> int:
         """How many records are whole and may be read now (`loadgen.live`): the count the
@@ -212,6 +344,7 @@ class ClientRun:
         if cfg.duration_s is not None:
             self.warmup_end_ns = self.base_ns + int(cfg.warmup_s * 1e9)
             self.end_ns = self.warmup_end_ns + int(cfg.duration_s * 1e9)
+            self.send_until_ns = self.end_ns + (SEND_GRACE_NS if self.schedule else 0)
         self.rec.warmup_end_ns = self.warmup_end_ns
         if native_run is not None:
             self.engine = "native"
@@ -229,7 +362,7 @@ class ClientRun:
                      for _ in range(cfg.inflight)]
         pacer = None
         if self.schedule is not None:
-            self.tickets = asyncio.Queue()
+            self.tickets = _Tickets(self.schedule, self.base_ns)
             pacer = asyncio.ensure_future(self._pace(len(slots)))
         try:
             await asyncio.gather(*slots)
@@ -242,26 +375,62 @@ class ClientRun:
             await self._drop(c, c.generation)
 
     async def _pace(self, n_slots: int) -> None:
-        """Open loop: release each op to the slots at its intended start.
+        """Open loop: release each op to the slots at its intended start (`_Tickets`).
 
         One pacer per process does the precise waiting (see `_sleep_until`), so the slots
-        never spin; an op released while every slot is busy waits in the queue, starts
-        late, and its latency (from the intended start) shows the wait.
+        never spin; an op released while every slot is busy waits, starts late, and its
+        latency (from the intended start) shows the wait. When the first measured op is
+        due, the warm-up ops still waiting are dropped (and counted): sent then, they
+        would only make the measured ops wait behind a stale backlog.
         """
-        clock, sched, put = time.perf_counter_ns, self.schedule, self.tickets.put_nowait
+        sched, tickets, first = self.schedule, self.tickets, self.first_measured
         assert sched is not None
-        seq = 0
         try:
-            while not self.stopping and (self.total is None or seq < self.total):
-                intended = self.base_ns + sched.at(seq)
-                if self.end_ns is not None and intended >= self.end_ns:
-                    break
-                await _sleep_until(intended, clock)
-                put((seq, intended))
-                seq += 1
+            seq = await self._release(0, first, n_slots)
+            if seq != first or self.stopping:
+                return
+            if first:  # the warm-up ends when the first measured op is due
+                when = self.base_ns + sched.at(first)
+                if when >= (self.end_ns or _NEVER):
+                    return
+                await _sleep_until(when, time.perf_counter_ns)
+                tickets.drop_until(first)
+            await self._release(first, _NEVER, n_slots)
         finally:
-            for _ in range(n_slots):
-                put(None)
+            tickets.close()
+
+    async def _release(self, seq: int, upto: int, n_slots: int) -> int:
+        """Release ops `seq`.. (before `upto`, the run's op count and its end) each at its
+        intended start; returns the next seq not released."""
+        sched, tickets, base = self.schedule, self.tickets, self.base_ns
+        assert sched is not None
+        clock = time.perf_counter_ns
+        at = sched.at
+        if self.total is not None:
+            upto = min(upto, self.total)
+        end_ns = self.end_ns if self.end_ns is not None else _NEVER
+        while seq < upto and not self.stopping:
+            intended = base + at(seq)
+            if intended >= end_ns:
+                break
+            left = intended - clock()
+            if left > 0:  # on schedule: `_sleep_until`, with the clock read once
+                if left > 2_000_000:
+                    await asyncio.sleep((left - 1_500_000) / 1e9)
+                while clock() < intended:
+                    await asyncio.sleep(0)
+                tickets.release(seq, intended)
+                seq += 1
+                continue
+            # Behind: every op due now is released at once, not one per pass (which
+            # would never catch up, nor let the slots run). More ops still waiting from
+            # before than there are slots (slots woken and not yet run take one each):
+            # they are all busy, and need no pacer for a while.
+            busy = tickets.released - tickets.head > n_slots
+            seq = min(upto, sched.count_before(min(clock() + 1, end_ns) - base))
+            tickets.release_upto(seq)
+            await asyncio.sleep(0.001 if busy else 0)
+        return seq
 
     async def _take(self) -> tuple[int, int] | None:
         """The next op to issue, as (seq, intended; 0 in closed loop), or None: no more."""
@@ -318,8 +487,9 @@ class ClientRun:
         clock = time.perf_counter_ns
         op = self.client.next_op(seq)
         t0 = clock()
-        if self.end_ns is not None and t0 >= self.end_ns:
-            return False  # the run's time is up
+        if self.send_until_ns is not None and t0 >= self.send_until_ns:
+            self.abandoned.append(seq)  # the run's time is up: never sent, counted
+            return False
         gen = holder.generation
         try:
             call_ns = t0
@@ -368,6 +538,7 @@ class ClientRun:
         self.last_error = f"{type(exc).__name__}: {exc}"
         if self.consecutive_errors >= self.cfg.max_consecutive_errors:
             self.stopping = True
+            self.stopped_ns = self.stopped_ns or time.perf_counter_ns()
             self.aborted = True
             return
         # Back off a little so a dead server does not turn into a busy loop of errors.

@@ -99,6 +99,9 @@ class Manifest:
     spec_file: str | None = None
     source: str = "harness"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Who used the CPUs during the run, on which machine, and the servers' counters
+    #: (`harness.telemetry` writes it; empty where nothing was measured, e.g. imports).
+    telemetry: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -169,13 +172,21 @@ class Loadgen(_Section):
 @dataclass(frozen=True)
 class Counts(_Section):
     """``manifest.counts``: ops by status over the measured ops (`by_status`, stored as
-    one key per status), measured and warm-up ops, and all records."""
+    one key per status), measured and warm-up ops, and all records.
+
+    Open loop: `unsent` ops were intended in the measured window and never sent by its
+    end (the clients could not keep up); `unsent_warmup` warm-up ops were dropped at the
+    warm-up's end or never sent. A run written before them reads 0 (none counted)."""
 
     measured: int = 0
     warmup: int = 0
     total: int = 0
     by_status: Mapping[str, int] = field(default_factory=dict)
+    unsent: int = 0
+    unsent_warmup: int = 0
     more: Mapping[str, Any] = field(default_factory=dict)
+    #: Which of the optional counts `from_dict` read (written back even at 0).
+    stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Counts:
@@ -183,12 +194,17 @@ class Counts(_Section):
 
         data = dict(data or {})
         by_status = {k: int(data.pop(k)) for k in list(data) if k in STATUSES}
+        optional = {k: int(data.pop(k)) for k in ("unsent", "unsent_warmup") if k in data}
         return cls(measured=int(data.pop("measured", 0)), warmup=int(data.pop("warmup", 0)),
-                   total=int(data.pop("total", 0)), by_status=by_status, more=data)
+                   total=int(data.pop("total", 0)), by_status=by_status, **optional,
+                   more=data, stored=frozenset(optional))
 
     def to_dict(self) -> dict[str, Any]:
+        # Closed-loop and older runs have no unsent counts: none are written for them.
+        optional = {k: getattr(self, k) for k in ("unsent", "unsent_warmup")
+                    if getattr(self, k) or k in self.stored}
         return {**self.by_status, "measured": self.measured, "warmup": self.warmup,
-                "total": self.total, **self.more}
+                "total": self.total, **optional, **self.more}
 
 
 @dataclass(frozen=True)
@@ -213,7 +229,9 @@ class Extras(_Section):
     - collected_later: what `harness collect` fetched afterwards;
     - aggregated: an imported run whose records are per-op-kind means, not ops;
     - stated / stated_latency_ms: what an imported tool printed itself;
-    - imported_from, skipped_lines, latency_source: an import's provenance.
+    - imported_from, skipped_lines, latency_source: an import's provenance;
+    - spec: the spec the run was made from, as validated (overrides applied);
+    - order: the run order and server mode of the grid (`spec.ordered`).
     """
 
     baseline: Mapping[str, Any] | None = None
@@ -226,6 +244,7 @@ class Extras(_Section):
     imported_from: Mapping[str, Any] = field(default_factory=dict)
     skipped_lines: int = 0
     latency_source: str | None = None
+    spec: Mapping[str, Any] | None = None
     more: Mapping[str, Any] = field(default_factory=dict)
     #: The keys `from_dict` read (written back even at their default).
     stored: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
@@ -252,7 +271,7 @@ def new_manifest(
     name); `config_id` defaults to the spec's ``k=v,...`` form of the grid point;
     `loadgen` may be typed (`Loadgen`) or a mapping, and so may `counts` (`Counts`), `kit`
     (`Kit`) and `extra` (`Extras`); every other `Manifest` field is passed through `rest`
-    (hosts, services, error, source, spec_file).
+    (hosts, services, error, source, spec_file, telemetry).
     """
     unknown = sorted(set(rest) - {f.name for f in fields(Manifest)})
     if unknown:

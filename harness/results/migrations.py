@@ -78,4 +78,12 @@ def upgrade(
     return out
 
 
+@step(1)
+def _add_telemetry(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 added `telemetry`; a v1 run has none (it was not measured): an empty one."""
+    data["telemetry"] = {}
+    data["schema_version"] = 2
+    return data
+
+
 KNOWN_SCHEMA_VERSIONS = known_versions()

@@ -12,7 +12,9 @@ import numpy as np
 import pyarrow as pa
 
 #: The version this kit writes; older ones are upgraded on read (`migrations`).
-SCHEMA_VERSION = 1
+#: 2: the manifest's `telemetry` (CPU of every client and server process, each
+#: machine's load, the servers' counters; `harness.telemetry`).
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 OPS_FILE = "ops.parquet"
 TMP_PREFIX = ".tmp-"

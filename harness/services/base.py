@@ -2,14 +2,16 @@
 
 A service starts a real server on a Host with validated settings, on a free port, waits
 until it answers, reports its version and effective configuration for the manifest,
-and stops it (its whole process group) on `stop()`, also after errors.
+and stops it (its whole process group) on `stop()`, also after errors. A kind whose
+server keeps counters (hits, commands, transactions) reads them with `counters`, next to
+its protocol, for the telemetry of a run (`harness.telemetry`).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.endpoint import Endpoint  # re-exported: services hand endpoints out
@@ -75,6 +77,9 @@ class RunningService:
     processes: list[Process]
     workdir: str | None = None
     _stopped: bool = False
+    #: What the launcher keeps for later calls (e.g. the psql that reads counters);
+    #: not part of the manifest.
+    internal: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def info(self) -> dict[str, Any]:
         """What the manifest records about this service."""
@@ -90,6 +95,11 @@ class RunningService:
 
     def alive(self) -> bool:
         return all(self.host.is_alive(p) for p in self.processes)
+
+    def server_processes(self) -> list[Process]:
+        """The server processes running now, for the run's telemetry (their CPU and
+        memory): `processes`, unless a kind keeps them elsewhere."""
+        return list(self.processes)
 
     def scale(self, action: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Change the running service (e.g. add a node) while clients run; returns what
@@ -131,6 +141,9 @@ class Service(abc.ABC):
     #: arguments each takes (checked by the spec like settings).
     actions: tuple[str, ...] = ()
     action_args: Mapping[str, Mapping[str, Setting]] = {}
+    #: Names of `counters` that are levels (connections open, items stored), not counts
+    #: of events: a run reports their value at its end, not a difference.
+    gauges: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
@@ -166,3 +179,18 @@ class Service(abc.ABC):
                          ) -> list[str]:
         """The programs this kind needs (for these settings) that `host` lacks."""
         return [b for b in self.binaries if host.which(b) is None]
+
+    def counters(self, svc: RunningService) -> dict[str, float] | None:
+        """The running server's own counters now, name -> number, asked over its
+        protocol (read at a run's edges, never per op); None: this kind keeps none."""
+        return None
+
+    def counter_delta(self, start: Mapping[str, float], end: Mapping[str, float]
+                      ) -> dict[str, float]:
+        """What happened between two `counters` readings: the difference of each
+        counter (one first seen at the end counts from 0), the end value of `gauges`."""
+        out: dict[str, float] = {}
+        for k, v in end.items():
+            d = v if k in self.gauges else v - start.get(k, 0)
+            out[k] = round(d, 6) if isinstance(d, float) else d  # no 0.30000000000000004
+        return out

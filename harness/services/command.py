@@ -119,6 +119,9 @@ class CommandService(RunningService):
     def alive(self) -> bool:
         return all(s.host.is_alive(s.process) for s in self.servers)
 
+    def server_processes(self) -> list[Process]:
+        return [s.process for s in self.servers]
+
     def stop(self) -> None:
         if self._stopped:
             return

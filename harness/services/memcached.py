@@ -1,4 +1,5 @@
-"""memcached: one server process, text protocol probes over TCP from the harness side."""
+"""memcached: one server process, text protocol probes over TCP from the harness side;
+its counters (`stats`) for a run's telemetry."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from harness.drivers.memcache import parse_stats, stats_done, stats_request
 from harness.hosts import Host
 from harness.services._util import (
     Launch,
@@ -13,7 +15,7 @@ from harness.services._util import (
     host_is_root,
     tcp_request,
 )
-from harness.services.base import Setting
+from harness.services.base import RunningService, Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
 
@@ -36,13 +38,22 @@ CONFIG_KEYS = (
     "chunk_size",
 )
 
+#: `stats` counters a run's telemetry reports as deltas over the run (events)...
+COUNTERS = (
+    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "get_hits", "get_misses",
+    "get_expired", "get_flushed", "delete_hits", "delete_misses", "incr_hits",
+    "incr_misses", "decr_hits", "decr_misses", "cas_hits", "cas_misses", "cas_badval",
+    "touch_hits", "touch_misses", "evictions", "expired_unfetched", "evicted_unfetched",
+    "reclaimed", "total_connections", "rejected_connections", "listen_disabled_num",
+    "conn_yields", "bytes_read", "bytes_written", "total_items", "rusage_user",
+    "rusage_system",
+)
+#: ... and levels, reported as their value at the run's end.
+GAUGES = ("curr_connections", "curr_items", "bytes", "limit_maxbytes", "threads")
+
 
 def _line_done(reply: bytes) -> bool:
     return reply.endswith(b"\r\n")
-
-
-def _stats_done(reply: bytes) -> bool:
-    return reply.endswith((b"END\r\n", b"ERROR\r\n"))
 
 
 def memcached_version(address: str, port: int) -> str:
@@ -53,30 +64,21 @@ def memcached_version(address: str, port: int) -> str:
     return reply[len("VERSION "):].strip()
 
 
+def memcached_stats(address: str, port: int, group: str = "") -> dict[str, Any]:
+    """`stats` (or `stats <group>`) as a dict, read by the driver's parser."""
+    return parse_stats(tcp_request(address, port, stats_request(group), stats_done))
+
+
 def memcached_stats_settings(address: str, port: int) -> dict[str, Any]:
     """`stats settings` as a dict; numbers converted, everything else kept as text."""
-    reply = tcp_request(address, port, b"stats settings\r\n", _stats_done).decode(errors="replace")
-    out: dict[str, Any] = {}
-    for line in reply.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[0] == "STAT":
-            out[parts[1]] = _number(parts[2])
-    return out
-
-
-def _number(text: str) -> Any:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+    return memcached_stats(address, port, "settings")
 
 
 class Memcached(SingleServer):
     kind = "memcached"
     binaries = ("memcached",)
     packages = (MEMCACHED,)
+    gauges = GAUGES
     settings: Mapping[str, Setting] = {
         # memcached takes -m -1 as 18446744073708503040 bytes: bounds matter.
         "memory_mb": Setting((int,), 64, "Item memory in MiB (-m).", low=1, high=1 << 20,
@@ -134,3 +136,11 @@ class Memcached(SingleServer):
         stats = memcached_stats_settings(address, port)
         config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
         return memcached_version(address, port), config
+
+    def counters(self, svc: RunningService) -> dict[str, float]:
+        """`stats` counters and gauges (`COUNTERS`, `GAUGES`). The asking connection is
+        one of `curr_connections` and, at the end, of `total_connections`; `stats`
+        itself counts in none of the others."""
+        stats = memcached_stats(svc.endpoint.host, svc.endpoint.port)
+        return {k: stats[k] for k in (*COUNTERS, *GAUGES)
+                if isinstance(stats.get(k), (int, float))}

@@ -47,7 +47,12 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("libhdrhistogram-java", None, "jar:hdrhistogram.jar",
                   "HdrHistogram's own log reader checks `harness export hdr`"),
     SystemPackage("gcc", None, "gcc", "builds the native load-generator core (optional)"),
+    SystemPackage("stress-ng", None, "stress-ng",
+                  "a CPU hog beside runs in the tests (telemetry's other_cpu, the checks)"),
     SystemPackage("strace", None, "strace",
                   "signals and kills at exact system calls in the tests (`harness run` is "
                   "killed at each fsync of a run's write)"),
+    SystemPackage("chromium", None, "chromium",
+                  "JupyterLab in a real browser in the tests (headless, driven by "
+                  "Playwright; never a browser it downloads)"),
 )

@@ -51,11 +51,13 @@ from harness.services.packages import POSTGRESQL
 from harness.services.pg_node import PgNode, cluster_binaries
 from harness.services.postgres import (
     DATABASE,
+    GAUGES,
     PG_MAX_BACKENDS,
     USER,
     _check_extra,
     allow_hba,
     shared_buffers_problem,
+    stat_database,
 )
 
 MODES = ("single", "local-cluster", "network-cluster")
@@ -105,6 +107,7 @@ class PgCluster(Service):
     binaries = ("initdb", "postgres", "psql", "pg_basebackup")
     packages = (POSTGRESQL,)
     needs_hosts = True
+    gauges = (*GAUGES, "waiting")
     needs_access = True
     settings: Mapping[str, Setting] = {
         "mode": Setting((str,), "single", "single | local-cluster | network-cluster",
@@ -201,6 +204,15 @@ class PgCluster(Service):
 
     def extra_hosts(self, settings: Mapping[str, Any]) -> list[str]:
         return list(self.resolve(settings)["standby_hosts"])
+
+    def counters(self, svc: RunningService) -> dict[str, float] | None:
+        """The primary's `pg_stat_database` row of the clients' database."""
+        nodes = getattr(svc, "nodes", [])
+        if not nodes:
+            return None
+        primary = nodes[0]
+        return stat_database(primary.host, str(primary.bins["psql"]), primary.workdir,
+                             primary.port)
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any],
               hosts: Mapping[str, Host] | None = None, access: Access | None = None

@@ -6,10 +6,14 @@ control machine and the spec's client machines are added to pg_hba.conf by their
 addresses (`access`, see `harness.services.access`), for user `harness` and database
 `bench` only. Any other machine is refused ("no pg_hba.conf entry"). No password
 exists, so none can leak into results or logs.
+
+Its counters (telemetry) are `pg_stat_database`'s row of `bench`, read by psql over the
+socket from the `postgres` database (so the reading's own transactions count elsewhere).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -55,6 +59,39 @@ RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories"})
 #: Our named settings, which go to postgres as `-c name=value`.
 NAMED = ("synchronous_commit", "fsync", "shared_buffers", "max_connections")
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+#: pg_stat_database columns that are levels, not counts (reported at a run's end).
+GAUGES = ("numbackends",)
+#: How long a reading waits for the client backends of `bench` to have exited: a
+#: backend adds its transactions to pg_stat_database as it exits (PostgreSQL 15 holds
+#: them back up to a second while it lives), and is listed until then.
+QUIET_WAIT_S = 2.0
+_QUIET = (
+    "DO $$ BEGIN FOR i IN 1..{n} LOOP PERFORM pg_stat_clear_snapshot(); "
+    "EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = '{db}' AND "
+    "backend_type = 'client backend'); PERFORM pg_sleep(0.01); END LOOP; END $$"
+)
+_STAT_DATABASE = (
+    "SELECT json_build_object('row', row_to_json(d), 'waiting', (SELECT count(*) FROM "
+    "pg_stat_activity WHERE datname = '{db}' AND backend_type = 'client backend')) "
+    "FROM pg_stat_database d WHERE datname = '{db}'"
+)
+
+
+def stat_database(host: Host, psql: str, socket_dir: str, port: int,
+                  database: str = DATABASE) -> dict[str, float]:
+    """`pg_stat_database`'s numbers for `database` once its client backends have gone
+    (up to `QUIET_WAIT_S`; any still connected then are counted in `waiting`), read with
+    `psql` on the server's host, connected to the `postgres` database."""
+    res = host.run(
+        [psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h", socket_dir,
+         "-p", str(port), "-U", USER, "-d", "postgres",
+         "-c", _QUIET.format(n=int(QUIET_WAIT_S / 0.01), db=database),
+         "-c", _STAT_DATABASE.format(db=database)],
+        timeout=10 + QUIET_WAIT_S, env={"PGCONNECT_TIMEOUT": "5"})
+    data = json.loads(res.stdout.strip().splitlines()[-1])
+    row = {k: v for k, v in data["row"].items() if k != "datid"
+           and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**row, "waiting": data["waiting"]}
 
 
 def find_pg_binaries(host: Host) -> dict[str, str | None]:
@@ -120,6 +157,7 @@ class Postgres(Service):
     binaries = PG_BINARIES
     packages = (POSTGRESQL,)
     needs_access = True
+    gauges = (*GAUGES, "waiting")
     settings: Mapping[str, Setting] = {
         "synchronous_commit": Setting(
             (str,), "on", "Wait for WAL flush before COMMIT returns.",
@@ -213,7 +251,13 @@ class Postgres(Service):
                 kind=self.kind, host=host.address, port=port,
                 extra={"user": USER, "database": DATABASE},
             )
-            return launch.running(endpoint, version, config)
+            svc = launch.running(endpoint, version, config)
+            svc.internal["psql"] = str(bins["psql"])
+            return svc
+
+    def counters(self, svc: RunningService) -> dict[str, float]:
+        return stat_database(svc.host, svc.internal["psql"], str(svc.workdir),
+                             svc.endpoint.port)
 
     @staticmethod
     def _drop_root(host: Host, workdir: str) -> list[str]:

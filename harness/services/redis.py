@@ -1,4 +1,5 @@
-"""Redis, standalone: one redis-server, probed with RESP over TCP from the harness side."""
+"""Redis, standalone: one redis-server, probed with RESP over TCP from the harness side;
+its counters (INFO stats, clients and commandstats) for a run's telemetry."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from harness.drivers.redis import Incomplete, RespError, encode, parse_reply
+from harness.drivers.redis import Incomplete, RespError, encode, parse_info, parse_reply
 from harness.hosts import Host
 from harness.services._util import (
     Launch,
@@ -14,7 +15,7 @@ from harness.services._util import (
     ProbeError,
     tcp_request,
 )
-from harness.services.base import Setting
+from harness.services.base import RunningService, Setting
 from harness.services.packages import REDIS_SERVER
 from harness.services.single import SingleServer
 
@@ -69,6 +70,19 @@ def _directive_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+#: INFO fields a run's telemetry reports as deltas over the run (events), besides every
+#: command's `cmdstat_<command>_calls`, `_usec`, `_failed_calls` and `_rejected_calls`...
+COUNTERS = (
+    "total_connections_received", "total_commands_processed", "total_net_input_bytes",
+    "total_net_output_bytes", "rejected_connections", "expired_keys", "evicted_keys",
+    "keyspace_hits", "keyspace_misses", "total_error_replies", "total_reads_processed",
+    "total_writes_processed",
+)
+#: ... and levels, reported as their value at the run's end.
+GAUGES = ("connected_clients", "blocked_clients")
+_CMDSTAT = ("_calls", "_usec", "_failed_calls", "_rejected_calls")
 
 
 class RedisReplyError(ProbeError):
@@ -136,6 +150,18 @@ def redis_version(address: str, port: int) -> str:
     raise NotReady("INFO server has no redis_version")
 
 
+def redis_counters(address: str, port: int) -> dict[str, float]:
+    """`COUNTERS`, `GAUGES` and every command's call counts from one INFO call (its own
+    call counts under `cmdstat_info_calls` in the next reading, as Redis counts a
+    command once it is done)."""
+    info = parse_info(str(redis_command(address, port, "INFO", "stats", "clients",
+                                        "commandstats")))
+    return {k: v for k, v in info.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (k in COUNTERS or k in GAUGES
+                 or (k.startswith("cmdstat_") and k.endswith(_CMDSTAT)))}
+
+
 def redis_config(address: str, port: int, names: list[str]) -> dict[str, str]:
     """CONFIG GET each name (one per call: multi-name GET needs Redis 7)."""
     out: dict[str, str] = {}
@@ -149,6 +175,7 @@ class Redis(SingleServer):
     kind = "redis"
     binaries = ("redis-server",)
     packages = (REDIS_SERVER,)
+    gauges = GAUGES
     settings: Mapping[str, Setting] = {
         "maxmemory": Setting(
             (str, int), "0", "Memory limit, e.g. '64mb'; '0' means unlimited.", low=0
@@ -199,3 +226,6 @@ class Redis(SingleServer):
         # The extra directives too: the manifest records what the server runs with.
         names = [*CONFIG_NAMES.values(), "bind", "port", *s["extra"]]
         return redis_version(address, port), redis_config(address, port, names)
+
+    def counters(self, svc: RunningService) -> dict[str, float]:
+        return redis_counters(svc.endpoint.host, svc.endpoint.port)

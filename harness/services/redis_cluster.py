@@ -13,6 +13,10 @@ Timeline actions (run while clients run, see the spec's `timeline`):
   with the node's weight 0 (its slots, and keys, move to the others), `--cluster
   del-node`, and the process is stopped.
 Each returns the durations of its phases and the slots moved, for the manifest.
+
+Its counters (telemetry) are the masters' INFO counters summed; a node added or removed
+during a run counts from 0 or is missing from the end, so with a timeline that changes
+the masters they describe the masters at each edge, not every command of the run.
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ from harness.services.base import (
 )
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
+    GAUGES,
     POLICIES,
     RedisReplyError,
     maxmemory_problem,
     redis_command,
     redis_config,
+    redis_counters,
     redis_ping,
     redis_version,
 )
@@ -132,6 +138,9 @@ class RedisClusterService(RunningService):
     def alive(self) -> bool:
         return all(n.host.is_alive(n.process) for n in self.nodes)
 
+    def server_processes(self) -> list[Process]:
+        return [n.process for n in self.nodes]
+
     def stop(self) -> None:
         if self._stopped:
             return
@@ -204,6 +213,7 @@ class RedisCluster(Service):
     needs_hosts = True
     actions = ("add_node", "remove_node")
     action_args = NODE_ACTION_ARGS
+    gauges = GAUGES
     settings: Mapping[str, Setting] = {
         "masters": Setting((int,), 3, "master nodes at the start (no replicas)", low=1,
                            high=1000, why="each a server process; Redis Cluster's "
@@ -277,6 +287,14 @@ class RedisCluster(Service):
         svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
             "protocol": "redis_cluster", "nodes": [n.addr for n in svc.nodes]})
         return svc
+
+    def counters(self, svc: RunningService) -> dict[str, float]:
+        """Every master's `redis_counters`, summed (see the module's note on scaling)."""
+        total: dict[str, float] = {}
+        for node in getattr(svc, "nodes", []):
+            for k, v in redis_counters(node.address, node.port).items():
+                total[k] = total.get(k, 0) + v
+        return total
 
     def start_node(self, svc: RedisClusterService, host: Host) -> Node:
         """Start one cluster-mode redis-server on `host` and wait until it answers."""

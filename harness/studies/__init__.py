@@ -73,6 +73,9 @@ class StudyInfo:
 
 
 STUDIES: Registry[StudyInfo] = Registry("study")
+#: The generic study's notebook (`harness.studies.generic`): every experiment no entry
+#: below owns, so it is no entry itself.
+GENERIC_NOTEBOOK = "70-experiments.ipynb"
 
 
 def _add(info: StudyInfo) -> None:

@@ -210,14 +210,15 @@ def test_compare_says_what_it_left_out(pooling_raw: Path, tiny_raw: Path, capsys
 
 
 def test_report_section_is_omitted_unless_configured(trees):
-    from harness.analysis.compare import section
+    from harness.analysis.compare import section, section_parts
     from harness.analysis.display import OMIT_MARKER
 
     assert OMIT_MARKER in section(None, None).metadata
     base, cand = trees
-    shown = section(base, cand)
+    shown, figure = section_parts(base, cand)
     assert not shown.metadata and "| op | metric |" in shown.data
     assert "worse" in shown.data.split("\n")[0]  # the tally names the verdicts
+    assert figure.data[:8] == b"\x89PNG\r\n\x1a\n"  # the forest plot
 
 
 @pytest.mark.parametrize("runs", [3, 5, 10])

@@ -192,3 +192,29 @@ def test_by_op_a_left_out_run_counts_where_its_ops_would_go(pooling_raw: Path):
     # The failed run measured no op: a row of its own, op empty, so it is still said.
     none = table[table["op"].isna()].iloc[0]
     assert none["runs"] == 0 and none["ops"] == 0 and _left_out(none) == (0, 1, 0)
+
+
+def test_summarise_tree_gives_p999_and_goodputs_interval_when_asked(tiny_raw: Path):
+    """The explorer's fields: p99.9 and goodput's interval, the throughput interval's
+    function over the answered ops; `harness summary`'s own table is unchanged."""
+    from harness.analysis import intervals
+    from harness.analysis.summary_ci import TABLE_METRICS
+    from harness.analysis.summary_table import summarise_tree
+
+    plain = summary_table(tiny_raw, intervals=True)
+    assert "goodput_ops_s_ci_low" not in plain and "latency_p999_ms" not in plain
+    table = summarise_tree(tiny_raw, ["size"], intervals=True,
+                           fields=[*SUMMARY_COLUMNS, "latency_p999_ms"],
+                           metrics={**TABLE_METRICS, "goodput_ops_s": None}).table
+    one = table[table["size"] == 1].iloc[0]
+    # size=1: 4 answered ops of 4 in 10 ms, then 1 of 2 (the other an error) in 6 ms;
+    # each run counting once, as throughput (`intervals.run_scale`: per op of the run).
+    scale = 1 / np.array([4, 2])
+    want = intervals.ratio_interval(scale * np.array([4, 1]),
+                                    scale * np.array([0.010, 0.006]))
+    assert one["goodput_ops_s"] == pytest.approx((4 / 4 + 1 / 2) / 0.0055) == want.value
+    assert (one["goodput_ops_s_ci_low"], one["goodput_ops_s_ci_high"]) == pytest.approx(
+        (want.low, want.high))
+    assert one["goodput_ops_s_ci_low"] != one["throughput_ops_s_ci_low"]
+    assert one["latency_p999_ms"] == pytest.approx(np.quantile([1, 2, 3, 4, 2, 4], 0.999))
+    assert "latency_p999_ms_ci_low" in table  # NaN here: 6 ops are too few for one

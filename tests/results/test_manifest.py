@@ -65,3 +65,17 @@ def test_producers_may_pass_typed_sections() -> None:
     assert typed.to_dict() == plain.to_dict()
     assert typed.typed_extra.baseline == {"rtt_ms": 0.1} and typed.typed_extra.more == {"note": "x"}
     assert typed.typed_loadgen.engine == "native"
+
+
+def test_counts_of_open_loop_ops_never_sent() -> None:
+    """`unsent` and `unsent_warmup` (issue 25): typed, 0 on manifests written before
+    them, and written back only where they were stored or are not 0."""
+    for m in MANIFESTS:
+        assert m.typed_counts.unsent == 0 and m.typed_counts.unsent_warmup == 0
+        assert "unsent" not in Counts.from_dict(m.counts).to_dict()
+    stored = {"ok": 5, "measured": 5, "warmup": 2, "total": 7, "unsent": 0,
+              "unsent_warmup": 0}
+    assert Counts.from_dict(stored).to_dict() == stored
+    counts = Counts.from_dict({"measured": 5, "unsent": 12, "unsent_warmup": 3})
+    assert (counts.unsent, counts.unsent_warmup, counts.more) == (12, 3, {})
+    assert Counts(measured=1, unsent=4).to_dict()["unsent"] == 4

@@ -65,7 +65,23 @@ def test_old_run_directories_read_in_the_current_version(version: int) -> None:
         - int((loaded.ops["status"] == "redirect").sum())
 
 
-# The upgrade machinery, on a chain of toy steps (the kit's own chain is empty at v1).
+def test_v1_runs_read_with_an_empty_telemetry_and_v2_runs_with_theirs() -> None:
+    """v1 -> v2 adds `telemetry` (a v1 run measured none); a v2 run keeps what it
+    measured, in the shape `harness.telemetry` writes."""
+    v1 = [read_manifest(d) for d in iter_run_dirs(_version_dirs()[1])]
+    assert v1 and all(m.telemetry == {} for m in v1)
+    v2 = {read_manifest(d).experiment: read_manifest(d)
+          for d in iter_run_dirs(_version_dirs()[2])}
+    assert v2["redis-benchmark-csv-redis-benchmark-7.0-n10000-c50-P4"].telemetry == {}
+    tele = v2["datastore_vs_memcache"].telemetry
+    assert tele["window_s"] > 0
+    assert {p["role"] for p in tele["processes"]} == {"client", "server"}
+    assert {h["host"] for h in tele["hosts"]} == {"client", "server"}
+    hits = tele["counters"]["cache"]["delta"]["get_hits"]
+    assert hits == v2["datastore_vs_memcache"].counts["total"]  # warm-up included
+
+
+# The upgrade machinery, on a chain of toy steps (the kit's own is v1 -> v2).
 def _v1_to_v2(d: dict) -> dict:
     d["loadgen"] = {**d.get("loadgen", {}), "engine": d["loadgen"].get("engine", "python")}
     d["schema_version"] = 2

@@ -18,7 +18,7 @@ import yaml
 from harness import paths
 from harness.importers import IMPORTERS
 from harness.report import _study_parameters, discover_notebooks
-from harness.studies import STUDIES, StudyInfo
+from harness.studies import GENERIC_NOTEBOOK, STUDIES, StudyInfo
 from harness.studies.base import StudyBase
 from harness.workloads import WORKLOADS
 
@@ -77,7 +77,10 @@ def test_every_spec_and_study_notebook_is_registered_once():
     assert len(set(notebooks)) == len(notebooks)
     on_disk = {p.name for p in discover_notebooks(paths.notebooks_dir())}
     assert set(notebooks) <= on_disk
-    for name in on_disk - set(notebooks):  # the others are no study's
+    assert GENERIC_NOTEBOOK in on_disk and GENERIC_NOTEBOOK not in notebooks
+    generic = (paths.notebooks_dir() / GENERIC_NOTEBOOK).read_text()
+    assert "from harness.studies import generic" in generic
+    for name in on_disk - set(notebooks) - {GENERIC_NOTEBOOK}:  # the others are no study's
         assert "harness.studies" not in (paths.notebooks_dir() / name).read_text()
 
 

@@ -195,11 +195,25 @@ static void refill_closed(Engine *e, int g) {
     flush_group(e, g);
 }
 
+/* Open loop: the first measured op is due, so the warm-up is over: the warm-up ops not
+ * yet sent are dropped and counted, not sent (a stale backlog would only make the
+ * measured ops wait). Those of a later chunk are dropped once it is fed. */
+static void drop_warmup(Engine *e) {
+    int64_t left = e->measured_seq - (e->tk_first + e->tk_pos);
+    if (left > e->tk_n - e->tk_pos) left = e->tk_n - e->tk_pos;
+    if (left > 0) { e->tk_pos += left; e->dropped += left; }
+    if (e->tk_first + e->tk_pos >= e->measured_seq) e->gate_ns = e->stop_ns;
+}
+
 /* Open loop: start every due op that has a free slot, round robin over connections. */
 static void dispatch_open(Engine *e) {
     if (e->stopping || e->tk_pos >= e->tk_n) return;
     int64_t t0 = now_ns();
-    if (t0 >= e->stop_ns) return;
+    if (t0 >= e->gate_ns) {  /* the end, or the warm-up's */
+        if (t0 >= e->stop_ns) return;
+        drop_warmup(e);
+        if (e->tk_pos >= e->tk_n) return;
+    }
     int start = 0;
     while (e->tk_pos < e->tk_n && e->tk[e->tk_pos] <= t0) {
         int found = -1;

@@ -113,6 +113,10 @@ typedef struct {
     int open_loop;
     int64_t *tk; Py_ssize_t tk_n, tk_pos; int64_t tk_first; int tk_last;
     int64_t timer_at;
+    /* open loop: when seq `measured_seq`, the first measured op, is due (`measured_ns`),
+     * the warm-up ops not yet sent are dropped (counted in `dropped`); `gate_ns` is the
+     * earlier of that and stop_ns until then, stop_ns after (one compare per dispatch) */
+    int64_t measured_seq, measured_ns, gate_ns, dropped;
     /* records: the Recorder's columns during a run */
     int64_t *c_start, *c_end, *c_out, *c_int;
     int64_t n, cap;

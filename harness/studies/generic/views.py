@@ -1,0 +1,277 @@
+"""What the generic study shows for one experiment: a section a notebook cell displays.
+
+The section is built from the experiment's runs and spec alone, so it serves any
+experiment of the user's: what was measured (from the manifests: workload, clients,
+connections, pipelining, open or closed loop, servers and their settings), a table per
+configuration with intervals, the effect of each grid key's values with verdicts, latency
+CDFs per configuration, throughput and p99 over time, and the spec with its provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import plots, pooling, sweeps, tables, verdict
+from harness.analysis.display import html, markdown
+from harness.analysis.load import Loaded
+from harness.analysis.tables import ci_column, human, ratio_text
+from harness.results import read_manifest
+from harness.studies.generic import analysis
+
+#: The over-time figure needs runs at least this many seconds long.
+MIN_SECONDS = 3
+METRIC_TEXT = {"throughput": "throughput", "latency_mean": "mean latency",
+               "latency_p99": "p99 latency"}
+
+
+def _n(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    return f"{n:,} {noun if n == 1 else plural}"
+
+
+@dataclass
+class ExperimentSection:
+    """One experiment of the user's, analysed (`analyse` makes it)."""
+
+    name: str
+    loaded: Loaded
+    left_out: pd.DataFrame
+    include: tuple[str, ...]
+    alpha: float
+    threshold: float
+    figures_dir: Path | None
+    _manifest: Any = field(default=None, repr=False)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.loaded.grid_keys)
+
+    @property
+    def manifest(self) -> Any:
+        if self._manifest is None:
+            self._manifest = read_manifest(Path(self.loaded.runs["run_dir"].iloc[0]))
+        return self._manifest
+
+    # -- what was measured -------------------------------------------------------------
+    def measured(self) -> str:
+        """A sentence of what was measured, from the manifests (never typed in)."""
+        runs = self.loaded.runs
+
+        def one(col: str) -> Any:
+            vals = runs[col].dropna().unique() if col in runs else []
+            return vals[0] if len(vals) == 1 else None
+
+        procs, conns, inflight = (one(f"loadgen_{k}") for k in
+                                  ("processes", "connections", "inflight"))
+        clients = " × ".join(t for t in (
+            _n(int(procs), "client process") if procs else "client processes varied",
+            _n(int(conns), "connection") if conns else "connections varied",
+            (f"{int(inflight)} requests in flight per connection (pipelined)"
+             if inflight and inflight > 1 else
+             "one request at a time per connection" if inflight else "in flight varied"))
+            if t)
+        mode = one("loadgen_mode")
+        target = one("loadgen_target_rate_ops_s")
+        loop = ("open loop (a schedule of intended starts; latency counts from them)"
+                + (f" at {human(float(target))} ops/s offered" if target else "")
+                if mode == "open" else "closed loop (each request waits for the one before)"
+                if mode == "closed" else "open and closed loop")
+        ops, dur = one("loadgen_ops"), one("loadgen_duration_s")
+        size = (f"{human(int(ops))} measured ops per run" if ops is not None and not
+                _nan(ops) else f"{float(dur):g} s per run" if dur is not None and not
+                _nan(dur) else "run length varied")
+        services = "; ".join(
+            f"`{name}`: {s.get('kind')} {s.get('version', '')} on {s.get('host')}"
+            for name, s in self.manifest.services.items())
+        return (f"Workload `{one('workload')}`, {clients}, {loop}, {size}. "
+                f"Servers: {services or 'none recorded'}.")
+
+    def header(self) -> Any:
+        runs = self.loaded.runs
+        configs = runs.groupby(self.keys, dropna=False).ngroups if self.keys else 1
+        note = pooling.study_note(self.left_out, runs, self.include)
+        grid = ", ".join(f"`{k}`" for k in self.keys) or "none"
+        text = (f"## Experiment `{self.name}`\n\n{self.measured()}\n\n"
+                f"{_n(len(runs), 'run')} pooled over {_n(configs, 'configuration')} "
+                f"(grid keys: {grid}); every number below comes from these runs, every "
+                "interval from the spread between them (95%)."
+                + (f" {note[0].upper()}{note[1:]}." if note else ""))
+        return markdown(text)
+
+    # -- tables --------------------------------------------------------------------------
+    def configuration_table(self) -> Any:
+        t = analysis.configurations(self.loaded)
+        out = t[[*self.keys, "runs", "ops"]].copy()
+        out["throughput ops/s"] = ci_column(t, "throughput_ops_s", "throughput_ops_s_ci_low",
+                                            "throughput_ops_s_ci_high", digits=4)
+        out["goodput ops/s"] = t["goodput_ops_s"].map(human)
+        for field_, head in (("latency_mean_ms", "mean ms"), ("latency_p50_ms", "p50 ms"),
+                             ("latency_p99_ms", "p99 ms"), ("latency_p999_ms", "p99.9 ms")):
+            out[head] = ci_column(t, field_, f"{field_}_ci_low", f"{field_}_ci_high",
+                                  digits=3)
+        return html(tables.to_html(
+            out, numeric=["runs", "ops"], formats={"ops": human},
+            caption=f"{self.name}: per configuration, pooled over its runs, 95% CI over "
+                    "runs in parentheses (p99.9 only where every run has 10,000 ops)"))
+
+    def effects(self) -> analysis.Effects:
+        grid = analysis.spec_grid_of(self.manifest.typed_extra.spec)
+        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold)
+
+    def effect_findings(self) -> Any:
+        """Per grid key, each value against the first, in words; then the table."""
+        if not self.keys:
+            return markdown("One configuration: nothing to compare within this experiment "
+                            "(`harness compare` compares it with another tree).")
+        eff = self.effects()
+        t = eff.table
+        if t.empty:
+            return markdown("No grid key has two values measured at the same values of the "
+                            "other keys: no effect to estimate.")
+        lines = []
+        for key, rows in t.groupby("key", sort=False):
+            ref = rows["reference"].iloc[0]
+            lines.append(f"- **`{key}`** against `{key}={ref}`:")
+            for r in rows.itertuples(index=False):
+                at = f" (at {r.at})" if r.at else ""
+                lines.append(f"  - `{r.value}`{at}: {self._effect_words(r)}")
+        head = (f"Each grid key's values against its first value, at the same values of "
+                f"the other keys; {len(t)} comparisons, one family: p {eff.procedure}-"
+                f"adjusted together, α = {eff.alpha:g}; “no significant difference” means "
+                f"the 95% CI of the ratio lies within ±{eff.threshold:.0%}.")
+        return markdown(head + "\n\n" + "\n".join(lines))
+
+    @staticmethod
+    def _effect_words(r: Any) -> str:
+        what = METRIC_TEXT[r.metric]
+        ratio = ratio_text(r.ratio)
+        ci = ("" if math.isnan(r.ratio_ci_low) else
+              f" (95% CI {ratio_text(r.ratio_ci_low)[:-1]}–{ratio_text(r.ratio_ci_high)})")
+        p = "" if math.isnan(r.p_adj) else f", adjusted p = {r.p_adj:.2g}"
+        if r.verdict in (verdict.BETTER, verdict.WORSE):
+            return f"{what} {r.verdict}, {ratio}{ci}{p}"
+        if r.verdict == verdict.NO_DIFFERENCE:
+            return f"{what} {ratio}{ci}: no significant difference{p}"
+        return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}"
+
+    def effect_figure(self) -> Any:
+        t = self.effects().table
+        if t.empty:
+            return None
+        # Short labels (the key's last part, the value, the other keys' values): the
+        # plot keeps its width, the full names are in the list above.
+        shown = t.assign(label=[f"{r.key.rsplit('.', 1)[-1]}={r.value}"
+                                + (f" @ {r.at}" if r.at else "")
+                                for r in t.itertuples(index=False)])
+        fig = plots.forest(shown, ["label"], threshold=self.threshold,
+                           title=f"{self.name}: each value against its key's first")
+        return self._publish(fig, "effects")
+
+    # -- figures -------------------------------------------------------------------------
+    def _config_ops(self) -> pd.DataFrame:
+        runs = self.loaded.runs[["run_id", *self.keys]].copy()
+        runs["configuration"] = [analysis.config_label(r, self.keys)
+                                 for _, r in runs.iterrows()]
+        ops = self.loaded.ops
+        if "warmup" in ops:
+            ops = ops[~ops["warmup"].to_numpy(bool)]
+        frame = pd.DataFrame({"run_id": ops["run_id"].astype(str).to_numpy(),
+                              "latency_ns": ops["latency_ns"].to_numpy(),
+                              "start_ns": ops["start_ns"].to_numpy()})
+        return frame.merge(runs[["run_id", "configuration"]].astype({"run_id": str}),
+                           on="run_id")
+
+    def ecdf(self) -> Any:
+        ops = self._config_ops()
+        if ops.empty:
+            return None
+        fig = plots.latency_ecdf(ops, "configuration",
+                                 title=f"{self.name}: latency per op, by configuration "
+                                       f"({self._clients_short()})",
+                                 sample_every=self.loaded.sample_every)
+        return self._publish(fig, "latency-cdf")
+
+    def capacity(self) -> Any:
+        """An offered-load sweep's latency-throughput curve, with the capacity search's
+        SLO and answer when the experiment has a `search.json`; None without a sweep."""
+        if not sweeps.is_sweep(self.loaded):
+            return None
+        exp_dir = Path(self.loaded.runs["run_dir"].iloc[0]).parent
+        found = sweeps.read_search(exp_dir)
+        others = [k for k in self.keys if k != sweeps.RATE_KEY]
+        fig = sweeps.figure(self.loaded, self.name, found, others[:1])
+        parts = [self._publish(fig, "capacity")]
+        if found:
+            cap = found.get("capacity_ops_s")
+            lo, hi = found.get("ci_low"), found.get("ci_high")
+            ci = (f" (95% CI {lo:,.0f}-{hi:,.0f})" if lo is not None and hi is not None
+                  else f" (up to {hi:,.0f})" if hi is not None else "")
+            said = (f"The capacity search found **{cap:,.0f} ops/s**{ci} at {found['slo']} "
+                    f"({len(found.get('steps', []))} steps; {found.get('stopped', '')})."
+                    if cap is not None else
+                    f"The capacity search found no rate meeting {found['slo']} "
+                    f"({found.get('stopped', '')}).")
+            parts.insert(0, markdown(said))
+        return parts
+
+    def over_time(self) -> Any:
+        series = analysis.per_second(self.loaded, self.loaded.sample_every)
+        seconds = series.groupby("config")["second"].nunique() if len(series) else []
+        if not len(seconds) or max(seconds) < MIN_SECONDS:
+            return markdown(f"*Runs of under {MIN_SECONDS} s: no figure over time (a point "
+                            "or two per configuration says nothing about drift).*")
+        fig = plots.per_second(series, title=f"{self.name}: throughput and p99 per second "
+                                             f"of the runs ({self._clients_short()})")
+        return self._publish(fig, "over-time")
+
+    def _clients_short(self) -> str:
+        runs = self.loaded.runs
+        parts = []
+        for col, noun in (("loadgen_processes", "process"), ("loadgen_connections",
+                                                              "connection")):
+            vals = runs[col].dropna().unique() if col in runs else []
+            if len(vals) == 1:
+                parts.append(_n(int(vals[0]), noun))
+        modes = runs["loadgen_mode"].dropna().unique() if "loadgen_mode" in runs else []
+        if len(modes) == 1:
+            parts.append(f"{modes[0]} loop")
+        return ", ".join(parts) or "clients varied"
+
+    def _publish(self, fig: Any, what: str) -> Any:
+        return plots.publish(fig, f"{self.name}-{what}", self.figures_dir)
+
+    # -- provenance ----------------------------------------------------------------------
+    def provenance(self) -> Any:
+        m = self.manifest
+        kit = m.typed_kit
+        hosts = "; ".join(f"{name}: {h.get('cpu_model') or h.get('cpu', '?')}, "
+                          f"{h.get('cpu_count', '?')} CPUs, {h.get('kernel', '?')}"
+                          for name, h in m.hosts.items())
+        servers = "\n".join(
+            f"- `{name}` ({s.get('kind')} {s.get('version', '')}): "
+            + ", ".join(f"{k}={v}" for k, v in sorted((s.get("config") or {}).items())
+                        if not isinstance(v, dict | list))
+            for name, s in m.services.items())
+        spec = m.typed_extra.spec
+        if spec:
+            import yaml
+
+            spec_text = (f"\n\nThe spec (`{m.spec_file}`), as the runs recorded it:\n\n"
+                         f"```yaml\n{yaml.safe_dump(dict(spec), sort_keys=False).strip()}"
+                         "\n```")
+        else:
+            spec_text = (f"\n\nThe runs name the spec `{m.spec_file}` (recorded before "
+                         "manifests carried the spec itself).")
+        return markdown(f"### Provenance\n\nMeasured by kit {kit.version} (commit "
+                        f"{kit.git_commit or '?'}{', modified' if kit.git_dirty else ''}) "
+                        f"on {hosts or 'hosts not recorded'}. Servers as they reported "
+                        f"their settings:\n\n{servers or '- none recorded'}{spec_text}")
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)

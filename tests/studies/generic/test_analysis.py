@@ -1,0 +1,151 @@
+"""The generic study on captured data: which experiments it takes, that its numbers are
+`harness summary`'s, that it finds the effects a simulation put in, and that the report
+shows it only when there is something of the user's to show."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import paths
+from harness.analysis import verdict
+from harness.cli import main
+from harness.report import build_report
+from harness.studies import GENERIC_NOTEBOOK
+from harness.studies.generic import analyse, analysis, own_experiments
+from tests.fixtures.rawdata import GRID_EXPERIMENT, write_datastore_memcache, write_grid
+
+SEED = paths.project_root() / "examples" / "legacy" / "seed001-gae-bench.txt"
+
+
+def test_own_experiments_leave_out_built_in_studies_and_imports(tmp_path: Path,
+                                                                capsys) -> None:
+    raw = tmp_path / "raw"
+    write_grid(raw)
+    write_datastore_memcache(raw)  # the datastore study's spec's name: a built-in's
+    assert main(["import", "gae-bench", str(SEED), "-o", str(raw)]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in raw.iterdir() if p.is_dir()) == sorted(
+        [GRID_EXPERIMENT, "datastore_vs_memcache", *own_imports(raw)])
+    assert own_experiments(raw) == [GRID_EXPERIMENT]
+    study = analyse(raw)
+    assert [s.name for s in study.sections] == [GRID_EXPERIMENT]
+
+
+def own_imports(raw: Path) -> list[str]:
+    return [p.name for p in raw.iterdir() if p.is_dir()
+            and p.name not in (GRID_EXPERIMENT, "datastore_vs_memcache")]
+
+
+def test_configuration_numbers_are_harness_summarys(grid_raw: Path, capsys) -> None:
+    """Every number of the configuration table equals `harness summary --format json`'s
+    for the same configuration (the same functions, not a second formula)."""
+    assert main(["summary", str(grid_raw), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    [section] = analyse(grid_raw).sections
+    table = analysis.configurations(section.loaded)
+    assert len(table) == len(summary) == 4
+    for row in summary:
+        [mine] = [r for _, r in table.iterrows() if r["value_size"] == row["value_size"]
+                  and r["appendonly"] == row["appendonly"]]
+        for field, value in row.items():  # (JSON keeps 10 decimals)
+            if field in mine.index and isinstance(value, float):
+                assert mine[field] == pytest.approx(value, rel=1e-9, abs=1e-10), field
+        assert mine["runs"] == row["runs"] and mine["ops"] == row["ops"]
+
+
+def test_effects_find_the_slowdowns_put_in(grid_raw: Path) -> None:
+    """`write_grid` makes sets 1.8x slower with appendonly and every op 1.3x slower at
+    4096 bytes: the effect rows say worse for both keys at every value of the other,
+    and each verdict lies on the side its interval does."""
+    [section] = analyse(grid_raw).sections
+    eff = section.effects()
+    t = eff.table
+    assert set(t["key"]) == {"appendonly", "value_size"}
+    assert len(t) == 2 * 2 * len(analysis.EFFECT_METRICS)  # 2 keys x 2 other values
+    mean = t[t["metric"] == "latency_mean"]
+    assert set(mean["verdict"]) == {verdict.WORSE}
+    aof = mean[mean["key"] == "appendonly"]
+    # Half the ops are sets, 1.8x slower (plus timeouts at 20 ms): about 1.4-1.7x.
+    assert ((aof["ratio"] > 1.3) & (aof["ratio"] < 1.9)).all()
+    for r in t.itertuples(index=False):
+        assert r.p_adj >= r.p
+        higher_is_better = analysis.EFFECT_METRICS[r.metric][1]
+        if r.verdict in (verdict.BETTER, verdict.WORSE):
+            up = r.verdict == verdict.BETTER if higher_is_better else r.verdict == verdict.WORSE
+            assert (r.ratio_ci_low > 1) if up else (r.ratio_ci_high < 1), r
+    text = section.effect_findings().data
+    for r in t.itertuples(index=False):
+        assert f"`{r.value}` (at {r.at})" in text
+    assert f"{len(t)} comparisons, one family" in text
+
+
+def test_the_spec_order_sets_the_reference(grid_raw: Path) -> None:
+    """A grid key's first value in the spec is the one the others are compared with."""
+    [section] = analyse(grid_raw).sections
+    t = analysis.effects(section.loaded, {"appendonly": [True, False],
+                                          "value_size": [4096, 100]}).table
+    assert set(t["reference"]) == {True, 4096}
+    assert set(t[t["metric"] == "latency_mean"]["verdict"]) == {verdict.BETTER}
+    assert analysis.value_order([100, 4096], None, "value_size") == [100, 4096]
+    assert analysis.value_order([100, 4096, 7], {"value_size": [4096, 100]},
+                                "value_size") == [4096, 100, 7]
+
+
+def test_per_second_counts_whole_seconds_only(grid_raw: Path) -> None:
+    """Only seconds every op of which is in: a run's last, partial second would read as a
+    collapse. The runs last 0.6-1.3 s, so only runs past 1 s give their second 0, and its
+    throughput is the mean over the configuration's runs of their ops in it."""
+    [section] = analyse(grid_raw).sections
+    got = analysis.per_second(section.loaded)
+    ops = section.loaded.ops
+    ops = ops[~ops["warmup"].to_numpy(bool)]
+    runs = section.loaded.runs
+    expected = {}
+    for (aof, size), group in runs.groupby(["appendonly", "value_size"]):
+        mine = ops[ops["run_id"].astype(str).isin(group["run_id"].astype(str))]
+        per_run = mine.groupby(mine["run_id"].astype(str), observed=True)["start_ns"]
+        if (per_run.max() >= 1e9).all():
+            in_first = (mine["start_ns"] < 1e9).sum()
+            expected[f"appendonly={aof}, value_size={size}"] = in_first / len(group)
+    assert expected and len(expected) < 4  # some configurations have no whole second
+    assert dict(zip(got["config"], got["throughput_ops_s"], strict=True)) == pytest.approx(
+        expected)
+    assert set(got["second"]) == {0}
+
+
+def test_report_names_each_experiment_and_leaves_the_part_out_without_one(
+        grid_raw: Path, tmp_path: Path) -> None:
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / GENERIC_NOTEBOOK, nbs)
+    kw = dict(pdf=False, notebooks_dir=nbs, figures_dir=tmp_path / "figures", progress=False)
+    html = build_report(grid_raw, tmp_path / "r1", **kw)["html"].read_text()
+    toc = html[html.index("<h2>Contents</h2>"):html.index("</nav>")]
+    assert "Your own experiments" in toc
+    assert f"Experiment {GRID_EXPERIMENT}</a>" in toc
+    body = html[html.index("</nav>"):]
+    for words in ("Workload <code>redis_mix</code>", "12 runs pooled over 4 configurations",
+                  "95% CI over runs", "one family"):
+        assert words in body, words
+    figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
+    assert {"redis-appendonly-effects.png", "redis-appendonly-latency-cdf.png"} <= figures
+    raw = tmp_path / "dsmc"
+    write_datastore_memcache(raw)
+    html = build_report(raw, tmp_path / "r2", **kw)["html"].read_text()
+    assert "Your own experiments" not in html
+
+
+def test_an_experiment_with_no_complete_run_says_why(tmp_path: Path) -> None:
+    raw = write_grid(tmp_path / "raw", repetitions=1)
+    for m in raw.rglob("manifest.json"):
+        data = json.loads(m.read_text())
+        data["status"] = "partial"
+        m.write_text(json.dumps(data))
+    study = analyse(raw)
+    assert not study.sections and GRID_EXPERIMENT in study.empty
+    assert "partial" in study.empty[GRID_EXPERIMENT]
+    assert [s.name for s in analyse(raw, include=["partial"]).sections] == [GRID_EXPERIMENT]

@@ -1,0 +1,59 @@
+"""A user's own experiment, measured for real and analysed: memcached's get/set mix over
+value sizes, with the spec's order of values kept as the reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import verdict
+from harness.hosts import LocalHost
+from harness.results import read_manifest
+from harness.runner import Runner
+from harness.spec import load_spec
+from harness.studies.generic import analyse, analysis, own_experiments
+from tests.fixtures.servers import require_service
+
+pytestmark = pytest.mark.integration
+
+SPEC = """\
+name: mc_values
+workload: memcache_mix
+hosts: {server: localhost, client: localhost}
+services:
+  cache: {kind: memcached, host: server, settings: {threads: 1}}
+clients: {hosts: [client], processes: 1, connections: 2}
+params: {key_space: 200, get_ratio: 0.5}
+grid:
+  value_size_bytes: [100000, 100]
+repetitions: 2
+run: {ops: 400, warmup_ops: 20, timeout_s: 5}
+"""
+
+
+def test_own_spec_measured_and_analysed(tmp_path: Path) -> None:
+    require_service("memcached", LocalHost())
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(SPEC)
+    raw = tmp_path / "raw"
+    outcomes = Runner(load_spec(spec), raw, progress=False).run()
+    assert [o.status for o in outcomes] == ["complete"] * 4
+    assert own_experiments(raw) == ["mc_values"]
+    [section] = analyse(raw).sections
+    man = read_manifest(Path(section.loaded.runs["run_dir"].iloc[0]))
+    assert man.typed_extra.spec["grid"] == {"value_size_bytes": [100000, 100]}
+    said = section.measured()
+    for words in ("Workload `memcache_mix`", "1 client process × 2 connections",
+                  "closed loop", "400 measured ops per run", "`cache`: memcached"):
+        assert words in said, said
+    t = section.effects().table
+    # The spec's first value is the reference: 100 bytes against 100 kB.
+    assert set(t["reference"]) == {100000} and set(t["value"]) == {100}
+    assert len(t) == len(analysis.EFFECT_METRICS)
+    # 1,000x smaller values: sets and gets move 1,000x fewer bytes; the mean is lower.
+    mean = t[t["metric"] == "latency_mean"].iloc[0]
+    assert mean["ratio"] < 1
+    assert mean["verdict"] in (verdict.BETTER, verdict.INCONCLUSIVE)
+    table = analysis.configurations(section.loaded)
+    assert list(table["runs"]) == [2, 2] and list(table["ops"]) == [800, 800]

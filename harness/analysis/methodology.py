@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import intervals, multiplicity, summary, tables, verdict
+from harness.analysis import intervals, multiplicity, summary, tables, tails, verdict
 
 
 def settings() -> pd.DataFrame:
@@ -46,6 +46,11 @@ def settings() -> pd.DataFrame:
              f"{verdict.DEFAULT_THRESHOLD:.0%}; otherwise inconclusive (not significant after "
              "adjustment, where only the raw p was below α), always with the estimate and "
              "its interval"),
+            ("heavy tails", "Hill's estimate of the latencies' tail index from the top √n of "
+             f"a group's n ≥ {tails.MIN_OPS:,} ops; below {tails.ALPHA_LIMIT:g} the variance is "
+             "infinite and a few ops decide a mean, so the section opens with the group's "
+             "percentiles and says its mean's and throughput's intervals are unreliable "
+             "(`heavy_tail` in harness summary's checks)"),
         ],
         columns=["what", "how"],
     )

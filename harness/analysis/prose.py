@@ -82,11 +82,15 @@ def ci_text(level: float, low: float, high: float, suffix: str = "×") -> str:
         else f"{multiplicity.fmt_level(level)} CI {low:.3g}–{high:.3g}{suffix}"
 
 
+def p_pair(claim: multiplicity.Claim) -> str:
+    """``p = 0.003, BH-adjusted p = 0.012``: a claim's raw and adjusted p side by side."""
+    short = "BH" if claim.method == multiplicity.FDR else multiplicity.NAMES[claim.method]
+    return f"{fmt_p(claim.p)}, {short}-adjusted {fmt_p(claim.p_adjusted)}"
+
+
 def evidence_text(claim: multiplicity.Claim, n_a: int, n_b: int, unit: str = "runs") -> str:
     """``Welch t on log ratio p = 0.003, BH-adjusted p = 0.012, n = 5 runs each``."""
-    short = "BH" if claim.method == multiplicity.FDR else multiplicity.NAMES[claim.method]
-    return (f"{claim.test.test} {fmt_p(claim.p)}, {short}-adjusted "
-            f"{fmt_p(claim.p_adjusted)}, {fmt_n(n_a, n_b, unit)}")
+    return f"{claim.test.test} {p_pair(claim)}, {fmt_n(n_a, n_b, unit)}"
 
 
 def outcome_text(claim: multiplicity.Claim, threshold: float = verdict.DEFAULT_THRESHOLD

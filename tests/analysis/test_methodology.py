@@ -15,6 +15,7 @@ def test_settings_state_the_multiplicity_rule():
     assert "Holm" not in text
     assert "Benjamini-Hochberg" in text and "1 − R·q/m" in text and "Bonferroni" in text
     assert "better / worse exactly when the printed (adjusted) interval excludes 1" in text
+    assert "each run counting once" in text and "tail index" in text and "heavy_tail" in text
 
 
 def test_test_choice_sentence_states_the_tables_numbers():

@@ -30,7 +30,7 @@ def _row_verdict(row) -> str:
     return row.verdict
 
 
-def _ratio_ci(c) -> str:
+def _ratio_ci(c: multiplicity.Claim) -> str:
     """``1.23× [0.78–1.95]``: a claim's ratio with its adjusted interval."""
     return f"{prose.fmt_ratio(c.ratio)} [{prose._range(c.low, c.high).rstrip('×')}]"
 
@@ -100,7 +100,8 @@ class Views(Numbers):
                                if verdicts.count(v))
             level = multiplicity.fmt_level(cs[0].level)
             return (f"{counts} of {n} op × memcache configurations (ratios {hi}/{lo} with "
-                    f"{level} CIs: {', '.join(_ratio_ci(c) for c in cs)})")
+                    f"{level} CIs, raw and adjusted p: "
+                    f"{', '.join(f'{_ratio_ci(c)} ({prose.p_pair(c)})' for c in cs)})")
 
         lat_up = sum(1 for c in lat if c.significant and c.ratio > 1)
         lines = [
@@ -135,7 +136,7 @@ class Views(Numbers):
                     c, (a, b) = fam.judged.get(k), k[3:]
                     word = (f"{a} {'slower' if c.ratio > 1 else 'faster'}" if c.significant
                             else prose.outcome_text(c))
-                    parts.append(f"{a}/{b} {_ratio_ci(c)}: {word}")
+                    parts.append(f"{a}/{b} {_ratio_ci(c)}: {word} ({prose.p_pair(c)})")
                 level = multiplicity.fmt_level(fam.judged.family.level)
                 lines.append(f"- {_threads(t)}, {mc_label(mc)}: latency ratios (run medians, "
                              f"{level} CIs): " + "; ".join(parts) + ".")

@@ -123,6 +123,7 @@ class Views(Numbers):
                 f"[{prose._range(c.low, c.high).rstrip('×')}]: "
                 + (f"{e.label_a} {'faster' if c.ratio > 1 else 'slower'}" if c.significant
                    else prose.outcome_text(c))
+                + f" ({prose.p_pair(c)})"
                 for e, c in mine)
             sig = sum(c.significant for _, c in mine)
             what = ("the strategies" if mine[0][0].key[1] == "strategy"

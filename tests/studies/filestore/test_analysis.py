@@ -79,6 +79,9 @@ def test_tables_and_sentences(study: filestore.Study) -> None:
         assert "Holm" not in text
         assert_prose_matches(text, judged)
         assert_wording_rule(text)
+    # Raw and adjusted p beside every listed ratio, as in the sentences (issue 26).
+    for text in (threads, ops):
+        assert text.count("× [") == text.count(", BH-adjusted p ") > 0
     # p.19: no untested cause; the tests say what, not why.
     assert "queues at the server" not in threads
     for view in (study.config_table_html, study.memcache_effect_html,

@@ -133,6 +133,8 @@ def test_strategy_claims_per_cache_size_are_one_family_with_the_scaling_ones(
     assert "GET, cache size 100: the strategies differ significantly in 3 of 3 pairs" in text
     assert "GET, cache size 1000: the strategies differ significantly in 0 of 3 pairs" in text
     assert_prose_matches(text, fam.judged, at_least=7)
+    # Raw and adjusted p beside every listed ratio, as in the sentences.
+    assert text.count("× [") == text.count(", BH-adjusted p ") == 7
     scaling = study.scaling_findings().data
     assert_prose_matches(scaling, fam.judged, at_least=6)
     assert_wording_rule(text + "\n" + scaling, at_least=13)

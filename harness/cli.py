@@ -176,20 +176,24 @@ SUMMARY_HEADERS = {
 def cmd_summary(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
     from harness.analysis.load import check_experiments
-    from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
+    from harness.analysis.summary_table import CHECKS_COLUMN, LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
     check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
     # Progress only on a terminal: piped stderr keeps one line per warning.
     summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
-                             progress=sys.stderr.isatty(), include=args.include)
+                             progress=sys.stderr.isatty(), include=args.include, checks=True)
     table = summary.table
-    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS); the table says
-    # them in a line under it, where three more columns would not fit.
+    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS) and the checks that
+    # warn (CHECKS_COLUMN: a list in json, that list as JSON text in csv); the table says
+    # them in lines under it, where more columns would not fit.
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
+        import json
+
+        table = table.assign(**{CHECKS_COLUMN: [json.dumps(c) for c in table[CHECKS_COLUMN]]})
         print(table.to_csv(index=False), end="")
     else:
         import pandas as pd
@@ -198,7 +202,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from harness.analysis.tables import human
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
-        table = with_bracketed_ci(table.drop(columns=list(LEFT_OUT_COLUMNS)), list(METRICS))
+        warned = _check_lines(table, CHECKS_COLUMN)
+        table = with_bracketed_ci(table.drop(columns=[*LEFT_OUT_COLUMNS, CHECKS_COLUMN]),
+                                  list(METRICS))
         # Units in the headers, thousands separators in the numbers (json/csv keep the
         # field names and raw values).
         table["error_rate"] = [("-" if pd.isna(v) else f"{100 * v:.2g}%")
@@ -209,9 +215,28 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(table.map(human).to_string(index=False))
         if bare.any():
             print(NO_CI_NOTE)
+        for line in warned:
+            print(line)
         if left := pooling.line(summary.left_out, args.include):
             print(left)
     return EXIT_OK
+
+
+def _check_lines(table: Any, column: str) -> list[str]:
+    """One warning line per check that warns on a row of `harness summary`'s table:
+    ``warning: heavy_tail (experiment=x, op=get; 3 runs): <detail>``."""
+    from harness.analysis.summary import SUMMARY_COLUMNS
+    from harness.analysis.summary_table import LEFT_OUT_COLUMNS
+
+    keys = [c for c in table.columns
+            if c not in (*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS, column) and "_ci_" not in c]
+    lines = []
+    for _, row in table.iterrows():
+        where = ", ".join(f"{k}={row[k]}" for k in keys) or "all runs"
+        for c in row[column]:
+            lines.append(f"warning: {c['check']} ({where}; {c['runs']} run"
+                         f"{'s' if c['runs'] != 1 else ''}): {c['detail']}")
+    return lines
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -225,9 +250,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
     result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
                         alpha=args.alpha, threshold=args.threshold / 100,
-                        include=args.include)
+                        include=args.include, gate=args.gate)
     table = result.table
-    print(render(table, by, args.format))
+    print(render(table, by, args.format, result.family))
     if left := pooling.line(result.left_out, args.include):
         # Under the table; json keeps stdout one JSON document, so stderr there.
         print(left, file=sys.stderr if args.format == "json" else sys.stdout)
@@ -553,8 +578,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "
                        "directories and judge each metric: better, worse, no significant "
-                       "difference, or inconclusive (too few runs to tell), with 95% CIs "
-                       "over runs and Holm-adjusted p-values.")
+                       "difference, or inconclusive (too few runs to tell). The rows are one "
+                       "family: Benjamini-Hochberg at q decides better/worse and the ratio's "
+                       "interval is printed at the matching FCR-adjusted level (1 - Rq/m), "
+                       "so a verdict never disagrees with its interval; raw and adjusted p "
+                       "side by side.")
     p.add_argument("base", metavar="BASE")
     p.add_argument("cand", metavar="CAND")
     p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
@@ -562,12 +590,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="extend", nargs="+",
                    choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
                    help="metrics to judge (default: all four)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over the rows (with --gate familywise: the "
+                   "familywise error rate); default 0.05")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="changes within ±PCT%% count as no difference (default 5)")
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--fail-if-worse", type=float, metavar="PCT",
                    help="exit 1 if any metric is significantly worse by more than PCT%%")
+    p.add_argument("--gate", choices=("fdr", "familywise"), default="fdr",
+                   help="how the rows are judged: fdr (Benjamini-Hochberg, FCR-adjusted "
+                   "intervals; the default) or familywise (Bonferroni verdicts with "
+                   "simultaneous intervals: for CI gates, where one false 'worse' among "
+                   "many rows fails a build)")
     _include_option(p)
     p.set_defaults(func=cmd_compare)
 

@@ -103,9 +103,10 @@ def test_summary_says_what_it_left_out(pooling_raw: Path, capsys: pytest.Capture
     assert main(["summary", str(pooling_raw), "--include", "partial", "--format",
                  "csv"]) == 0
     header, one, two = capsys.readouterr().out.splitlines()
-    assert header.endswith(",left_out_partial,left_out_failed,left_out_duplicate")
-    assert one.startswith("pooling,1,4,8,") and one.endswith(",0,0,1")
-    assert two.startswith("pooling,2,2,3,") and two.endswith(",0,1,1")
+    # The checks that warn come last (a JSON list; none here).
+    assert header.endswith(",left_out_partial,left_out_failed,left_out_duplicate,checks")
+    assert one.startswith("pooling,1,4,8,") and one.endswith(",0,0,1,[]")
+    assert two.startswith("pooling,2,2,3,") and two.endswith(",0,1,1,[]")
 
 
 def test_summary_of_complete_runs_says_nothing_was_left_out(

@@ -11,6 +11,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from harness import paths
 from harness.report import build_report, discover_notebooks
+from tests.fixtures.claims import assert_wording_rule
 
 
 def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
@@ -30,6 +31,19 @@ def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
     for nb in discover_notebooks(paths.notebooks_dir()):
         assert out[nb.stem].exists()
     assert (tmp_path / "figures" / "datastore-vs-memcache-throughput.png").exists()
+    # One wording rule for the whole report (issue 26): no finding claims an effect its
+    # printed interval includes, or declines one its interval shows (here the datastore
+    # findings state theirs; tests/studies hold every study's findings to the same rule).
+    assert_wording_rule(_text(html), at_least=3)
+    assert "never disagree" not in html and "Holm-adjusted together" not in html
+
+
+def _text(html: str) -> str:
+    """The report's words: tags out (a list item or cell starts a line), entities read."""
+    import html as html_lib
+    import re
+
+    return html_lib.unescape(re.sub(r"<(?:li|td|p|h\d)[^>]*>", "\n", html))
 
 
 def test_absent_results_are_reported_not_run(tmp_path: Path):

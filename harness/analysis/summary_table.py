@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import pooling, queries, stated
+from harness.analysis import pooling, queries, stated, tails
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
@@ -25,6 +25,12 @@ from harness.errors import ResultsError
 #: Per row, the runs of its group that were read and not pooled, by reason (the last
 #: columns of `summary_table`; see `with_left_out`).
 LEFT_OUT_COLUMNS: tuple[str, ...] = tuple(f"left_out_{r}" for r in pooling.REASONS)
+#: With ``checks=True``, the last column: per row a list of the checks that warn about
+#: its measurement, each a dict ``{"check": NAME, "status": "warn", "runs": K,
+#: "detail": "...", ...}`` (K: the group's runs the check rests on). Today one check,
+#: ``heavy_tail`` (`tails.heavy_tail_check`: of the group's pooled latencies, so K is
+#: all its runs); checks of single runs add entries of their own. Empty: nothing to say.
+CHECKS_COLUMN = "checks"
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,10 @@ def summary_table(
     intervals: bool = False,
     progress: bool = False,
     include: Sequence[str] = (),
+    checks: bool = False,
 ) -> pd.DataFrame:
     """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc),
-    then `LEFT_OUT_COLUMNS`.
+    then `LEFT_OUT_COLUMNS`, then with `checks` the `CHECKS_COLUMN`.
 
     `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
     and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`). `include`:
@@ -66,7 +73,7 @@ def summary_table(
     then groups done / total.
     """
     return summarise_tree(raw_dir, by, experiments=experiments, intervals=intervals,
-                          progress=progress, include=include).table
+                          progress=progress, include=include, checks=checks).table
 
 
 def summarise_tree(
@@ -79,6 +86,7 @@ def summarise_tree(
     include: Sequence[str] = (),
     fields: Sequence[str] = SUMMARY_COLUMNS,
     metrics: Mapping[str, float | None] = METRICS,
+    checks: bool = False,
 ) -> Summary:
     """`summary_table`'s table with the runs it left out, for `harness summary`'s line.
 
@@ -88,9 +96,10 @@ def summarise_tree(
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
-    if intervals:
+    if intervals or checks:  # both come from the one read of each run's latencies
         table, cis = queries.summarise_with_intervals(loaded, by, progress=progress,
-                                                      metrics=dict(metrics))
+                                                      metrics=dict(metrics),
+                                                      heavy_tail=checks)
     else:
         table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's
@@ -115,7 +124,34 @@ def summarise_tree(
         for field in stated_cols:
             if field in metrics:
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
-    return Summary(with_left_out(table, loaded, by), loaded.left_out)
+    # By key, not position: `with_left_out` may add rows and sort them.
+    aggregates = {k for k, r in zip(_keys(table, group_by), restated, strict=True) if r}
+    table = with_left_out(table, loaded, by)
+    if checks:
+        table = with_checks(table, cis, group_by, aggregates)
+    return Summary(table, loaded.left_out)
+
+
+def _keys(table: pd.DataFrame, by: Sequence[str]) -> list[tuple[object, ...]]:
+    return [_key(r) for r in table[list(by)].itertuples(index=False, name=None)] \
+        if by else [()] * len(table)
+
+
+def with_checks(table: pd.DataFrame, cis: dict[tuple[object, ...], dict[str, object]],
+                by: Sequence[str], aggregates: set[tuple[object, ...]] = frozenset()
+                ) -> pd.DataFrame:
+    """`table` with `CHECKS_COLUMN`: per row, the entries of the checks that warn, from
+    its group's cell of `cis` (``"heavy_tail"``: `tails.HeavyTail`). Rows whose records
+    are aggregates (keys in `aggregates`: every op at the tool's mean) have no latencies
+    to check, and rows of left-out runs only have none at all: both get an empty list."""
+    column: list[list[dict[str, object]]] = []
+    for key, runs in zip(_keys(table, by), table["runs"].to_numpy(), strict=True):
+        found = cis.get(key, {}).get(tails.NAME)
+        entries = []
+        if isinstance(found, tails.HeavyTail) and found.fires and key not in aggregates:
+            entries.append({**found.as_dict(), "runs": int(runs)})
+        column.append(entries)
+    return table.assign(**{CHECKS_COLUMN: column})
 
 
 def with_left_out(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None

@@ -73,7 +73,8 @@ class GenericStudy:
         for name, why in self.empty.items():
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
         for s in self.sections:
-            for part in (s.header(), s.configuration_table(), s.effect_findings(),
+            for part in (s.header(), s.heavy_tails(), s.configuration_table(),
+                         s.effect_findings(),
                          s.effect_figure(), s.capacity(), s.ecdf(), s.over_time(),
                          s.provenance()):
                 for one in part if isinstance(part, list) else [part]:

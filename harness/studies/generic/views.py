@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, sweeps, tables, verdict
+from harness.analysis import plots, pooling, prose, sweeps, tables, tails, verdict
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
-from harness.analysis.tables import ci_column, human, ratio_text
+from harness.analysis.tables import ci_column, human
 from harness.results import read_manifest
 from harness.studies.generic import analysis
 
@@ -99,9 +99,20 @@ class ExperimentSection:
         text = (f"## Experiment `{self.name}`\n\n{self.measured()}\n\n"
                 f"{_n(len(runs), 'run')} pooled over {_n(configs, 'configuration')} "
                 f"(grid keys: {grid}); every number below comes from these runs, every "
-                "interval from the spread between them (95%)."
+                "interval from the spread between them (95% for an estimate; the effects' "
+                "ratios at their family's adjusted level, stated beside them)."
                 + (f" {note[0].upper()}{note[1:]}." if note else ""))
         return markdown(text)
+
+    def heavy_tails(self) -> Any:
+        """Where `tails.heavy_tail` fires for a configuration (and op), the note that
+        leads with its percentiles and says its mean's interval is unreliable; None
+        where it fires for none."""
+        keys = [*self.keys, "op"]
+        note = tails.section_note(
+            tails.group_checks(self.loaded, keys),
+            lambda k: analysis.config_label(dict(zip(keys, k, strict=True)), keys))
+        return markdown(note) if note else None
 
     # -- tables --------------------------------------------------------------------------
     def configuration_table(self) -> Any:
@@ -140,23 +151,32 @@ class ExperimentSection:
             for r in rows.itertuples(index=False):
                 at = f" (at {r.at})" if r.at else ""
                 lines.append(f"  - `{r.value}`{at}: {self._effect_words(r)}")
+        family = (eff.family.sentence("comparisons") if eff.family is not None
+                  else f"α = {eff.alpha:g}")
         head = (f"Each grid key's values against its first value, at the same values of "
-                f"the other keys; {len(t)} comparisons, one family: p {eff.procedure}-"
-                f"adjusted together, α = {eff.alpha:g}; “no significant difference” means "
-                f"the 95% CI of the ratio lies within ±{eff.threshold:.0%}.")
+                f"the other keys; {len(t)} comparisons, one family: {family}. Better or "
+                f"worse exactly where the printed interval of the ratio excludes 1; "
+                f"“no significant difference” where it lies within ±{eff.threshold:.0%}.")
         return markdown(head + "\n\n" + "\n".join(lines))
 
-    @staticmethod
-    def _effect_words(r: Any) -> str:
+    def _effect_words(self, r: Any) -> str:
+        """One effect row in words, by the kit's one rule (`prose`): better/worse only
+        with the family's verdict, otherwise the estimate with its adjusted interval and
+        "no significant difference", "not significant after adjustment" or
+        "inconclusive"; raw and adjusted p side by side."""
         what = METRIC_TEXT[r.metric]
-        ratio = ratio_text(r.ratio)
+        ratio = prose.fmt_ratio(r.ratio)
         ci = ("" if math.isnan(r.ratio_ci_low) else
-              f" (95% CI {ratio_text(r.ratio_ci_low)[:-1]}–{ratio_text(r.ratio_ci_high)})")
-        p = "" if math.isnan(r.p_adj) else f", adjusted p = {r.p_adj:.2g}"
+              f" ({prose.ci_text(r.ratio_ci_level, r.ratio_ci_low, r.ratio_ci_high)})")
+        p = ("" if math.isnan(r.p_adj) else
+             f", {prose.fmt_p(r.p)}, BH-adjusted {prose.fmt_p(r.p_adj)}")
         if r.verdict in (verdict.BETTER, verdict.WORSE):
             return f"{what} {r.verdict}, {ratio}{ci}{p}"
         if r.verdict == verdict.NO_DIFFERENCE:
-            return f"{what} {ratio}{ci}: no significant difference{p}"
+            return f"{what} {ratio}{ci}: no significant difference (within " \
+                   f"±{self.threshold:.0%}){p}"
+        if not math.isnan(r.p) and r.p < self.alpha:
+            return f"{what} {ratio}{ci}: not significant after adjustment{p}"
         return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}"
 
     def effect_figure(self) -> Any:

@@ -4,7 +4,6 @@ hosts | verify | list."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import paths
+from harness import capacity, paths
 from harness.errors import HarnessError, SpecError
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -37,6 +36,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, _overrides(args.set))
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
+    search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
+    if search is not None:
+        return _run_search(args, spec, search, interrupts)
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
                     live=not args.quiet, interrupts=interrupts)
     plans = runner.plans()
@@ -59,6 +61,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
           f"({failed} failed, {partial} partial)")
     return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:
+    """`harness run --search`: the capacity at the SLO (`harness.capacity`)."""
+    global _interrupts
+    if args.dry_run:
+        print(f"search of {spec.name!r} at {search.slo.text}: closed loop first, then open "
+              f"loop at {', '.join(f'{f:g}' for f in capacity.COARSE)} of its rate, then "
+              f"bisection to {search.resolution:.0%} (at most {search.max_steps} steps), "
+              f"{spec.repetitions} run(s) per step; nothing was started")
+        return EXIT_OK
+    _interrupts = interrupts
+    interrupts.install()
+    try:
+        result = capacity.run_search(
+            args.spec, _overrides(args.set), Path(args.out), search,
+            runner_kw={"resume": args.resume, "progress": not args.no_progress,
+                       "live": not args.quiet, "interrupts": interrupts},
+            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures))
+    finally:
+        interrupts.uninstall()
+    print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "
+          f"{Path(args.out) / spec.name / 'search.json'}")
+    print(result.last_line())
+    return EXIT_OK if result.capacity_ops_s is not None else EXIT_FAILED_RUNS
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -148,25 +175,25 @@ SUMMARY_HEADERS = {
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from harness.analysis import pooling
-    from harness.analysis.checks import warning_lines
     from harness.analysis.load import check_experiments
-    from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summarise_tree
+    from harness.analysis.summary_table import CHECKS_COLUMN, LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
     check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
     # Progress only on a terminal: piped stderr keeps one line per warning.
     summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
-                             progress=sys.stderr.isatty(), include=args.include,
-                             checks=True)
+                             progress=sys.stderr.isatty(), include=args.include, checks=True)
     table = summary.table
-    # json and csv carry the left-out runs and the failed checks per row
-    # (LEFT_OUT_COLUMNS, ``checks``); the table says them in lines under it, where more
-    # columns would not fit.
+    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS) and the checks that
+    # warn (CHECKS_COLUMN: a list in json, that list as JSON text in csv); the table says
+    # them in lines under it, where more columns would not fit.
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
-        table = table.assign(checks=[json.dumps(c) for c in table["checks"]])
+        import json
+
+        table = table.assign(**{CHECKS_COLUMN: [json.dumps(c) for c in table[CHECKS_COLUMN]]})
         print(table.to_csv(index=False), end="")
     else:
         import pandas as pd
@@ -175,7 +202,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from harness.analysis.tables import human
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
-        table = with_bracketed_ci(table.drop(columns=[*LEFT_OUT_COLUMNS, "checks"]),
+        warned = _check_lines(table, CHECKS_COLUMN)
+        table = with_bracketed_ci(table.drop(columns=[*LEFT_OUT_COLUMNS, CHECKS_COLUMN]),
                                   list(METRICS))
         # Units in the headers, thousands separators in the numbers (json/csv keep the
         # field names and raw values).
@@ -187,11 +215,28 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(table.map(human).to_string(index=False))
         if bare.any():
             print(NO_CI_NOTE)
+        for line in warned:
+            print(line)
         if left := pooling.line(summary.left_out, args.include):
             print(left)
-        for line in warning_lines(summary.checks, summary.by):
-            print(line)
     return EXIT_OK
+
+
+def _check_lines(table: Any, column: str) -> list[str]:
+    """One warning line per check that warns on a row of `harness summary`'s table:
+    ``warning: heavy_tail (experiment=x, op=get; 3 runs): <detail>``."""
+    from harness.analysis.summary import SUMMARY_COLUMNS
+    from harness.analysis.summary_table import LEFT_OUT_COLUMNS
+
+    keys = [c for c in table.columns
+            if c not in (*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS, column) and "_ci_" not in c]
+    lines = []
+    for _, row in table.iterrows():
+        where = ", ".join(f"{k}={row[k]}" for k in keys) or "all runs"
+        for c in row[column]:
+            lines.append(f"warning: {c['check']} ({where}; {c['runs']} run"
+                         f"{'s' if c['runs'] != 1 else ''}): {c['detail']}")
+    return lines
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -205,9 +250,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
     result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
                         alpha=args.alpha, threshold=args.threshold / 100,
-                        include=args.include)
+                        include=args.include, gate=args.gate)
     table = result.table
-    print(render(table, by, args.format))
+    print(render(table, by, args.format, result.family))
     # Under the table; json keeps stdout one JSON document, so stderr there.
     under = sys.stderr if args.format == "json" else sys.stdout
     if left := pooling.line(result.left_out, args.include):
@@ -490,6 +535,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")
+    p.add_argument("--search", metavar="SLO", default=None,
+                   help="find the highest offered rate meeting SLO, e.g. \"p99 < 1ms and "
+                        "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")
+    p.add_argument("--resolution", type=float, default=None,
+                   help="search: stop when the bracket is within this share (default 0.05)")
+    p.add_argument("--figures", default=str(paths.figures_dir()),
+                   help="search: where the latency-throughput figure goes")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "
@@ -529,8 +581,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "
                        "directories and judge each metric: better, worse, no significant "
-                       "difference, or inconclusive (too few runs to tell), with 95% CIs "
-                       "over runs and Holm-adjusted p-values.")
+                       "difference, or inconclusive (too few runs to tell). The rows are one "
+                       "family: Benjamini-Hochberg at q decides better/worse and the ratio's "
+                       "interval is printed at the matching FCR-adjusted level (1 - Rq/m), "
+                       "so a verdict never disagrees with its interval; raw and adjusted p "
+                       "side by side.")
     p.add_argument("base", metavar="BASE")
     p.add_argument("cand", metavar="CAND")
     p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
@@ -538,12 +593,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="extend", nargs="+",
                    choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
                    help="metrics to judge (default: all four)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over the rows (with --gate familywise: the "
+                   "familywise error rate); default 0.05")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="changes within ±PCT%% count as no difference (default 5)")
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--fail-if-worse", type=float, metavar="PCT",
                    help="exit 1 if any metric is significantly worse by more than PCT%%")
+    p.add_argument("--gate", choices=("fdr", "familywise"), default="fdr",
+                   help="how the rows are judged: fdr (Benjamini-Hochberg, FCR-adjusted "
+                   "intervals; the default) or familywise (Bonferroni verdicts with "
+                   "simultaneous intervals: for CI gates, where one false 'worse' among "
+                   "many rows fails a build)")
     _include_option(p)
     p.set_defaults(func=cmd_compare)
 

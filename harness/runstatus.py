@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -98,7 +99,24 @@ def run_status(plan: RunPlan, measured: int, error_rate: float, errors: list[str
 def target_met(plan: RunPlan, achieved_ops_s: float) -> bool:
     """An open-loop run met its target when it achieved at least 95% of the rate; below
     that the clients could not keep the schedule and the latencies include their lag."""
-    return bool(achieved_ops_s >= 0.95 * float(plan.size.rate_ops_s or 0))
+    size = plan.size
+    return target_held(float(size.rate_ops_s or 0), achieved_ops_s, size.arrival,
+                       size.duration_s, size.ops)
+
+
+def target_held(rate_ops_s: float, achieved_ops_s: float, arrival: str = "fixed",
+                duration_s: float | None = None, ops: int | None = None) -> bool:
+    """At least 95% of the target rate achieved. Poisson arrivals at a rate R over T
+    seconds make a count of mean RT and spread sqrt(RT): a short run may fall below 95%
+    of R by chance alone, so it is allowed 3 standard deviations below R as well
+    (clients that cannot keep up fall further, and leave ops unsent besides)."""
+    if not rate_ops_s > 0:
+        return True
+    floor = 0.95 * rate_ops_s
+    seconds = duration_s if duration_s else (ops / rate_ops_s if ops else None)
+    if arrival == "poisson" and seconds:
+        floor = min(floor, rate_ops_s - 3 * math.sqrt(rate_ops_s / seconds))
+    return bool(achieved_ops_s >= floor)
 
 
 def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,

@@ -72,6 +72,8 @@ TOP_LEVEL = {
                "runs) | fresh (restarted before every run)",
     "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
              "throughput is that tight",
+    "search": "{slo, resolution, max_steps}: `harness run` finds the highest offered rate "
+              "that meets the SLO, e.g. {slo: \"p99 < 1ms\"} (harness.capacity)",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
 }
 HOST_FIELDS = {
@@ -115,6 +117,10 @@ RUN_FIELDS: dict[str, Setting] = {
         "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
         "records kept; null: only a run without records fails"),
 }
+#: Run fields a grid may vary (`grid: {run.rate_ops_s: [...]}`: an offered-load sweep).
+GRID_RUN_FIELDS = ("rate_ops_s",)
+#: The most values a sweep shorthand may make (more is surely a mistake).
+MAX_SWEEP_VALUES = 1000
 #: More runs than this in one spec is surely a mistake (and would take days).
 MAX_RUNS = 100_000
 TARGET_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9a-fA-F:.]+\])(?::\d+)?$")
@@ -449,6 +455,12 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             if kinds.count(needed) != 1:
                 bad("services", f"workload {wname!r} needs exactly one {needed!r} service, "
                                 f"found {kinds.count(needed)}")
+        if workload.requires_one_of:
+            found = [k for k in kinds if k in workload.requires_one_of]
+            if len(found) != 1:
+                bad("services", f"workload {wname!r} needs exactly one service of one of the "
+                                f"kinds {', '.join(workload.requires_one_of)}, found "
+                                f"{len(found)}" + (f" ({', '.join(found)})" if found else ""))
 
     raw_clients = data.get("clients") or {}
     report(check_settings("clients", raw_clients, CLIENT_FIELDS))
@@ -473,8 +485,13 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         raw_grid = {}
     for gkey, values in raw_grid.items():
         where = f"grid.{gkey}"
+        if isinstance(values, Mapping):
+            values = sweep_values(where, values, bad)
+            if values is None:
+                continue
         if not isinstance(values, list) or not values:
-            bad(where, "expected a non-empty list of values")
+            bad(where, "expected a non-empty list of values, or a sweep {from, to, factor "
+                       "| step | steps}")
             continue
         if len({_canon(v) for v in values}) != len(values):
             bad(where, "values repeat")
@@ -498,6 +515,10 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         bad("run", "give exactly one of run.ops or run.duration_s")
     for dotted, message in run_problems(run_d):
         bad(dotted, message)
+    for field_ in GRID_RUN_FIELDS:  # each swept value with the rest of `run`
+        for i, v in enumerate(grid.get(f"run.{field_}", ())):
+            for _, message in run_problems({**run_d, field_: v}):
+                bad(f"grid.run.{field_}.{i}", message)
     limit = run_d["fail_if_error_rate_above"]
     if _number(limit) and not 0 <= limit <= 1:
         bad("run.fail_if_error_rate_above", f"{limit} is not a share of the ops: give a "
@@ -524,6 +545,14 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             bad("params", msg)
     exclude = _validate_exclude(data.get("exclude"), grid, bad)
     until = _validate_until(data.get("until"), reps, bad)
+    if "search" in data:
+        from harness.slo import settings_from
+
+        try:
+            settings_from(data.get("search"))
+        except SpecError as exc:
+            for problem in exc.problems:
+                bad("search", problem.removeprefix("search: ").removeprefix("search."))
 
     if not isinstance(name, str) or workload is None:
         return None
@@ -656,6 +685,11 @@ def _grid_setting(
     from harness.services import SERVICES
 
     parts = key.split(".")
+    if parts[0] == "run" and len(parts) == 2:
+        if parts[1] in GRID_RUN_FIELDS:
+            return RUN_FIELDS[parts[1]]
+        bad(f"grid.{key}", f"only {', '.join(f'run.{f}' for f in GRID_RUN_FIELDS)} can vary")
+        return None
     if parts[0] == "clients" and len(parts) == 2:
         if parts[1] in ("processes", "connections", "inflight"):
             return CLIENT_FIELDS[parts[1]]
@@ -676,7 +710,8 @@ def _grid_setting(
         return params[key]
     if check_params:
         bad(f"grid.{key}", f"not a workload parameter{did_you_mean(key, params)}; known: "
-                           f"{sorted(params)}, clients.<field>, services.<name>.<setting>")
+                           f"{sorted(params)}, run.rate_ops_s, clients.<field>, "
+                           "services.<name>.<setting>")
     return None
 
 
@@ -802,9 +837,12 @@ def expand(spec: Spec) -> list[RunPlan]:
             params = dict(spec.params)
             clients = spec.clients
             services = dict(spec.services)
+            size = spec.size
             for k, v in point.items():
                 parts = k.split(".")
-                if parts[0] == "clients" and len(parts) == 2:
+                if parts[0] == "run" and len(parts) == 2:
+                    size = replace(size, **{parts[1]: v})
+                elif parts[0] == "clients" and len(parts) == 2:
                     clients = replace(clients, **{parts[1]: v})
                 elif parts[0] == "services" and len(parts) == 3:
                     svc = services[parts[1]]
@@ -812,7 +850,7 @@ def expand(spec: Spec) -> list[RunPlan]:
                 else:
                     params[k] = v
             plans.append(RunPlan(len(plans), spec.name, spec.workload, config_id(point), point,
-                                 rep, params, clients, services, spec.size))
+                                 rep, params, clients, services, size))
     return plans
 
 
@@ -883,3 +921,69 @@ def recorded_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
                 for key in _CREDENTIAL_FIELDS:
                     host.pop(key, None)
     return scrub(doc)
+
+
+def sweep_values(where: str, sweep: Mapping[str, Any], bad: Any) -> list[Any] | None:
+    """The values of a grid sweep shorthand: ``{from: A, to: B, factor: F}`` (A, A*F,
+    ... up to B), ``{from: A, to: B, step: S}`` (A, A+S, ... up to B) or ``{from: A, to:
+    B, steps: N}`` (N values from A to B, geometrically spaced, as load sweeps are; add
+    ``spacing: linear`` for equal steps). B is included when the steps land on it
+    (within 1e-9); whole values are ints, others kept to 4 significant digits. None
+    (and `bad` called) when the sweep is malformed."""
+    known = {"from", "to", "factor", "step", "steps", "spacing"}
+    unknown = sorted(set(map(str, sweep)) - known)
+    if unknown:
+        bad(where, f"unknown sweep field(s) {unknown}; a sweep is {{from, to, factor | "
+                   "step | steps [, spacing: geometric | linear]}")
+        return None
+    lo, hi = sweep.get("from"), sweep.get("to")
+    how = [k for k in ("factor", "step", "steps") if k in sweep]
+    if not (_number(lo) and _number(hi)) or len(how) != 1:
+        bad(where, "a sweep needs numbers `from` and `to` and exactly one of `factor` "
+                   "(geometric), `step` (linear) or `steps` (how many values)")
+        return None
+    lo, hi = float(lo), float(hi)
+    by = sweep[how[0]]
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        bad(where, f"`from` ({sweep['from']}) must be below `to` ({sweep['to']})")
+        return None
+    spacing = sweep.get("spacing", "geometric" if how[0] != "step" else "linear")
+    if spacing not in ("geometric", "linear") or ("spacing" in sweep and how[0] != "steps"):
+        bad(where, "`spacing` (geometric | linear) goes with `steps` only")
+        return None
+    out: list[float] = []
+    if how[0] == "factor":
+        if not _number(by) or not by > 1:
+            bad(f"{where}.factor", "must be a number above 1")
+            return None
+        if lo <= 0:
+            bad(f"{where}.from", "a geometric sweep starts above 0")
+            return None
+        n = math.floor(math.log(hi / lo) / math.log(by) + 1e-9) + 1
+        if n > MAX_SWEEP_VALUES:
+            bad(where, f"{n:,} values, more than {MAX_SWEEP_VALUES:,}")
+            return None
+        out = [lo * by ** i for i in range(n)]
+    elif how[0] == "step":
+        if not _number(by) or not by > 0:
+            bad(f"{where}.step", "must be a number above 0")
+            return None
+        n = math.floor((hi - lo) / by + 1e-9) + 1
+        if n > MAX_SWEEP_VALUES:
+            bad(where, f"{n:,} values, more than {MAX_SWEEP_VALUES:,}")
+            return None
+        out = [lo + by * i for i in range(n)]
+    else:
+        if not isinstance(by, int) or isinstance(by, bool) or not 2 <= by <= MAX_SWEEP_VALUES:
+            bad(f"{where}.steps", f"must be an integer from 2 to {MAX_SWEEP_VALUES:,}")
+            return None
+        if spacing == "geometric" and lo <= 0:
+            bad(f"{where}.from", "a geometric sweep starts above 0")
+            return None
+        out = ([lo * (hi / lo) ** (i / (by - 1)) for i in range(by)] if spacing == "geometric"
+               else [lo + (hi - lo) * i / (by - 1) for i in range(by)])
+    # Whole numbers as ints, the others to 4 significant digits: config ids and labels
+    # read 2000 and 1931, not 2000.0000000002 and 1930.697728883.
+    rounded = [v if abs(v - round(v)) < 1e-6 * max(1.0, abs(v)) else float(f"{v:.4g}")
+               for v in out]
+    return [round(v) if float(v).is_integer() else v for v in rounded]

@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.rawdata",
     "tests.fixtures.engines",
+    "tests.fixtures.browser",
 ]

@@ -103,7 +103,7 @@ def test_summary_says_what_it_left_out(pooling_raw: Path, capsys: pytest.Capture
     assert main(["summary", str(pooling_raw), "--include", "partial", "--format",
                  "csv"]) == 0
     header, one, two = capsys.readouterr().out.splitlines()
-    # The failed measurement checks come last, as JSON text (none here).
+    # The checks that warn come last (a JSON list; none here).
     assert header.endswith(",left_out_partial,left_out_failed,left_out_duplicate,checks")
     assert one.startswith("pooling,1,4,8,") and one.endswith(",0,0,1,[]")
     assert two.startswith("pooling,2,2,3,") and two.endswith(",0,1,1,[]")

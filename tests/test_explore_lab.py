@@ -33,40 +33,11 @@ from tests.fixtures.rawdata import GRID_EXPERIMENT, write_grid, write_tiny
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 SHOTS = Path("/tmp/explore-shots")
 TOKEN = "kvbench-explore-test"
 EXPLORER = ".kv-explorer"
 #: The explorer's figure: the Vega-Lite output inside its Output widget.
 CHART = f"{EXPLORER} .jp-RenderedVegaLite svg.marks"
-
-
-def _require(what: str, ok: bool) -> None:
-    """Skip with the reason outside CI; under CI (env CI) the tools are installed, and a
-    missing one is a failure."""
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(what)
-        pytest.skip(what)
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    _require(f"{CHROMIUM} not found: apt-get install chromium", CHROMIUM.exists())
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require("playwright not installed: pip install -e '.[dev]'", False)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                               args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _lab_root(tmp_path: Path) -> Path:

@@ -11,6 +11,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from harness import paths
 from harness.report import build_report, discover_notebooks
+from tests.fixtures.claims import assert_wording_rule
 
 
 def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
@@ -30,6 +31,19 @@ def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
     for nb in discover_notebooks(paths.notebooks_dir()):
         assert out[nb.stem].exists()
     assert (tmp_path / "figures" / "datastore-vs-memcache-throughput.png").exists()
+    # One wording rule for the whole report (issue 26): no finding claims an effect its
+    # printed interval includes, or declines one its interval shows (here the datastore
+    # findings state theirs; tests/studies hold every study's findings to the same rule).
+    assert_wording_rule(_text(html), at_least=3)
+    assert "never disagree" not in html and "Holm-adjusted together" not in html
+
+
+def _text(html: str) -> str:
+    """The report's words: tags out (a list item or cell starts a line), entities read."""
+    import html as html_lib
+    import re
+
+    return html_lib.unescape(re.sub(r"<(?:li|td|p|h\d)[^>]*>", "\n", html))
 
 
 def test_absent_results_are_reported_not_run(tmp_path: Path):
@@ -171,7 +185,7 @@ def words_past_the_margin(pdf: Path, margin_mm: float = 16.0) -> list[tuple[int,
     return found
 
 
-def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
+def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path, browser):
     """A runs table of long run ids and grid points beside short words, in the PDF: no
     word past the right margin (the run appendix was cut off at the right), and short
     words are never split (`tables.breakable` gives long ones break points)."""
@@ -193,6 +207,21 @@ def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path):
     text = subprocess.run(["pdftotext", str(out["pdf"]), "-"], capture_output=True,
                           text=True, check=True).stdout
     assert text.count("complete") >= 6 and "errors" in text  # whole, not "comp lete"
+    # The HTML in Chromium, at a desktop width: no table wider than the text column
+    # (each table's box within the body's content box), the run appendix included.
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(out["html"].as_uri())
+    over = page.evaluate("""() => {
+        const b = document.body.getBoundingClientRect();
+        const s = getComputedStyle(document.body);
+        const right = b.right - parseFloat(s.paddingRight) + 1;
+        return [...document.querySelectorAll('table')].map(t => [
+            t.closest('section, div') ? (t.closest('section, div').id || t.className) : '',
+            t.getBoundingClientRect().right, t.scrollWidth, t.clientWidth, right])
+          .filter(([_, r, sw, cw, edge]) => r > edge || sw > cw + 1);
+    }""")
+    tables = page.evaluate("() => document.querySelectorAll('table').length")
+    assert tables >= 3 and over == []
 
 
 def test_report_compare_and_p_reach_the_notebooks(monkeypatch: pytest.MonkeyPatch,

@@ -195,3 +195,53 @@ def test_recorded_spec_keeps_no_credentials() -> None:
     assert rec["services"]["pg"]["url"] == "postgresql://bench:***@10.0.0.2:5432/db"
     assert rec["grid"] == {"size": [1, 2]} and "hunter2" not in str(rec)
     assert raw["hosts"]["db"]["identity_file"]  # the spec itself is untouched
+
+
+SWEEP = """\
+name: sweep
+workload: memcache_mix
+services: {cache: {kind: memcached}}
+grid:
+  run.rate_ops_s: %s
+repetitions: 2
+run: {duration_s: 2, warmup_s: 0.5}
+"""
+
+
+@pytest.mark.parametrize(("sweep", "values"), [
+    ("[1000, 2500]", [1000, 2500]),
+    ("{from: 1000, to: 64000, factor: 2}", [1000, 2000, 4000, 8000, 16000, 32000, 64000]),
+    ("{from: 1000, to: 10000, step: 1500}", [1000, 2500, 4000, 5500, 7000, 8500, 10000]),
+    ("{from: 1000, to: 100000, steps: 5}", [1000, 3162, 10000, 31620, 100000]),
+    ("{from: 1000, to: 2000, steps: 5, spacing: linear}", [1000, 1250, 1500, 1750, 2000]),
+])
+def test_an_offered_load_sweep_is_a_grid_of_rates(tmp_path: Path, sweep: str,
+                                                  values: list[int]) -> None:
+    """`run.rate_ops_s` varies like any grid key (a list or a sweep shorthand); each
+    plan is open loop at its own rate, configurations interleaved."""
+    spec = load_spec(write(tmp_path, SWEEP % sweep))
+    assert list(spec.grid["run.rate_ops_s"]) == values
+    plans = expand(spec)
+    assert len(plans) == 2 * len(values)
+    assert [p.size.rate_ops_s for p in plans[:len(values)]] == values
+    assert all(p.size.open_loop and p.size.duration_s == 2 for p in plans)
+    assert spec.size.rate_ops_s is None  # the spec's own run block is untouched
+
+
+@pytest.mark.parametrize(("sweep", "said"), [
+    ("{from: 1000, to: 2000}", "grid.run.rate_ops_s: a sweep needs numbers"),
+    ("{from: 2000, to: 1000, factor: 2}", "`from` (2000) must be below `to` (1000)"),
+    ("{from: 1000, to: 2000, factor: 1}", "grid.run.rate_ops_s.factor: must be a number above 1"),
+    ("{from: 1, to: 1000000000, step: 1}", "more than 1,000"),
+    ("{from: 1000, to: 2000, factor: 2, spacing: linear}", "goes with `steps` only"),
+    ("{from: 1000, to: 2000, by: 2}", "unknown sweep field(s) ['by']"),
+    ("[1000, 60000000]", "grid.run.rate_ops_s.1: "),
+])
+def test_a_bad_sweep_is_named(tmp_path: Path, sweep: str, said: str) -> None:
+    found = problems(tmp_path, SWEEP % sweep)
+    assert any(said in p for p in found), found
+
+
+def test_only_the_rate_of_run_can_vary(tmp_path: Path) -> None:
+    found = problems(tmp_path, SWEEP.replace("run.rate_ops_s: %s", "run.duration_s: [1, 2]"))
+    assert any("grid.run.duration_s: only run.rate_ops_s can vary" in p for p in found), found

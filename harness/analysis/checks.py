@@ -11,21 +11,22 @@ which an import need not have) is skipped by that check, never failed by it.
 
 Each threshold's false-alarm rate on steady runs, at most 5% per group, and each
 check's power on the patterns of issue 25 are measured by simulation in
-`benchmarks/checks_calibration.py` (figures in benchmarks/README.md).
+`benchmarks/checks_calibration.py` (figures in benchmarks/README.md); ``heavy_tail``'s,
+the check of `harness.analysis.tails`, in `benchmarks/stats_coverage.py --only heavy`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import stationarity
+from harness.analysis import stationarity, tails
 from harness.analysis.load import Loaded
 from harness.analysis.runfacts import GroupKey, RunData, group_runs
 
@@ -76,10 +77,15 @@ class Finding:
     #: The group's runs the check could judge (the others lacked what it needs).
     judged: int
     detail: str
+    #: The check's own figures for the entry (heavy_tail: tail_index, k, ops).
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``checks`` entry of `harness summary --format json`."""
-        return {"check": self.check, "runs": len(self.runs), "detail": self.detail}
+        """The ``checks`` entry of `harness summary --format json`: ``check``,
+        ``status`` (``warn``: a finding is a warning), ``runs`` (how many it fails in,
+        or rests on for a check of the whole group), ``detail``, then its figures."""
+        return {"check": self.check, "status": "warn", "runs": len(self.runs),
+                "detail": self.detail, **self.figures}
 
 
 CheckFunc = Callable[[Sequence[RunData]], Finding | None]
@@ -308,8 +314,27 @@ def machine_busy(runs: Sequence[RunData]) -> Finding | None:
                    "the server for the CPUs")
 
 
-#: Every check, in the order outputs list them. A check on the tail (`heavy_tail`, from
-#: a Hill estimate) belongs here too once `harness.analysis.tails` provides it.
+def heavy_tail(runs: Sequence[RunData]) -> Finding | None:
+    """`tails.check_top` on the group's pooled latencies: the largest the estimate
+    needs are among each run's kept ones (`RunOps.top_ns`). Runs whose records are an
+    import's aggregates (every op at the tool's mean) have no tail to judge."""
+    judged = [r for r in runs if r.ops is not None and r.ops.n
+              and not r.manifest.typed_extra.aggregated]
+    n = sum(r.ops.n for r in judged if r.ops)
+    if n < tails.MIN_OPS:
+        return None
+    k = tails.tail_k(n)
+    pooled = np.concatenate([r.ops.top_ns for r in judged if r.ops]).astype(np.float64)
+    top = pooled if pooled.size <= k + 1 else np.partition(pooled, pooled.size - k - 1)[
+        -(k + 1):]
+    found = tails.check_top(top, n)
+    if not found.fires:
+        return None
+    return Finding(tails.NAME, tuple(r.run_id for r in judged), len(judged), found.detail,
+                   {"tail_index": found.alpha_hat, "k": found.k, "ops": found.n})
+
+
+#: Every check, in the order outputs list them.
 CHECKS: dict[str, Check] = {c.name: c for c in (
     Check("client_saturated", client_saturated,
           "a client process used nearly a whole CPU in the measured window",
@@ -342,6 +367,11 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
           f"telemetry.hosts: other_cpu >= {OTHER_CPU:g} CPUs or steal_util >= "
           f"{STEAL_SHARE:g} (windows of {MIN_WINDOW_S:g} s or more)",
           "the machine was busy in {k} of {n} {side} runs"),
+    Check(tails.NAME, heavy_tail,
+          "the latencies' tail is so heavy that a few ops decide the mean",
+          f"Hill's tail index of the group's pooled latencies (top √n, {tails.MIN_OPS:,} "
+          f"or more) below {tails.ALPHA_LIMIT:g} (harness.analysis.tails)",
+          "the {side} latencies' tail was too heavy for a mean"),
 )}
 
 
@@ -401,12 +431,13 @@ def report_frame(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
 
 def warning_lines(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
                   side: str = "") -> list[str]:
-    """``warning: op=get: client_saturated: ...`` per failed check, for under a CLI
-    table."""
+    """``warning: client_saturated (BASE op=get; 3 runs): ...`` per failed check, for
+    under a CLI table (as `harness summary` words its own)."""
     out = []
     for key, fs in found.items():
-        where = ", ".join(f"{k}={v}" for k, v in zip(by, key, strict=True))
+        where = ", ".join(f"{k}={v}" for k, v in zip(by, key, strict=True)) or "all runs"
         for f in fs:
-            out.append(f"warning: {side + ' ' if side else ''}{where or 'all runs'}: "
-                       f"{f.check}: {f.detail}")
+            k = len(f.runs)
+            out.append(f"warning: {f.check} ({side + ' ' if side else ''}{where}; {k} run"
+                       f"{'s' if k != 1 else ''}): {f.detail}")
     return out

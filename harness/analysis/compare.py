@@ -2,12 +2,17 @@
 
 Both trees are summarised exactly as `harness summary` does (pooled throughput = total
 ops / total time, mean, p50, p99 with 95% CIs over runs, `summary_ci`); groups are matched
-on the `by` keys (default ``op``). For each group and metric the ratio cand/base gets a CI
-and a p-value from Welch's t on the log ratio (`verdict.log_ratio_test`, each side's SE
-from the jackknife over its runs), p is Holm-adjusted over all rows, and `verdict.decide`
-says better / worse / no significant difference / inconclusive, knowing that higher
-throughput and lower latency are better. A percentile whose runs hold too few ops beyond
-it, or a side with one run, is inconclusive with the reason in ``test``.
+on the `by` keys (default ``op``). For each group and metric the ratio cand/base gets a
+p-value from Welch's t on the log ratio (`verdict.log_ratio_test`, each side's SE from the
+jackknife over its runs). The table's rows (groups x the metrics asked for) are one
+family, judged by `multiplicity.judge`: Benjamini-Hochberg at q = `alpha` decides better /
+worse, and the ratio's interval is printed at the family's FCR-adjusted level
+(1 - R q / m), so a row is better or worse exactly when its printed interval excludes 1,
+and "no significant difference" exactly when it lies inside ±threshold. ``gate =
+familywise`` judges with Bonferroni and simultaneous intervals instead, for CI gates
+(`--fail-if-worse ... --gate familywise`). Raw and adjusted p stand side by side. A
+percentile whose runs hold too few ops beyond it, or a side with one run, is
+inconclusive with the reason in ``test``, and is not in the family.
 
 Runs are pooled as `harness summary` pools them (`harness.analysis.pooling`: complete
 runs, one per repetition; ``include`` adds partial ones), and `comparison` returns the
@@ -36,12 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import pooling, queries, verdict
+from harness.analysis import multiplicity, pooling, queries, verdict
 from harness.analysis.checks import Finding, caveat, group_checks, warning_lines
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded, load, load_runs_only
 from harness.analysis.runfacts import GroupKey
-from harness.analysis.stats import holm
 from harness.analysis.summary_ci import _key, group_intervals
 from harness.analysis.tables import ratio_text
 from harness.errors import ResultsError
@@ -71,8 +75,8 @@ METRICS: dict[str, Metric] = {
 #: Row fields after the group keys, in order (the JSON interface).
 ROW_FIELDS: tuple[str, ...] = (
     "metric", "base", "base_ci_low", "base_ci_high", "cand", "cand_ci_low", "cand_ci_high",
-    "ratio", "ratio_ci_low", "ratio_ci_high", "test", "p", "n_base", "n_cand", "verdict",
-    "caveat",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_ci_level", "test", "p", "p_adjusted",
+    "adjustment", "n_base", "n_cand", "verdict", "caveat",
 )
 
 _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
@@ -81,14 +85,17 @@ _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status
 @dataclass(frozen=True)
 class Comparison:
     """`compare`'s table, the runs each side left out ("BASE", "CAND"; their
-    `pooling.LEFT_OUT` column says why) and each side's failed checks per group."""
+    `pooling.LEFT_OUT` column says why), how its rows were judged as one family, and
+    each side's failed measurement checks."""
 
     table: pd.DataFrame
     left_out: dict[str, pd.DataFrame] = field(default_factory=dict)
+    family: multiplicity.Family | None = None
+    #: Each side's ("BASE", "CAND") failed checks per matched group.
     checks: dict[str, dict[GroupKey, list[Finding]]] = field(default_factory=dict)
 
     def warnings(self, by: Sequence[str]) -> list[str]:
-        """A ``warning: BASE op=get: check: detail`` line per failed check."""
+        """A ``warning: check (BASE op=get; 3 runs): detail`` line per failed check."""
         return [line for side, found in self.checks.items()
                 for line in warning_lines(found, by, side)]
 
@@ -124,15 +131,15 @@ def _intervals(side: Loaded | Path, by: list[str], include: Sequence[str]
     return queries.summarise_with_intervals(loaded, by)[1], loaded
 
 
-def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval) -> dict:
+def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval
+         ) -> tuple[dict, verdict.LogRatio]:
     lr = verdict.log_ratio_test(b.log_value, b.se_log, b.df, c.log_value, c.se_log, c.df)
     note = b.note or c.note
     test = lr.test if not math.isnan(lr.p) else f"none: {note or 'no interval'}"
     return {**key, "metric": m.name, "base": b.value, "base_ci_low": b.low,
             "base_ci_high": b.high, "cand": c.value, "cand_ci_low": c.low,
-            "cand_ci_high": c.high, "ratio": lr.ratio, "ratio_ci_low": lr.low,
-            "ratio_ci_high": lr.high, "test": test, "p": lr.p, "n_base": b.n_runs,
-            "n_cand": c.n_runs}
+            "cand_ci_high": c.high, "test": test, "n_base": b.n_runs,
+            "n_cand": c.n_runs}, lr
 
 
 def compare(
@@ -144,11 +151,12 @@ def compare(
     alpha: float = 0.05,
     threshold: float = verdict.DEFAULT_THRESHOLD,
     include: Sequence[str] = (),
+    gate: str = multiplicity.FDR,
 ) -> pd.DataFrame:
     """One row per matched group and metric: the `ROW_FIELDS` after the `by` columns
     (`comparison`'s table)."""
     return comparison(base, cand, by=by, metrics=metrics, alpha=alpha, threshold=threshold,
-                      include=include).table
+                      include=include, gate=gate).table
 
 
 def comparison(
@@ -160,9 +168,11 @@ def comparison(
     alpha: float = 0.05,
     threshold: float = verdict.DEFAULT_THRESHOLD,
     include: Sequence[str] = (),
+    gate: str = multiplicity.FDR,
 ) -> Comparison:
     """The comparison table (one row per matched group and metric: the `ROW_FIELDS` after
-    the `by` columns) and the runs each side left out.
+    the `by` columns) and the runs each side left out. The rows are one family judged at
+    `alpha` by `gate` (`multiplicity.METHODS`: fdr, or familywise for CI gates).
 
     Trees given as paths are pooled with `include` (a `Loaded` was pooled when loaded).
     Groups present on one side only are left out; with none in common this raises
@@ -182,31 +192,29 @@ def comparison(
             f"BASE and CAND have no group in common on {', '.join(by) or '(nothing)'}: "
             f"base has {names(ib) or 'none'}, cand has {names(ic) or 'none'}; "
             "choose other --by keys")
-    rows = []
+    rows, tests = [], []
     for key in sorted(common, key=str):
         values = dict(zip(by, key, strict=True))
         for name in metrics:
             m = METRICS[name]
-            rows.append(_row(values, m, ib[key][m.field], ic[key][m.field]))
-    table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS[:-2]])
-    # Holm over every row that was tested: the rows are one family of claims.
-    tested = table["p"].notna().to_numpy()
-    adjusted = np.full(len(table), np.nan)
-    if tested.any():
-        adjusted[tested] = holm(table.loc[tested, "p"].to_numpy(float))
-    table["p"] = adjusted
-    table["verdict"] = [
-        verdict.decide(r.ratio_ci_low, r.ratio_ci_high, r.p, ratio=r.ratio,
-                       higher_is_better=METRICS[r.metric].higher_is_better, alpha=alpha,
-                       threshold=threshold)
-        for r in table.itertuples(index=False)
-    ]
+            row, lr = _row(values, m, ib[key][m.field], ic[key][m.field])
+            rows.append(row)
+            tests.append(lr)
+    # Every row tested is one claim of one family: verdicts and printed intervals agree.
+    judged = multiplicity.judge(
+        tests, [METRICS[r["metric"]].higher_is_better for r in rows], q=alpha,
+        threshold=threshold, method=gate)
+    for row, c in zip(rows, judged.claims, strict=True):
+        row.update(ratio=c.ratio, ratio_ci_low=c.low, ratio_ci_high=c.high,
+                   ratio_ci_level=c.level, p=c.p, p_adjusted=c.p_adjusted,
+                   adjustment=judged.family.name, verdict=c.verdict)
     found = {"BASE": group_checks(lb, by), "CAND": group_checks(lc, by)}
-    keys = [_key(row) for row in table[by].itertuples(index=False, name=None)] if by \
-        else [()] * len(table)
-    table["caveat"] = ["; ".join([*caveat(found["BASE"].get(k, ()), "base"),
-                                  *caveat(found["CAND"].get(k, ()), "cand")]) for k in keys]
-    return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out},
+    for row in rows:
+        key = _key([row[k] for k in by])
+        row["caveat"] = "; ".join([*caveat(found["BASE"].get(key, ()), "base"),
+                                   *caveat(found["CAND"].get(key, ()), "cand")])
+    table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS])
+    return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out}, judged.family,
                       {side: {k: v for k, v in f.items() if v and k in common}
                        for side, f in found.items()})
 
@@ -236,8 +244,11 @@ UNITS = {"throughput": "ops/s", "latency_mean": "ms", "latency_p50": "ms",
          "latency_p99": "ms"}
 
 
-def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
-    """``table``: aligned text; ``markdown``: a pipe table; ``json``: a list of rows."""
+def render(table: pd.DataFrame, by: Sequence[str], fmt: str,
+           family: multiplicity.Family | None = None) -> str:
+    """``table``: aligned text; ``markdown``: a pipe table; ``json``: a list of rows. The
+    ratio's column states the level its intervals were printed at, and `family` (how the
+    rows were judged) is said under the table."""
     if fmt == "json":
         return table.to_json(orient="records", indent=2)
     rows = []
@@ -251,13 +262,20 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
                      ratio_text(r["ratio"]) + ("" if math.isnan(r["ratio_ci_low"]) else
                                                f" [{ratio_text(r['ratio_ci_low'])[:-1]}, "
                                                f"{ratio_text(r['ratio_ci_high'])[:-1]}]"),
-                     "-" if math.isnan(r["p"]) else f"{r['p']:.3g}",
+                     _p(r["p"]), _p(r["p_adjusted"]),
                      f"{r['n_base']}/{r['n_cand']}", verdict_text(r)])
-    head = [*by, "metric", "base [95% CI]", "cand [95% CI]", "cand/base [95% CI]",
-            "p (Holm)", "runs", "verdict"]
+    levels = table["ratio_ci_level"].dropna().unique() if len(table) else []
+    level = multiplicity.fmt_level(float(levels[0])) if len(levels) == 1 else "adjusted"
+    name = table["adjustment"].iloc[0] if len(table) else multiplicity.NAMES[
+        multiplicity.FDR]
+    head = [*by, "metric", "base [95% CI]", "cand [95% CI]", f"cand/base [{level} CI]",
+            "p", f"p ({'BH' if name == multiplicity.NAMES[multiplicity.FDR] else name})",
+            "runs", "verdict"]
     # Why a row has no test (one run, too few ops beyond a percentile), once per reason.
     notes = sorted({f"{r['metric']}: {r['test'][len('none: '):]}"
                     for r in table.to_dict("records") if r["test"].startswith("none: ")})
+    if family is not None:
+        notes.insert(0, family.sentence("rows"))
     if fmt == "markdown":
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -268,6 +286,10 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in [head, *rows]]
     return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def _p(p: float) -> str:
+    return "-" if math.isnan(p) else f"{p:.3g}"
 
 
 def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
@@ -305,14 +327,22 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
     counts = table["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in verdict.VERDICTS if v in counts)
     head = (f"`{cand}` against `{base}`, groups matched on {', '.join(by)}: {tally} "
-            f"(of {len(table)} group × metric rows; p Holm-adjusted over all rows, α = "
-            f"{alpha:g}; no significant difference means the 95% CI of the ratio lies "
+            f"(of {len(table)} group × metric rows, one family: "
+            f"{result.family.sentence('rows')}; better or worse exactly where the printed "
+            f"interval of the ratio excludes 1, no significant difference where it lies "
             f"within ±{threshold:.0%}).")
     left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
     warned = [w.removeprefix("warning: ") for w in result.warnings(by)]
     checked = ("\n\nMeasurement checks that failed (a verdict resting on one says so):\n\n"
                + "\n".join(f"- {w}" for w in warned)) if warned else ""
     fig = plots.forest(table, list(by), threshold=threshold)
-    return [markdown(head + "\n\n" + render(table, list(by), "markdown")
-                     + (f"\n\n{left[0].upper()}{left[1:]}." if left else "") + checked),
-            plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
+    parts = [markdown(head + "\n\n" + render(table, list(by), "markdown")
+                      + (f"\n\n{left[0].upper()}{left[1:]}." if left else "") + checked),
+             plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
+    from harness.analysis import sweeps
+
+    curves = sweeps.compare_figure(Path(base), Path(cand))  # both trees swept the load
+    if curves is not None:
+        parts.append(plots.publish(curves, "compare-capacity",
+                                   Path(figures_dir) if figures_dir else None))
+    return parts

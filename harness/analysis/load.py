@@ -22,7 +22,7 @@ import difflib
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,14 @@ class Loaded:
     @property
     def sampled(self) -> bool:
         return self.sample_every > 1
+
+    def runs_where(self, mask: Any) -> Loaded:
+        """The same, with only the runs `mask` (a boolean Series over `runs`) keeps,
+        and their ops."""
+        runs = self.runs[mask]
+        ids = set(runs["run_id"].astype(str))
+        ops = self.ops[self.ops["run_id"].astype(str).isin(ids)] if len(self.ops) else self.ops
+        return replace(self, runs=runs, ops=ops)
 
     @property
     def experiments(self) -> list[str]:

@@ -104,7 +104,7 @@ class SortedOps:
         return intervals.interval_of_quantile(
             value, self.counts, q,
             leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q),
+            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
             confidence=confidence, min_tail_ops=min_tail_ops)
 
     def _first(self, value: float, strictly_above: bool) -> int:
@@ -173,6 +173,14 @@ class RunSorted:
     def max(self) -> float:
         return float(self._hi) / self.scale
 
+    def top(self, m: int) -> np.ndarray:
+        """The `m` largest latencies of all runs pooled (raw integers, unordered; all of
+        them if there are fewer): each run's last `m`, then the `m` largest of those. For
+        the heavy-tail check (`tails.check_top`), which needs no more of the tail."""
+        parts = [r[-m:] for r in self.runs] if m > 0 else []
+        both = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        return both if both.size <= m else np.partition(both, both.size - m)[both.size - m:]
+
     def _kth(self, k: np.ndarray, without: np.ndarray) -> np.ndarray:
         """The k-th smallest (0-based) of all ops, or of all but run `without` (-1: none),
         elementwise: the least integer v with at least k + 1 such ops at or below it."""
@@ -225,7 +233,7 @@ class RunSorted:
         return intervals.interval_of_quantile(
             value, self.counts, q,
             leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q),
+            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
             confidence=confidence, min_tail_ops=min_tail_ops)
 
     def _first_raw(self, value: float, strictly_above: bool) -> int:

@@ -68,8 +68,8 @@ class Overview:
         # The studies pool with the same rule (pooling.pool), so these are their counts.
         text += " " + pooling.overview_sentence(pooling.pool(self.runs, self.include)[1],
                                                 self.include)
-        kits = provenance.kit_versions(self.runs)
-        text += f" Measured with kit {', '.join(kits)}."
+        if who := provenance.measured_by(self.runs):
+            text += " " + who
         return _markdown(text)
 
     def experiments_table(self):

@@ -368,6 +368,68 @@ def per_second(series: pd.DataFrame, *, title: str) -> Figure:
     return fig
 
 
+def latency_throughput(curve: pd.DataFrame, *, title: str,
+                       slo: Sequence[tuple[str, float]] = (),
+                       capacity_ops_s: float | None = None,
+                       capacity_ci: tuple[float | None, float | None] | None = None,
+                       series: str | None = None) -> Figure:
+    """The latency-throughput curve of an offered-load sweep: p50, p99 and p99.9 (ms,
+    log) against the achieved throughput, each point with its 95% interval over runs
+    (`curve`: achieved_ops_s and <p>_ms, <p>_ms_ci_low/high for p in p50, p99, p999;
+    missing columns are skipped; `series` names a column whose values get their own
+    lines, e.g. two trees), the SLO's limits as horizontal lines and the capacity found
+    as a vertical line with its interval shaded."""
+    fig = new_figure(WIDTH, HEIGHT * 1.15)
+    with _style():
+        ax = fig.axes[0]
+        names = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
+        groups = [(None, curve)] if series is None else list(curve.groupby(series, sort=False))
+        palette = sns.color_palette("colorblind", 3 * max(len(groups), 1))
+        styles = {"p50": ":", "p99": "-", "p999": "--"}
+        i = 0
+        for key, part in groups:
+            part = part.sort_values("achieved_ops_s")
+            x = part["achieved_ops_s"].to_numpy(float)
+            for p, name in names.items():
+                col = f"{p}_ms"
+                if col not in part or part[col].isna().all():
+                    continue
+                y = part[col].to_numpy(float)
+                lo = part.get(f"{col}_ci_low", pd.Series(np.nan, index=part.index)).to_numpy(
+                    float)
+                hi = part.get(f"{col}_ci_high", pd.Series(np.nan, index=part.index)).to_numpy(
+                    float)
+                err = np.vstack([np.where(np.isnan(lo), 0, y - lo),
+                                 np.where(np.isnan(hi), 0, hi - y)])
+                label = name if key is None else f"{key}: {name}"
+                ax.errorbar(x, y, yerr=err, marker="o", markersize=3.5, capsize=2.5,
+                            linestyle=styles[p], color=palette[i % len(palette)],
+                            label=label)
+                i += 1
+        for metric, limit_ms in slo:
+            ax.axhline(limit_ms, color="#d95f02", linewidth=1, linestyle="-.")
+            ax.annotate(f"SLO {metric} < {limit_ms:g} ms", (0.01, limit_ms),
+                        xycoords=("axes fraction", "data"), textcoords="offset points",
+                        xytext=(0, 3), fontsize=8, color="#d95f02")
+        if capacity_ops_s is not None:
+            ax.axvline(capacity_ops_s, color="#333333", linewidth=1)
+            if capacity_ci and capacity_ci[0] is not None and capacity_ci[1] is not None:
+                ax.axvspan(capacity_ci[0], capacity_ci[1], color="#999999", alpha=0.2,
+                           linewidth=0)
+            ax.annotate(f"capacity {capacity_ops_s:,.0f} ops/s", (capacity_ops_s, 0.98),
+                        xycoords=("data", "axes fraction"), rotation=90, va="top",
+                        ha="right", fontsize=8)
+        ax.set_yscale("log")
+        _log_ms_axis(ax.yaxis)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        ax.set_xlabel("achieved throughput [ops/s] (mean over runs)")
+        ax.set_ylabel("latency [ms] (from intended start)")
+        ax.legend(fontsize=8, loc="upper left", ncols=2 if i > 3 else 1)
+        ax.set_title(title + "\nbars: 95% interval over runs (none where a run has too few "
+                     "ops beyond the percentile)", fontsize=10)
+    return fig
+
+
 #: Colours of `forest`'s verdicts (colour-blind safe: blue, orange, grey, light grey).
 VERDICT_COLOURS = {"better": "#1f77b4", "worse": "#d95f02",
                    "no significant difference": "#555555", "inconclusive": "#aaaaaa"}

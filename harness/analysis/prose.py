@@ -1,21 +1,27 @@
 """Short sentences for the report, written from the statistics (never eyeballed).
 
-A sentence claims a difference only when the test says so at the chosen alpha, and
-always names the test, the p-value and the number of samples; a non-significant result
-keeps its CI and says whether it rules out a change beyond ±5% (`verdict.decide`), e.g.
+One wording rule for every finding: a sentence says "better/worse" (or the quantity's own
+comparative: faster, slower, higher) only when the finding's family judged it so
+(`multiplicity.judge`); otherwise it gives the estimate with its adjusted interval and
+says "no significant difference" (the interval lies within ±5%), "not significant after
+adjustment" (the raw p alone was below q) or "inconclusive". Every interval is printed at
+the level the family's rule sets, and the level is stated, e.g.
 
-    memcache reads are 3.4× faster than datastore reads (95% CI 3.1–3.7×,
-    Welch t on log ratio p < 0.001, n = 10 sets each).
-    LRU and FIFO show no significant difference (ratio 1.01×, 95% CI 0.98–1.04×, within
-    ±5%; Welch t on log ratio p = 0.41, n = 10 sets each).
-    LRU vs FIFO is inconclusive: too few runs to tell (ratio 1.10×, 95% CI 0.85–1.42×, ...).
+    Memcache reads are 3.4× faster than datastore reads (99% CI 3.0–3.8×; Welch t on log
+    ratio p < 0.001, BH-adjusted p < 0.001, n = 10 sets each).
+    LRU and FIFO show no significant difference (ratio 1.01×, 98.3% CI 0.98–1.04×, within
+    ±5%; Welch t on log ratio p = 0.41, BH-adjusted p = 0.82, n = 10 sets each).
+    LRU vs FIFO is inconclusive: too few runs to tell (ratio 1.10×, 98.3% CI 0.85–1.42×, ...).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from harness.analysis import verdict
+import pandas as pd
+
+from harness.analysis import multiplicity, verdict
 from harness.analysis.stats import Comparison, Estimate, MultiComparison
 
 
@@ -26,6 +32,11 @@ def fmt_p(p: float) -> str:
     if p < 0.001:
         return "p < 0.001"
     return f"p = {p:.2g}" if p < 0.01 else f"p = {p:.2f}"
+
+
+def p_cell(p: float) -> str:
+    """A p-value for a table cell: ``0.041``, ``< 0.001``, ``–``."""
+    return "–" if math.isnan(p) else fmt_p(p).removeprefix("p = ").removeprefix("p ")
 
 
 def fmt_ratio(x: float) -> str:
@@ -65,6 +76,79 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def ci_text(level: float, low: float, high: float, suffix: str = "×") -> str:
+    """``98.3% CI 1.2–1.5×``: an interval with the level it was printed at."""
+    return f"{multiplicity.fmt_level(level)} CI {_range(low, high)}" if suffix == "×" \
+        else f"{multiplicity.fmt_level(level)} CI {low:.3g}–{high:.3g}{suffix}"
+
+
+def p_pair(claim: multiplicity.Claim) -> str:
+    """``p = 0.003, BH-adjusted p = 0.012``: a claim's raw and adjusted p side by side."""
+    short = "BH" if claim.method == multiplicity.FDR else multiplicity.NAMES[claim.method]
+    return f"{fmt_p(claim.p)}, {short}-adjusted {fmt_p(claim.p_adjusted)}"
+
+
+def evidence_text(claim: multiplicity.Claim, n_a: int, n_b: int, unit: str = "runs") -> str:
+    """``Welch t on log ratio p = 0.003, BH-adjusted p = 0.012, n = 5 runs each``."""
+    return f"{claim.test.test} {p_pair(claim)}, {fmt_n(n_a, n_b, unit)}"
+
+
+def outcome_text(claim: multiplicity.Claim, threshold: float = verdict.DEFAULT_THRESHOLD
+                 ) -> str:
+    """What a claim that is not better/worse is called: "no significant difference",
+    "not significant after adjustment" (its raw p alone was below q), or "inconclusive"."""
+    if claim.verdict == verdict.NO_DIFFERENCE:
+        return f"no significant difference (within ±{threshold:.0%})"
+    if claim.significant_unadjusted:
+        return "not significant after adjustment"
+    return "inconclusive"
+
+
+def claim_sentence(
+    claim: multiplicity.Claim,
+    label_a: str,
+    label_b: str,
+    *,
+    n: tuple[int, int],
+    unit: str = "runs",
+    lower_is_better: bool = True,
+    better: str = "faster",
+    threshold: float = verdict.DEFAULT_THRESHOLD,
+) -> str:
+    """One sentence on a judged claim about a/b (`claim.ratio` = a / b, `n` its runs).
+
+    Better/worse (as `better`, e.g. "faster") only with the family's verdict, the ratio
+    given winner over loser (≥ 1) with its adjusted interval; otherwise the estimate
+    a/b with its adjusted interval and `outcome_text`. With `lower_is_better` (latencies)
+    a lower a wins; otherwise (throughputs) a higher a.
+    """
+    evidence = evidence_text(claim, n[0], n[1], unit)
+    r, low, high = claim.ratio, claim.low, claim.high
+    if not claim.significant:
+        if math.isnan(low):
+            return _cap(f"{label_a} vs {label_b} is inconclusive (ratio {fmt_ratio(r)}; no "
+                        f"interval: {claim.test.test}, {fmt_n(n[0], n[1], unit)}).")
+        ci = f"ratio {fmt_ratio(r)}, {ci_text(claim.level, low, high)}"
+        outcome = outcome_text(claim, threshold)
+        if claim.verdict == verdict.NO_DIFFERENCE:
+            return _cap(f"{label_a} and {label_b} show no significant difference ({ci}, "
+                        f"within ±{threshold:.0%}; {evidence}).")
+        if outcome == "inconclusive":
+            outcome += ": too few runs to tell"
+        return _cap(f"{label_a} vs {label_b} is {outcome} ({ci}, which allows a difference "
+                    f"of more than {threshold:.0%}; {evidence}).")
+    a_wins = (r < 1) if lower_is_better else (r > 1)
+    if lower_is_better == a_wins:  # report winner over loser, >= 1
+        value, low, high = 1 / r, 1 / high, 1 / low
+    else:
+        value = r
+    winner, loser = (label_a, label_b) if a_wins else (label_b, label_a)
+    # "memcache reads (hits) are": judge number by the noun before any parenthesis.
+    verb = "are" if winner.split(" (")[0].endswith("s") else "is"
+    return _cap(f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
+                f"({ci_text(claim.level, low, high)}; {evidence}).")
+
+
 def compare_sentence(
     c: Comparison,
     label_a: str,
@@ -73,82 +157,73 @@ def compare_sentence(
     unit: str = "runs",
     lower_is_better: bool = True,
     better: str = "faster",
-    p_adjusted: float | None = None,
 ) -> str:
-    """One sentence on `c` (a comparison of a vs b): which is better, by how much, or neither.
-
-    The outcome is `Comparison.verdict` (with `p_adjusted`, e.g. Holm's, in place of the
-    raw p when given): a non-significant result says whether its CI rules out changes
-    beyond ±5% (no significant difference) or not (inconclusive), and keeps its CI.
-
-    With `lower_is_better` (latencies) the ratio reported is slow/fast; otherwise
-    (throughputs) high/low. `better` is the comparative used (faster, higher, cheaper).
-    """
-    p = c.p_value if p_adjusted is None else p_adjusted
-    p_text = fmt_p(p) if p_adjusted is None else f"Holm-adjusted {fmt_p(p)}"
-    evidence = f"{c.test} {p_text}, {fmt_n(c.n_a, c.n_b, unit)}"
-    if not p < c.alpha:
-        return _cap(not_significant_sentence(c, label_a, label_b, evidence))
-    a_wins = (c.mean_a < c.mean_b) if lower_is_better else (c.mean_a > c.mean_b)
-    # The ratio is reported as winner-over-loser in the quantity's own direction, ≥ 1.
-    r = c.ratio
-    if lower_is_better == a_wins:
-        value, low, high = 1 / r.value, 1 / r.high, 1 / r.low
-    else:
-        value, low, high = r.value, r.low, r.high
-    winner, loser = (label_a, label_b) if a_wins else (label_b, label_a)
-    # "memcache reads (hits) are": judge number by the noun before any parenthesis.
-    verb = "are" if winner.split(" (")[0].endswith("s") else "is"
-    level = round(r.confidence * 100)
-    sentence = (f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
-                f"({level}% CI {_range(low, high)}, {evidence})")
-    if low <= 1.0:
-        # A rank test can find a consistent difference while a few slow runs widen the
-        # interval of the ratio of means past 1; say so instead of leaving a puzzle.
-        sentence += ("; the difference is consistent across runs, but the ratio of means "
-                     "is uncertain enough that its interval includes 1")
-    return _cap(sentence + ".")
+    """`claim_sentence` for one comparison on its own (a family of one: its 95% CI and
+    raw p); findings made together are judged together and worded by `claim_sentence`."""
+    if c.log_ratio is None:
+        raise ValueError(f"{c.test} gives no log-ratio test to judge; use the default test")
+    claim = multiplicity.judge([c.log_ratio], True, q=c.alpha)[0]
+    return claim_sentence(claim, label_a, label_b, n=(c.n_a, c.n_b), unit=unit,
+                          lower_is_better=lower_is_better, better=better)
 
 
-def not_significant_sentence(c: Comparison, label_a: str, label_b: str, evidence: str,
-                             threshold: float = verdict.DEFAULT_THRESHOLD) -> str:
-    """"No significant difference" only where the CI excludes changes beyond `threshold`;
-    otherwise "too few runs to tell", with the estimate and its CI either way."""
-    r = c.ratio
-    level = round(r.confidence * 100)
-    ci = (f"ratio {fmt_ratio(r.value)}" if math.isnan(r.low) else
-          f"ratio {fmt_ratio(r.value)}, {level}% CI {_range(r.low, r.high)}")
-    outcome = verdict.decide(r.low, r.high, 1.0, ratio=r.value, higher_is_better=True,
-                             threshold=threshold)
-    if outcome == verdict.NO_DIFFERENCE:
-        return (f"{label_a} and {label_b} show no significant difference ({ci}, within "
-                f"±{threshold:.0%}; {evidence}).")
-    return (f"{label_a} vs {label_b} is inconclusive: too few runs to tell ({ci}, which "
-            f"allows a difference of more than {threshold:.0%}; {evidence}).")
+def claims_table(judged: multiplicity.Judged, names: Sequence[str],
+                 runs: Sequence[tuple[int, int]] | None = None, *,
+                 higher_is_better: Sequence[bool] | bool = False,
+                 threshold: float = verdict.DEFAULT_THRESHOLD,
+                 words: tuple[str, str] = (verdict.BETTER, verdict.WORSE)) -> pd.DataFrame:
+    """A family's claims as the findings word them, one row each: `names` (``a / b``),
+    the ratio a/b and its interval at the family's level (the header says which), the
+    test, raw and adjusted p, runs (`runs`: per claim, a's and b's), and the verdict or,
+    without one, `outcome_text`: the table beside the sentences, with the same numbers.
+    `words`: what a significant a is called against b (e.g. faster, slower)."""
+    hib = ([higher_is_better] * len(judged) if isinstance(higher_is_better, bool)
+           else list(higher_is_better))
+    level = multiplicity.fmt_level(judged.family.level)
+    short = "BH" if judged.family.method == multiplicity.FDR else judged.family.name
+    rows = []
+    for i, (c, name) in enumerate(zip(judged.claims, names, strict=True)):
+        if c.significant:
+            up = c.ratio > 1
+            outcome = words[0] if up == hib[i] else words[1]
+        else:
+            outcome = outcome_text(c, threshold)
+        rows.append({
+            "comparison": name, "ratio": fmt_ratio(c.ratio),
+            f"{level} CI": "–" if math.isnan(c.low) else _range(c.low, c.high),
+            "test": c.test.test, "p": p_cell(c.p), f"p ({short})": p_cell(c.p_adjusted),
+            **({"runs": f"{runs[i][0]} / {runs[i][1]}"} if runs is not None else {}),
+            "verdict": outcome})
+    return pd.DataFrame(rows)
+
+
+def family_sentence(judged: multiplicity.Judged, what: str) -> str:
+    """``These 10 comparisons are one family: Benjamini-Hochberg at q = 0.05 ...``."""
+    return (f"These {len(judged)} {what} are one family: "
+            f"{judged.family.sentence(what)}.")
 
 
 def multi_sentence(
     m: MultiComparison, what: str, *, unit: str = "runs", labels: dict[str, str] | None = None
 ) -> str:
-    """The omnibus result, then which pairs differ after Holm correction."""
+    """The omnibus result, then which pairs differ after adjustment, each with its ratio
+    and adjusted interval."""
     labels = labels or {}
     sizes = set(m.n.values())
     n_text = f"n = {sizes.pop()} {unit} each" if len(sizes) == 1 else (
         "n = " + ", ".join(str(v) for v in m.n.values()) + f" {unit}"
     )
     head = f"{m.test} {fmt_p(m.p_value)}, {n_text}"
-    if not m.significant:
-        return _cap(f"the {what} do not differ significantly ({head}).")
-    same = [
-        (labels.get(c.name_a, c.name_a), labels.get(c.name_b, c.name_b), p)
-        for c, p in zip(m.pairwise, m.p_holm, strict=True)
-        if p >= m.alpha
-    ]
-    text = f"the {what} differ significantly ({head})"
-    if not same:
-        return _cap(text + "; every pair differs after Holm correction.")
-    pairs = "; ".join(f"{a} vs {b}, Holm-adjusted {fmt_p(p)}" for a, b, p in same)
-    return _cap(text + f"; all pairs differ after Holm correction except {pairs}.")
+    text = (f"the {what} differ significantly ({head})" if m.significant else
+            f"the {what} are not shown to differ by the omnibus test ({head})")
+    if m.judged is None:
+        return _cap(text + ".")
+    pairs = "; ".join(
+        f"{labels.get(c.name_a, c.name_a)}/{labels.get(c.name_b, c.name_b)} "
+        f"{fmt_ratio(j.ratio)} ({_range(j.low, j.high)}): "
+        f"{'significant' if j.significant else outcome_text(j)}"
+        for c, j in zip(m.pairwise, m.judged.claims, strict=True))
+    return _cap(f"{text}; pairwise ({m.judged.family.sentence('pairs')}): {pairs}.")
 
 
 def not_run_sentence(study: str, raw_dir: str) -> str:

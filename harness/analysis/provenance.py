@@ -105,13 +105,40 @@ def failures_table(runs: pd.DataFrame) -> pd.DataFrame:
     return bad[cols].reset_index(drop=True)
 
 
+def imported(runs: pd.DataFrame) -> pd.Series:
+    """Per run: whether it was imported from another tool's output (``source``
+    ``imported``), so no version of this kit measured it."""
+    return runs.get("source", pd.Series("harness", index=runs.index)).eq("imported")
+
+
 def kit_versions(runs: pd.DataFrame) -> list[str]:
-    """Distinct ``version (commit)`` of the kit that produced the runs."""
+    """Distinct ``version (commit)`` of the kit that measured the runs. Imported runs are
+    left out: no kit measured them, and a ``? (?)`` for them read as a kit nobody knew
+    (`measured_by` says what did)."""
+    runs = runs[~imported(runs)] if not runs.empty else runs
     if runs.empty:
         return []
     version = runs.get("kit_version", pd.Series("?", index=runs.index)).fillna("?")
     commit = runs.get("kit_git_commit", pd.Series("?", index=runs.index)).fillna("?")
     return sorted({f"{v} ({c})" for v, c in zip(version, commit, strict=True)})
+
+
+def measured_by(runs: pd.DataFrame) -> str:
+    """Who measured the runs, for the overview: ``Measured with kit 0.1.0 (abc).``, and
+    for imported runs how many, of which experiments, measured by the tools of the
+    reports they were imported from."""
+    parts = []
+    if kits := kit_versions(runs):
+        parts.append(f"Measured with kit {', '.join(kits)}.")
+    if not runs.empty and (mask := imported(runs)).any():
+        exps = sorted(runs.loc[mask, "experiment"].astype(str).unique())
+        n = int(mask.sum())
+        parts.append(f"{n} imported run{'s' if n != 1 else ''} "
+                     f"({', '.join(f'`{e}`' for e in exps)}) "
+                     f"{'were' if n != 1 else 'was'} measured by the tools of the reports "
+                     "they were imported from, not by this kit; the report shows their "
+                     "stated figures.")
+    return " ".join(parts)
 
 
 def run_listing(runs: pd.DataFrame) -> pd.DataFrame:

@@ -135,7 +135,7 @@ def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
     p = plan(loaded, by)
     con = con or connect()
     _ops_view(con, loaded, p)
-    return _assemble(p, units_sql(con, p), _quantiles_sql(con, p))
+    return _assemble(p, units_sql(con, p), _quantiles_sql(con, p), loaded.runs)
 
 
 def summarise_with_intervals(
@@ -152,7 +152,7 @@ def summarise_with_intervals(
     total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default;
     ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops)."""
     from harness.analysis import intervals
-    from harness.analysis.summary import summarise
+    from harness.analysis.summary import fixed_duration_runs, summarise
     from harness.analysis.summary_ci import METRICS, _key
 
     metrics = METRICS if metrics is None else metrics
@@ -166,27 +166,32 @@ def summarise_with_intervals(
     by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
                 for k, g in units.groupby(gkeys, sort=False, dropna=False)}
     quant_rows = []
+    fixed = fixed_duration_runs(loaded.runs)
     for g, u in by_group.items():
         ops = runs.get(g)
         if ops is None or ops.n == 0:
             continue
         quant_rows.append((*g, [ops.quantile(q) for q in QUANTILES], ops.max()))
         n = u["n"].to_numpy(np.float64)
+        wall_s = u["wall_ns"].to_numpy() / 1e9
+        fixed_duration = bool(fixed[u["run_pos"].to_numpy()].all())
         cell: dict[str, object] = {
-            "throughput_ops_s": intervals.ratio_interval(n, u["wall_ns"].to_numpy() / 1e9),
-            "latency_mean_ms": intervals.ratio_interval(
+            "throughput_ops_s": intervals.throughput_interval(n, wall_s, fixed_duration),
+            "latency_mean_ms": intervals.mean_interval(
                 u["lat_sum_ns"].to_numpy() / _NS_PER_MS, n),
         }
         if "goodput_ops_s" in metrics:  # the explorer's; `harness summary` keeps its four
+            # Each run counting once, as throughput (`summary.run_weighted`'s goodput).
+            scale = intervals.run_scale(n, wall_s, fixed_duration)
             cell["goodput_ops_s"] = intervals.ratio_interval(
-                n - u["n_err"].to_numpy(np.float64), u["wall_ns"].to_numpy() / 1e9)
+                scale * (n - u["n_err"].to_numpy(np.float64)), scale * wall_s)
         in_ms = ops.with_scale(_NS_PER_MS)
         for field, q in metrics.items():
             if q is not None:
                 cell[field] = in_ms.interval(q)
         cis[_key(p.key_values(g))] = cell
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
-    return _assemble(p, units, quant), cis
+    return _assemble(p, units, quant, loaded.runs), cis
 
 
 def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> pd.DataFrame:
@@ -281,15 +286,26 @@ def _double(x: float) -> str:
     return "'inf'::DOUBLE" if x == float("inf") else f"{float(x)!r}::DOUBLE"
 
 
-def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame:
-    """The `summarise` table from per-(group, run) sums and per-group percentiles."""
-    from harness.analysis.summary import FULL_COLUMNS, _sorted
+def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame, runs: pd.DataFrame
+              ) -> pd.DataFrame:
+    """The `summarise` table from per-(group, run) sums and per-group percentiles; `runs`
+    (the plan's, by position) says which ran for a fixed duration."""
+    from harness.analysis.summary import FULL_COLUMNS, _sorted, fixed_duration_runs, run_weighted
 
     gkeys = ["rgroup", *p.ops_keys]
-    agg = units.groupby(gkeys, sort=False, dropna=False).agg(
+    grouped = units.groupby(gkeys, sort=False, dropna=False)
+    agg = grouped.agg(
         runs=("run_pos", "size"), ops=("n", "sum"), wall_ns=("wall_ns", "sum"),
         lat_sum=("lat_sum_ns", "sum"), n_err=("n_err", "sum"), n_miss=("n_miss", "sum"),
     ).reset_index()
+    # Throughput, goodput and mean with each run counting once, as `summarise` has them.
+    code = grouped.ngroup().to_numpy()
+    tput, good, mean = run_weighted(
+        code, len(agg), units["n"].to_numpy(np.float64),
+        units["wall_ns"].to_numpy(np.float64) / 1e9, units["lat_sum_ns"].to_numpy(np.float64),
+        units["n_err"].to_numpy(np.float64),
+        fixed_duration_runs(runs)[units["run_pos"].to_numpy(np.int64)])
+    agg["tput"], agg["good"], agg["mean_ns"] = tput, good, mean
     table = agg.merge(quant, on=gkeys, how="left")
     if not p.ops_keys:
         # Every run-level group, also those whose runs have no measured ops.
@@ -306,10 +322,9 @@ def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame) -> pd.DataFrame
             "runs": table["runs"].to_numpy(np.int64),
             "ops": table["ops"].to_numpy(np.int64),
             "wall_s": wall_s,
-            "throughput_ops_s": np.where(wall_s > 0, n / wall_s, np.nan),
-            "goodput_ops_s": np.where(wall_s > 0, (n - table["n_err"].to_numpy(np.float64))
-                                      / wall_s, np.nan),
-            "latency_mean_ms": table["lat_sum"].to_numpy(np.float64) / n / _NS_PER_MS,
+            "throughput_ops_s": table["tput"].to_numpy(np.float64),
+            "goodput_ops_s": table["good"].to_numpy(np.float64),
+            "latency_mean_ms": table["mean_ns"].to_numpy(np.float64) / _NS_PER_MS,
             "latency_p50_ms": q[:, 0] / _NS_PER_MS,
             "latency_p90_ms": q[:, 1] / _NS_PER_MS,
             "latency_p99_ms": q[:, 2] / _NS_PER_MS,

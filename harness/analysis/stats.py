@@ -12,7 +12,8 @@ run's mean latency or throughput), following Hoefler & Belli (SC15):
   is the same statistic inverted and whose p can reach any alpha at 3 runs (rank tests
   cannot: Mann-Whitney's smallest p is 0.10 at 3 vs 3); Hedges' g; the verdict (better,
   worse, no significant difference, inconclusive) from `verdict.decide`;
-- several: Welch's one-way ANOVA on log values, then pairwise tests, Holm-corrected.
+- several: Welch's one-way ANOVA on log values, then pairwise tests judged as one family
+  (`multiplicity`: Benjamini-Hochberg, with intervals at the family's FCR-adjusted level).
 
 Every result records the test or method used and its sample sizes.
 """
@@ -20,14 +21,14 @@ Every result records the test or method used and its sample sizes.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import verdict
+from harness.analysis import multiplicity, verdict
 from harness.analysis.intervals import ratio_interval as ratio_interval_runs
 
 ArrayLike = Sequence[float] | np.ndarray | pd.Series
@@ -168,17 +169,6 @@ def cv(x: ArrayLike) -> float:
     return float(a.std(ddof=1) / a.mean()) if a.size > 1 else float("nan")
 
 
-def holm(p_values: ArrayLike) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
-    p = np.asarray(p_values, dtype=float)
-    m = p.size
-    order = np.argsort(p)
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adjusted
-    return out
-
-
 @dataclass(frozen=True)
 class Comparison:
     """Two configurations compared; `ratio` = mean_a / mean_b."""
@@ -198,19 +188,23 @@ class Comparison:
     ratio: Estimate
     normality_a: Normality
     normality_b: Normality
+    #: The log-ratio test behind `ratio` and `p_value` (b as base, a as candidate), which
+    #: a family re-judges at its own level (`multiplicity.judge`); None for other tests.
+    log_ratio: verdict.LogRatio | None = None
 
     @property
     def significant(self) -> bool:
+        """Significant on its own (raw p); in a family, ask the family's `Claim`."""
         return bool(self.p_value < self.alpha)
 
-    def verdict(self, *, higher_is_better: bool, p: float | None = None,
+    def verdict(self, *, higher_is_better: bool,
                 threshold: float = verdict.DEFAULT_THRESHOLD) -> str:
-        """a against b: better, worse, no significant difference or inconclusive
-        (`verdict.decide`); `p` replaces the raw p-value (e.g. Holm-adjusted)."""
-        return verdict.decide(self.ratio.low, self.ratio.high,
-                              self.p_value if p is None else p, ratio=self.ratio.value,
-                              higher_is_better=higher_is_better, alpha=self.alpha,
-                              threshold=threshold)
+        """a against b on its own (raw p, its 95% CI): better, worse, no significant
+        difference or inconclusive (`verdict.decide`). A finding among others is judged
+        with them instead (`multiplicity.judge` of their `log_ratio`s)."""
+        return verdict.decide(self.ratio.low, self.ratio.high, self.p_value,
+                              ratio=self.ratio.value, higher_is_better=higher_is_better,
+                              alpha=self.alpha, threshold=threshold)
 
     @property
     def relative_difference(self) -> Estimate:
@@ -294,6 +288,7 @@ def compare_two(
     """
     x, y = _arr(a), _arr(b)
     na_, nb_ = normality(x, alpha), normality(y, alpha)
+    lr: verdict.LogRatio | None = None
     if test == "auto":
         positive = x.size and y.size and (x > 0).all() and (y > 0).all()
         test = "logratio" if positive else "welch"
@@ -340,12 +335,15 @@ def compare_two(
         ratio=ratio,
         normality_a=na_,
         normality_b=nb_,
+        log_ratio=lr,
     )
 
 
 @dataclass(frozen=True)
 class MultiComparison:
-    """An omnibus test over several configurations, then Holm-corrected pairwise tests."""
+    """An omnibus test over several configurations, then the pairwise tests judged as one
+    family (`multiplicity.judge`: better/worse iff the pair's adjusted interval, printed
+    at `judged.family.level`, excludes 1)."""
 
     test: str
     statistic: float
@@ -353,11 +351,15 @@ class MultiComparison:
     alpha: float
     n: dict[str, int]
     pairwise: list[Comparison] = field(default_factory=list)
-    p_holm: list[float] = field(default_factory=list)
+    judged: multiplicity.Judged | None = None
 
     @property
     def significant(self) -> bool:
         return bool(self.p_value < self.alpha)
+
+    @property
+    def p_adjusted(self) -> list[float]:
+        return [c.p_adjusted for c in self.judged.claims] if self.judged else []
 
     def pairwise_table(self) -> pd.DataFrame:
         rows = [
@@ -366,15 +368,17 @@ class MultiComparison:
                 "b": c.name_b,
                 "n_a": c.n_a,
                 "n_b": c.n_b,
-                "ratio": c.ratio.value,
-                "ratio_low": c.ratio.low,
-                "ratio_high": c.ratio.high,
+                "ratio": j.ratio,
+                "ratio_low": j.low,
+                "ratio_high": j.high,
+                "ratio_level": j.level,
                 "test": c.test,
                 "p": c.p_value,
-                "p_holm": p,
-                "significant": p < self.alpha,
+                "p_adjusted": j.p_adjusted,
+                "significant": j.significant,
             }
-            for c, p in zip(self.pairwise, self.p_holm, strict=True)
+            for c, j in zip(self.pairwise, self.judged.claims if self.judged else [],
+                            strict=True)
         ]
         return pd.DataFrame(rows)
 
@@ -402,7 +406,8 @@ def compare_many(
     rate: bool = False,
 ) -> MultiComparison:
     """Welch's one-way ANOVA (on log values when all are positive), then every pair with
-    `compare_two`, Holm-corrected."""
+    `compare_two`, the pairs judged as one family (`multiplicity.judge`; all values
+    positive, else the pairs are not judged)."""
     data = {k: _arr(v) for k, v in groups.items()}
     if len(data) < 2:
         raise ValueError("compare_many needs at least two groups")
@@ -423,8 +428,34 @@ def compare_many(
         alpha=alpha,
         n={k: int(v.size) for k, v in data.items()},
         pairwise=pairs,
-        p_holm=[float(p) for p in holm([c.p_value for c in pairs])],
+        judged=multiplicity.judge([c.log_ratio for c in pairs], True, q=alpha)
+        if all(c.log_ratio is not None for c in pairs) else None,
     )
+
+
+def pairwise_family(
+    groups: Mapping[str, ArrayLike], *, alpha: float = 0.05, rate: bool = False,
+    higher_is_better: bool = False,
+    extra: Sequence[tuple[Hashable, verdict.LogRatio, bool]] = (),
+) -> tuple[dict[tuple[str, str], Comparison], multiplicity.Judged]:
+    """Every pair (a, b) of `groups` (in their order, a before b) compared with
+    `compare_two(a, b)`, and judged as one family with any `extra` (key, test,
+    higher_is_better) claims of the same section: ({(a, b): comparison}, the judged
+    family, its claims named (a, b) and by the extras' keys)."""
+    data = {k: _arr(v) for k, v in groups.items()}
+    pairs = {(a, b): compare_two(data[a], data[b], names=(a, b), alpha=alpha, rate=rate)
+             for a, b in itertools.combinations(data, 2)
+             if data[a].size >= 2 and data[b].size >= 2}
+    keys: list[Hashable] = list(pairs)
+    tests = [c.log_ratio for c in pairs.values()]
+    hib = [higher_is_better] * len(tests)
+    for key, test, h in extra:
+        keys.append(key)
+        tests.append(test)
+        hib.append(h)
+    if any(t is None for t in tests):
+        raise ValueError("pairwise_family needs positive values (log-ratio tests)")
+    return pairs, multiplicity.judge(tests, hib, q=alpha, keys=keys)
 
 
 def run_mean_ci(x: ArrayLike, confidence: float = 0.95, *, rate: bool = False,
@@ -474,11 +505,15 @@ def ratio_table(
     lower_is_better: bool = True,
     confidence: float = 0.95,
     order: Sequence[str] | None = None,
+    family: multiplicity.Judged | None = None,
 ) -> pd.DataFrame:
     """Mean of `value` per `group` with its CI, and its ratio to the baseline with CI.
 
     The baseline is the fastest group (lowest mean if `lower_is_better`, else highest)
-    unless named; the absolute baseline stays in the table beside the ratios.
+    unless named; the absolute baseline stays in the table beside the ratios. With
+    `family` (claims named (a, b) by group, as `pairwise_family` makes them), each ratio's
+    interval is its claim's, at the family's level (``ratio_level``), so that the table
+    and the findings beside it print one interval per comparison.
     """
     samples = {
         str(k): g[value].to_numpy(float)
@@ -486,7 +521,8 @@ def ratio_table(
     }
     if not samples:
         return pd.DataFrame(columns=[group, "n", "mean", "ci_low", "ci_high", "method",
-                                     "ratio", "ratio_low", "ratio_high", "baseline"])
+                                     "ratio", "ratio_low", "ratio_high", "ratio_level",
+                                     "baseline"])
     means = {k: float(np.nanmean(v)) for k, v in samples.items()}
     if baseline is None:
         pick = min if lower_is_better else max
@@ -501,10 +537,15 @@ def ratio_table(
             lr = verdict.compare_means(samples[baseline], v, confidence=confidence)
             ratio = Estimate(lr.ratio, lr.low, lr.high, int(v.size + samples[baseline].size),
                              lr.test, confidence)
+        level = confidence
+        if family is not None and k != baseline and (
+                o := family.oriented(k, baseline)) is not None:
+            ratio = replace(ratio, value=o[0], low=o[1], high=o[2])
+            level = family.family.level
         rows.append({group: k, "n": est.n, "mean": est.value, "ci_low": est.low,
                      "ci_high": est.high, "method": est.method, "ratio": ratio.value,
                      "ratio_low": ratio.low, "ratio_high": ratio.high,
-                     "baseline": k == baseline})
+                     "ratio_level": level, "baseline": k == baseline})
     table = pd.DataFrame(rows)
     if order is not None:
         rank = {name: i for i, name in enumerate(order)}

@@ -15,18 +15,25 @@ of objects): first the grouping columns, then exactly
     whose own record spans the retries; they are not ops and are left out everywhere
     here (the KV study reports them as a redirect rate).
 ``throughput_ops_s``
-    total measured ops / total measured wall time over the group's runs, in ops per
-    second; this is the run-weighted harmonic mean of the per-run rates. A run's wall
-    time is max(begin + latency_ns) - min(begin) over its measured ops in the group, where
-    begin is intended_ns in open loop (latency counts from the intended start there) and
-    start_ns otherwise.
+    measured ops per second over the group's runs, each run counting once: the harmonic
+    mean of the run rates (each run's time per op counts once), or for runs of a fixed
+    duration (``loadgen_duration_s``) the arithmetic mean. For runs of equal length in
+    what the spec fixes (op count, or duration) that is exactly total ops / total wall
+    time; runs of unequal length no longer let the longest decide (`intervals.run_scale`).
+    A run's wall time is max(begin + latency_ns) - min(begin) over its measured ops in the
+    group, where begin is intended_ns in open loop (latency counts from the intended start
+    there) and start_ns otherwise.
 ``goodput_ops_s``
     the same over the ops that got an answer (status ``ok`` or ``miss``): throughput
     less errors and timeouts.
-``latency_mean_ms``, ``latency_p50_ms``, ``latency_p99_ms``
-    mean and percentiles (linear interpolation) of the latencies of all the group's
-    measured ops pooled, whatever their status (failed ops included: a timeout is a
-    wait the client had), in milliseconds; ``error_rate`` beside them says how many.
+``latency_mean_ms``
+    the mean over the group's runs of each run's mean latency (each run counting once:
+    total latency / total ops where the runs hold equally many ops), whatever the ops'
+    status (failed ops included: a timeout is a wait the client had), in milliseconds.
+``latency_p50_ms``, ``latency_p99_ms``
+    percentiles (linear interpolation) of the latencies of all the group's measured ops
+    pooled, failed ops included, in milliseconds; ``error_rate`` beside them says how
+    many.
     Imported runs whose records are aggregated show their tool's stated percentiles
     instead, or NaN where pooled with other runs (`harness.analysis.stated`).
 ``error_rate``
@@ -185,6 +192,38 @@ def group_codes(
     return run_codes, run_key_rows, op_run, group, first, extra
 
 
+def fixed_duration_runs(runs: pd.DataFrame) -> np.ndarray:
+    """Per run: whether it ran for a fixed duration (``loadgen_duration_s`` set), which
+    makes its rate, not its time per op, what counts once in a throughput."""
+    col = runs.get("loadgen_duration_s")
+    if col is None:
+        return np.zeros(len(runs), bool)
+    d = pd.to_numeric(col, errors="coerce").to_numpy(np.float64)
+    return ~np.isnan(d) & (d > 0)
+
+
+def run_weighted(unit_group: np.ndarray, n_groups: int, ops: np.ndarray, wall_s: np.ndarray,
+                 lat_sum: np.ndarray, n_err: np.ndarray, fixed_duration: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, from its (group, run) units: throughput and goodput (ops/s) and mean
+    latency (`lat_sum`'s unit), each run counting once (`intervals.run_scale`; a group is
+    of fixed duration if all its runs are): the estimates whose intervals `summary_ci`
+    and `queries` give."""
+    from harness.analysis.intervals import run_scale
+
+    not_fixed = np.bincount(unit_group, weights=~fixed_duration, minlength=n_groups)
+    scale = run_scale(ops, wall_s, (not_fixed == 0)[unit_group])
+    num = np.bincount(unit_group, weights=scale * ops, minlength=n_groups)
+    good = np.bincount(unit_group, weights=scale * (ops - n_err), minlength=n_groups)
+    den = np.bincount(unit_group, weights=scale * wall_s, minlength=n_groups)
+    has = ops > 0
+    runs = np.bincount(unit_group[has], minlength=n_groups)
+    means = np.bincount(unit_group[has], weights=lat_sum[has] / ops[has], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.where(den > 0, num / den, np.nan), np.where(den > 0, good / den, np.nan),
+                np.where(runs > 0, means / runs, np.nan))
+
+
 def op_begin_ns(ops: pd.DataFrame) -> np.ndarray:
     """When each op began for the user: its intended start in open loop (where
     `latency_ns` counts from), else its actual start; so end = begin + latency_ns."""
@@ -250,9 +289,15 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
     n_ops = np.bincount(op_group, minlength=n_groups).astype(np.int64)
     wall_ns = np.bincount(unit_group, weights=unit_wall_ns, minlength=n_groups)
     n_units = np.bincount(unit_group, minlength=n_groups)
-    lat_sum = np.bincount(op_group, weights=lat.astype(np.float64), minlength=n_groups)
     n_err = np.bincount(op_group, weights=is_error, minlength=n_groups)
     n_miss = np.bincount(op_group, weights=is_miss, minlength=n_groups)
+    # Each run counts once in the throughput and the mean (`run_weighted`).
+    unit_ops = np.bincount(unit).astype(np.float64)
+    unit_lat = np.bincount(unit, weights=lat.astype(np.float64))
+    unit_err = np.bincount(unit, weights=is_error)
+    tput, good, lat_mean = run_weighted(
+        unit_group, n_groups, unit_ops, unit_wall_ns / 1e9, unit_lat, unit_err,
+        fixed_duration_runs(runs)[op_run[unit_first]])
 
     # Percentiles: one stable radix sort by group, then one partition per group slice.
     quant = np.full((n_groups, len(_QUANTILES)), np.nan)
@@ -271,10 +316,9 @@ def summarise(loaded: Loaded, by: Sequence[str] | None = None) -> pd.DataFrame:
             {
                 "ops": n_ops,
                 "wall_s": wall_ns / 1e9,
-                "throughput_ops_s": np.where(wall_ns > 0, n_ops / (wall_ns / 1e9), np.nan),
-                "goodput_ops_s": np.where(wall_ns > 0, (n_ops - n_err) / (wall_ns / 1e9),
-                                          np.nan),
-                "latency_mean_ms": lat_sum / n_ops / _NS_PER_MS,
+                "throughput_ops_s": tput,
+                "goodput_ops_s": good,
+                "latency_mean_ms": lat_mean / _NS_PER_MS,
                 "latency_p50_ms": quant[:, 0] / _NS_PER_MS,
                 "latency_p90_ms": quant[:, 1] / _NS_PER_MS,
                 "latency_p99_ms": quant[:, 2] / _NS_PER_MS,

@@ -24,6 +24,7 @@ from harness.analysis.summary import (
     _factorize_ints,
     _refuse_sample,
     default_by,
+    fixed_duration_runs,
     group_codes,
     measured_ops,
     op_begin_ns,
@@ -83,6 +84,9 @@ def group_intervals(
     unit_ops = np.bincount(unit).astype(float)
     unit_lat = np.bincount(unit, weights=lat)
     unit_group = group[unit_first]
+    # A group is of fixed duration if all its runs are (`summary.run_weighted`).
+    unit_fixed = fixed_duration_runs(runs)[op_run[unit_first]]
+    not_fixed = np.bincount(unit_group, weights=~unit_fixed, minlength=len(first))
 
     order = np.argsort(group, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(group))])
@@ -92,8 +96,9 @@ def group_intervals(
         mine = unit_group == g
         idx = order[bounds[g] : bounds[g + 1]]
         cell = {
-            "throughput_ops_s": intervals.ratio_interval(unit_ops[mine], wall_s[mine]),
-            "latency_mean_ms": intervals.ratio_interval(unit_lat[mine], unit_ops[mine]),
+            "throughput_ops_s": intervals.throughput_interval(
+                unit_ops[mine], wall_s[mine], not_fixed[g] == 0),
+            "latency_mean_ms": intervals.mean_interval(unit_lat[mine], unit_ops[mine]),
         }
         for field, q in metrics.items():
             if q is not None:

@@ -2,7 +2,7 @@
 (`harness.analysis.queries`), the tools' stated percentiles for aggregated imports
 (`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), per row
 the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid, and,
-when asked, the measurement checks that failed in its runs (`harness.analysis.checks`).
+when asked, the measurement checks that warn about its runs (`harness.analysis.checks`).
 
 It sits above `summary` (the in-memory computation the others build on), so that no
 module of the summary imports one that imports it back.
@@ -11,14 +11,14 @@ module of the summary imports one that imports it back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis import pooling, queries, stated
-from harness.analysis.checks import Finding, group_checks, with_checks
+from harness.analysis.checks import Finding, group_checks
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
@@ -27,6 +27,13 @@ from harness.errors import ResultsError
 #: Per row, the runs of its group that were read and not pooled, by reason (the last
 #: columns of `summary_table`; see `with_left_out`).
 LEFT_OUT_COLUMNS: tuple[str, ...] = tuple(f"left_out_{r}" for r in pooling.REASONS)
+#: With ``checks=True``, the last column: per row a list of the checks that warn about
+#: its measurement (`harness.analysis.checks.CHECKS`, in that order), each a dict
+#: ``{"check": NAME, "status": "warn", "runs": K, "detail": "...", ...}`` (K: the
+#: group's runs it fails in, or, for a check of the whole group such as ``trend`` or
+#: ``heavy_tail``, the runs it rests on), with a check's own figures beside them
+#: (``heavy_tail``: ``tail_index``, ``k``, ``ops``). Empty: nothing to say.
+CHECKS_COLUMN = "checks"
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,6 @@ class Summary:
 
     table: pd.DataFrame
     left_out: pd.DataFrame
-    #: Per group key (`summary_ci._key` of the row's `by` values), the checks that
-    #: failed; empty unless `summarise_tree(checks=True)`.
-    checks: Mapping[tuple[object, ...], Sequence[Finding]] = field(default_factory=dict)
-    #: The grouping columns (the given `by`, else experiment and the grid keys).
-    by: tuple[str, ...] = ()
 
 
 def check_left(loaded: Loaded, raw_dir: Path) -> None:
@@ -59,9 +61,10 @@ def summary_table(
     intervals: bool = False,
     progress: bool = False,
     include: Sequence[str] = (),
+    checks: bool = False,
 ) -> pd.DataFrame:
     """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc),
-    then `LEFT_OUT_COLUMNS`.
+    then `LEFT_OUT_COLUMNS`, then with `checks` the `CHECKS_COLUMN`.
 
     `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
     and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`). `include`:
@@ -73,7 +76,7 @@ def summary_table(
     then groups done / total.
     """
     return summarise_tree(raw_dir, by, experiments=experiments, intervals=intervals,
-                          progress=progress, include=include).table
+                          progress=progress, include=include, checks=checks).table
 
 
 def summarise_tree(
@@ -92,9 +95,7 @@ def summarise_tree(
 
     `fields` (of `summary.FULL_COLUMNS`) and `metrics` (the intervals, as in
     `queries.summarise_with_intervals`) default to `harness summary`'s; the explorer asks
-    for p99.9 and goodput's interval as well, computed the same way in the same read.
-    `checks`: a last column ``checks``, each row's failed measurement checks
-    (`harness.analysis.checks`; a second read of each ops file)."""
+    for p99.9 and goodput's interval as well, computed the same way in the same read."""
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
@@ -126,11 +127,23 @@ def summarise_tree(
             if field in metrics:
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
     table = with_left_out(table, loaded, by)
-    if not checks:
-        return Summary(table, loaded.left_out, by=tuple(group_by))
-    found = group_checks(loaded, by)
-    return Summary(with_checks(table, found, group_by), loaded.left_out, found,
-                   tuple(group_by))
+    if checks:
+        table = with_checks(table, group_checks(loaded, by), group_by)
+    return Summary(table, loaded.left_out)
+
+
+def _keys(table: pd.DataFrame, by: Sequence[str]) -> list[tuple[object, ...]]:
+    return [_key(r) for r in table[list(by)].itertuples(index=False, name=None)] \
+        if by else [()] * len(table)
+
+
+def with_checks(table: pd.DataFrame, found: Mapping[tuple[object, ...], Sequence[Finding]],
+                by: Sequence[str]) -> pd.DataFrame:
+    """`table` with `CHECKS_COLUMN`: per row (by key, not position: `with_left_out` may
+    add rows and sort them) the `Finding.as_dict` entries of its group's failed checks
+    (`checks.group_checks`); rows of left-out runs only have none."""
+    return table.assign(**{CHECKS_COLUMN: [[f.as_dict() for f in found.get(k, ())]
+                                           for k in _keys(table, by)]})
 
 
 def with_left_out(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None

@@ -160,6 +160,12 @@ def ratio_table_html(table: pd.DataFrame, group: str, *, unit: str = "ms",
         "method": table["method"],
     })
     numeric = ["n", "mean", "ratio"]
+    levels = table.loc[~table["baseline"], "ratio_level"].dropna().unique() \
+        if "ratio_level" in table.columns else []
+    from harness.analysis.multiplicity import fmt_level
+
+    ratio_head = (f"ratio to fastest ({fmt_level(float(levels[0]))} CI)" if len(levels) == 1
+                  else "ratio to fastest (95% CI)")
     if "seed_ms" in table.columns:
         # The historical baseline beside ours, when the study has one.
         shown.insert(4, "seed_ms", table["seed_ms"].to_numpy())
@@ -168,7 +174,7 @@ def ratio_table_html(table: pd.DataFrame, group: str, *, unit: str = "ms",
         shown,
         caption=caption,
         headers={group: group, "n": "sets (n)", "mean": f"mean time per op [{unit}] (95% CI)",
-                 "ratio": "ratio to fastest (95% CI)", "method": "CI method",
+                 "ratio": ratio_head, "method": "CI method",
                  "seed_ms": f"seed 001 [{unit}]"},
         numeric=numeric,
     )

@@ -3,18 +3,23 @@
 Every "better / worse / no significant difference / inconclusive" the kit prints (prose,
 tables, `harness compare`) comes from `decide`:
 
-- **better** / **worse**: the test rejects "no change" at `alpha` (Holm-adjusted where a
-  family of claims is made) and the ratio's direction says which, knowing whether higher
-  is better (throughput) or lower is (latency);
+- **better** / **worse**: the test rejects "no change" at `alpha` (in a family of claims:
+  the adjusted p of `multiplicity`) and the ratio's direction says which, knowing whether
+  higher is better (throughput) or lower is (latency);
 - **no significant difference**: not rejected, and the ratio's CI lies inside
   [1 - threshold, 1 + threshold] (default 5%): any change is smaller than that;
 - **inconclusive**: not rejected, and the CI still allows a change larger than the
   threshold: too few runs to tell, printed with the estimate and its CI.
 
+The CI given must be the one printed, at the level that matches the p given: a single
+test's 95% CI with its raw p, or, in a family, the interval at the family's adjusted level
+with the adjusted p (`multiplicity.judge` passes both), so that better/worse is exactly
+"the printed interval excludes 1".
+
 The test (`log_ratio_test`) is Welch's t on the log of a ratio of two run-level estimates:
 log(cand / base) / SE with Welch-Satterthwaite degrees of freedom, where each side's SE of
 its log estimate comes from its runs (the run is the unit; see `intervals`). The CI of the
-ratio is the same statistic inverted, so test and interval never disagree. Unlike a rank
+ratio is the same statistic inverted (at any level: `LogRatio.at_level`). Unlike a rank
 test (Mann-Whitney's smallest p is 0.10 at 3 vs 3 runs, Wilcoxon's 0.0625 at 5 pairs) its
 p can fall below any alpha at 3 runs; `min_attainable_p` says what a rank test could reach,
 and the methodology notebook shows the power and false-positive rates by simulation.
@@ -23,7 +28,7 @@ and the methodology notebook shows the power and false-positive rates by simulat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as st
@@ -89,7 +94,10 @@ def min_attainable_p(test: str, n_a: int, n_b: int | None = None) -> float:
 
 @dataclass(frozen=True)
 class LogRatio:
-    """cand/base with its CI from Welch's t on the log ratio, and the test's p."""
+    """cand/base with its CI from Welch's t on the log ratio, and the test's p.
+
+    `se_log` and `df` give the interval at any level (`at_level`): a family of claims
+    prints its intervals at the level its multiplicity rule sets (`multiplicity`)."""
 
     ratio: float
     low: float
@@ -98,6 +106,20 @@ class LogRatio:
     df: float
     test: str = LOG_RATIO_TEST
     t: float = float("nan")
+    se_log: float = float("nan")
+    confidence: float = 0.95
+
+    def at_level(self, confidence: float) -> LogRatio:
+        """The same test with its interval at `confidence`: exp(log ratio ± t·SE)."""
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+        if math.isnan(self.low) or math.isnan(self.se_log) or not self.ratio > 0:
+            return replace(self, confidence=confidence)
+        half = float(st.t.ppf(0.5 + confidence / 2, self.df)) * self.se_log \
+            if self.se_log > 0 else 0.0
+        lr = math.log(self.ratio)
+        return replace(self, low=math.exp(lr - half), high=math.exp(lr + half),
+                       confidence=confidence)
 
 
 def log_ratio_test(
@@ -111,11 +133,12 @@ def log_ratio_test(
     ratio = float(np.exp(diff))
     var = se_base**2 + se_cand**2
     if not np.isfinite(var) or not np.isfinite(diff):
-        return LogRatio(ratio, float("nan"), float("nan"), float("nan"), float("nan"))
+        return LogRatio(ratio, float("nan"), float("nan"), float("nan"), float("nan"),
+                        confidence=confidence)
     if var == 0:
         p = 1.0 if diff == 0 else 0.0
         return LogRatio(ratio, ratio, ratio, p, float("inf"), LOG_RATIO_TEST,
-                        0.0 if diff == 0 else math.copysign(math.inf, diff))
+                        0.0 if diff == 0 else math.copysign(math.inf, diff), 0.0, confidence)
     # Welch-Satterthwaite: a side with zero variance contributes no term.
     denom = sum(v**2 / d for v, d in ((se_base**2, df_base), (se_cand**2, df_cand)) if v > 0)
     df = float(var**2 / denom)
@@ -123,7 +146,7 @@ def log_ratio_test(
     p = float(2 * st.t.sf(abs(diff) / se, df))
     half = float(st.t.ppf(0.5 + confidence / 2, df)) * se
     return LogRatio(ratio, float(np.exp(diff - half)), float(np.exp(diff + half)), p, df,
-                    LOG_RATIO_TEST, diff / se)
+                    LOG_RATIO_TEST, diff / se, se, confidence)
 
 
 def log_mean_se(x: np.ndarray) -> tuple[float, float, float]:
@@ -168,20 +191,8 @@ def paired_log_ratio(
     if n < 2:
         r = float(np.exp(d.mean())) if n else float("nan")
         return LogRatio(r, float("nan"), float("nan"), float("nan"), float("nan"),
-                        "paired t on log ratio")
+                        "paired t on log ratio", confidence=confidence)
     m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
     res = log_ratio_test(0.0, 0.0, float(n - 1), m, se, float(n - 1), confidence=confidence)
-    return LogRatio(res.ratio, res.low, res.high, res.p, res.df, "paired t on log ratio",
-                    res.t)
+    return replace(res, test="paired t on log ratio")
 
-
-def describe(verdict: str, ratio: float, low: float, high: float, *, threshold: float) -> str:
-    """A short phrase for prose: the verdict with the estimate and its CI."""
-    ci = f"{ratio:.2f}x, 95% CI {low:.2f}-{high:.2f}x"
-    if verdict == NO_DIFFERENCE:
-        return f"no significant difference ({ci}, within ±{threshold:.0%})"
-    if verdict == INCONCLUSIVE:
-        if math.isnan(low):
-            return f"inconclusive ({ratio:.2f}x; too few runs for an interval)"
-        return f"inconclusive: too few runs to tell ({ci})"
-    return f"{verdict} ({ci})"

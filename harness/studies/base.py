@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, prose
+from harness.analysis import plots, pooling, prose, tails
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
 
@@ -112,6 +112,22 @@ class StudyBase:
     def describe(self) -> Any:
         """The data this section is about (only called when the study ran)."""
         raise NotImplementedError
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        """The study's groups for the heavy-tail check: a list of (`tails.group_checks`
+        result, how to word a group's key); none by default. A study names the groups its
+        tables show, so the note's percentiles are the ones beside them."""
+        return []
+
+    def heavy_tails(self) -> Any:
+        """Where `tails.heavy_tail` fires for a group, the note that opens the section:
+        the group's percentiles first, and that its mean's interval is unreliable. None
+        (nothing shown) where it fires for none."""
+        if not self.ran:
+            return None
+        notes = [n for checks, label in self.tail_checks()
+                 if (n := tails.section_note(checks, label)) is not None]
+        return _markdown("\n\n".join(notes)) if notes else None
 
     def design(self) -> Any:
         """What the study's specs run (configurations, repetitions, ops per run, clients),

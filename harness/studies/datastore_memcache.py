@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, plots, prose, queries, stats, tables
+from harness.analysis import intervals, multiplicity, plots, prose, queries, stats, tables, tails
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -27,11 +28,56 @@ EXPERIMENT = "datastore_vs_memcache"
 __all__ = ["LABELS", "OPS", "SEED_MS", "Study", "analyse"]
 
 
+#: The seed's claims: (a, b, label a, label b), a the slower as the seed had it.
+SEED_CLAIMS = (
+    ("store_read", "mem_read_hit", "datastore reads", "memcache reads (hits)"),
+    ("store_write", "mem_write", "datastore writes", "memcache writes"),
+    ("mem_read_hit", "mem_read_miss", "memcache hits", "memcache misses"),
+)
+#: Resamples of the break-even hit rate's bootstrap (seeded).
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def break_even_hit_rate(means: dict[str, float]) -> float:
+    """Hit rate h where h·hit + (1−h)·(miss + store read + mem write) = store read; not
+    cut to [0, 1]: above 1 no hit rate pays off, below 0 any does."""
+    miss_path = means["mem_read_miss"] + means["store_read"] + means["mem_write"]
+    denom = miss_path - means["mem_read_hit"]
+    return (miss_path - means["store_read"]) / denom if denom > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """The break-even hit rate with its 95% bootstrap interval over sets."""
+
+    value: float
+    low: float
+    high: float
+    sets: int
+
+    def sentence(self) -> str:
+        def pct(x: float) -> str:
+            return "never" if x > 1 else ("any" if x < 0 else f"{x:.0%}")
+
+        how = (f"95% bootstrap interval over sets {pct(self.low)}–{pct(self.high)}, "
+               f"{BOOTSTRAP_RESAMPLES} resamples of {self.sets} sets per operation")
+        cost = "a miss costs a memcache miss, a datastore read and a memcache write"
+        if self.value > 1:
+            return (f"With these means, caching datastore reads in memcache never pays off: "
+                    f"even at 100% hits it would not ({cost}; {how}).")
+        if self.value < 0:
+            return (f"With these means, caching datastore reads in memcache pays off at any "
+                    f"hit rate ({cost}; {how}).")
+        return (f"With these means, caching datastore reads in memcache pays off once more "
+                f"than {self.value:.0%} of reads hit ({how}; {cost}).")
+
+
 @dataclass
 class Study(StudyBase):
     experiment: str = EXPERIMENT
     loaded: Loaded | None = None
     per_set: pd.DataFrame = field(default_factory=pd.DataFrame)
+    _family: tuple | None = field(default=None, repr=False)
 
     name = "datastore_memcache"
 
@@ -76,55 +122,90 @@ class Study(StudyBase):
         return stats.compare_two(self._values(a), self._values(b), names=(a, b),
                                  alpha=self.alpha)
 
+    def family(self) -> tuple[dict[tuple[str, str], stats.Comparison],
+                              multiplicity.Judged]:
+        """The section's claims, one family: every pair of operations (the seed's three
+        claims are three of them), judged together (`multiplicity`), so the findings and
+        the ratio table print the same adjusted interval for each comparison."""
+        if self._family is None:
+            groups = {o: self._values(o) for o in self.order}
+            self._family = stats.pairwise_family(groups, alpha=self.alpha)
+        return self._family
+
     def findings(self):
-        """Significance sentences for the seed's claims, written from the tests."""
+        """Sentences for the seed's claims and the other pairs, from the one family."""
         if not self.ran:
             return None
+        pairs, judged = self.family()
         lines = []
-        claims = []
-        for a, b, la, lb in (
-            ("store_read", "mem_read_hit", "datastore reads", "memcache reads (hits)"),
-            ("store_write", "mem_write", "datastore writes", "memcache writes"),
-            ("mem_read_hit", "mem_read_miss", "memcache hits", "memcache misses"),
-        ):
-            c = self.comparison(a, b)
-            if c is not None:
-                claims.append((c, la, lb))
-        # The pairwise claims are one family: Holm-adjusted together, and said so.
-        p_holm = stats.holm([c.p_value for c, _, _ in claims]) if claims else []
-        for (c, la, lb), p in zip(claims, p_holm, strict=True):
-            lines.append("- " + prose.compare_sentence(c, la, lb, unit="sets",
-                                                       p_adjusted=float(p)))
-        if len(claims) > 1:
-            lines.append(f"- The {len(claims)} comparisons above are one family: their "
-                         "p-values are Holm-adjusted together.")
-        if len(self.order) > 2:
-            groups = {LABELS.get(o, o): self._values(o) for o in self.order}
-            m = stats.compare_many(groups, alpha=self.alpha)
-            lines.append("- " + prose.multi_sentence(m, f"{len(groups)} operations",
+        named = set()
+        for a, b, la, lb in SEED_CLAIMS:
+            claim = judged.get((a, b))
+            if claim is None:
+                continue
+            named.add((a, b))
+            c = pairs[(a, b)]
+            lines.append("- " + prose.claim_sentence(claim, la, lb, n=(c.n_a, c.n_b),
                                                      unit="sets"))
-        be = self.break_even_hit_rate()
+        rest = [(k, judged.get(k)) for k in pairs if k not in named]
+        if rest:
+            sig = [f"{LABELS.get(a, a)} {'slower' if c.ratio > 1 else 'faster'} than "
+                   f"{LABELS.get(b, b)}" for (a, b), c in rest if c.significant]
+            lines.append(f"- Of the other {len(rest)} pairs of operations, {len(sig)} differ "
+                         "significantly" + (f" ({'; '.join(sig)})" if sig else "")
+                         + "; the table below gives every pair with its adjusted interval.")
+        if len(judged) > 1:
+            lines.append(f"- These {len(judged)} comparisons (every pair of operations, the "
+                         f"seed's among them) are one family: {judged.sentence('comparisons')}"
+                         "; the ratio table above prints the same intervals.")
+        be = self.break_even()
         if be is not None:
-            lines.append(
-                "- With these means, caching datastore reads in memcache pays off once more "
-                f"than {be:.0%} of reads hit (a miss costs a memcache miss, a datastore read "
-                "and a memcache write; point estimate)."
-            )
+            lines.append("- " + be.sentence())
         return _markdown("\n".join(lines))
 
-    def break_even_hit_rate(self) -> float | None:
-        """Hit rate h where h·hit + (1−h)·(miss + store read + mem write) = store read."""
+    def claims_html(self):
+        """The section's family, one row per pair of operations: the numbers the findings
+        state, with raw and adjusted p."""
+        if not self.ran or len(self.order) < 2:
+            return None
+        pairs, judged = self.family()
+        names = [f"{LABELS.get(a, a)} / {LABELS.get(b, b)}" for a, b in pairs]
+        table = prose.claims_table(judged, names, [(c.n_a, c.n_b) for c in pairs.values()],
+                                   words=("faster", "slower"))
+        return _html(tables.to_html(
+            table, caption="Every pair of operations, one family: ratio of mean times per "
+                           f"op a / b; {judged.sentence('comparisons')}. Slower/faster only "
+                           "where the adjusted interval excludes 1.",
+            headers={"runs": "sets"}))
+
+    def break_even(self) -> BreakEven | None:
+        """The hit rate above which caching datastore reads pays off, from the means over
+        sets, with a 95% percentile bootstrap interval over sets (seeded)."""
         need = ("store_read", "mem_read_hit", "mem_read_miss", "mem_write")
         if not self.ran or not all(o in self.order for o in need):
             return None
-        m = {o: float(self._values(o).mean()) for o in need}
-        miss_path = m["mem_read_miss"] + m["store_read"] + m["mem_write"]
-        h = (miss_path - m["store_read"]) / (miss_path - m["mem_read_hit"])
-        return min(max(h, 0.0), 1.0)
+        values = {o: self._values(o) for o in need}
+        h = break_even_hit_rate({o: float(v.mean()) for o, v in values.items()})
+        rng = np.random.default_rng(0)
+        boot = np.array([break_even_hit_rate({o: float(rng.choice(v, v.size).mean())
+                                              for o, v in values.items()})
+                         for _ in range(BOOTSTRAP_RESAMPLES)])
+        low, high = np.nanquantile(boot, [0.025, 0.975])
+        return BreakEven(h, float(low), float(high), int(min(v.size for v in
+                                                               values.values())))
+
+    def break_even_hit_rate(self) -> float | None:
+        """The break-even hit rate (unbounded: above 1, caching never pays off)."""
+        be = self.break_even()
+        return None if be is None else be.value
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        return [(tails.group_checks(self.loaded, ["op"]), lambda k: LABELS.get(k[0], k[0]))]
 
     # --- tables ---------------------------------------------------------------------
     def ratio_table(self) -> pd.DataFrame:
-        return stats.ratio_table(self.per_set, "op", "latency_mean_ms", order=self.order)
+        return stats.ratio_table(self.per_set, "op", "latency_mean_ms", order=self.order,
+                                 family=self.family()[1] if len(self.order) > 1 else None)
 
     def ratio_table_html(self):
         if not self.ran:
@@ -133,8 +214,10 @@ class Study(StudyBase):
         table = table.assign(seed_ms=[SEED_MS.get(str(o)) for o in table["op"]])
         html = tables.ratio_table_html(
             table, "op", labels=LABELS,
-            caption="Mean time per op over sets (the unit of replication), with the ratio "
-                    "to the fastest operation; cf. seed 001's table.",
+            caption="Mean time per op over sets (the unit of replication, 95% CI), with the "
+                    "ratio to the fastest operation and its interval at the adjusted level of "
+                    "the section's family of comparisons (see the findings); cf. seed 001's "
+                    "table.",
         )
         return _html(html)
 

@@ -10,6 +10,7 @@ from harness.workloads.filestore import FileStore
 from harness.workloads.kvstore import KVStore
 from harness.workloads.memcache_mix import MemcacheMix
 from harness.workloads.redis_mix import RedisMix
+from harness.workloads.ycsb import Ycsb
 
 WORKLOADS: Registry[Workload] = Registry("workload")
 WORKLOADS.add("cluster", Cluster())
@@ -18,5 +19,6 @@ WORKLOADS.add("filestore", FileStore())
 WORKLOADS.add("kvstore", KVStore())
 WORKLOADS.add("memcache_mix", MemcacheMix())
 WORKLOADS.add("redis_mix", RedisMix())
+WORKLOADS.add("ycsb", Ycsb())
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadClient"]

@@ -157,6 +157,9 @@ class Workload(abc.ABC):
     ops: tuple[str, ...]
     #: Service kinds this workload needs, exactly one each.
     requires: tuple[str, ...]
+    #: Service kinds it can work against, whichever the spec has: exactly one service of
+    #: any of these kinds in all (a workload with a data model per server kind).
+    requires_one_of: tuple[str, ...] = ()
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
         """Cross-field problems beyond per-setting types (messages without a prefix)."""

@@ -18,7 +18,7 @@ from harness.analysis.runfacts import RunData, RunOps, group_runs
 from harness.results import OK, OpsArrays, new_manifest, write_run
 
 NAMES = ["client_saturated", "target_not_met", "not_steady", "trend", "cold_first_run",
-         "machine_busy"]
+         "machine_busy", "heavy_tail"]
 
 
 def manifest(i: int = 0, *, loadgen: dict | None = None, counts: dict | None = None,
@@ -65,7 +65,8 @@ def test_client_saturated_fires_at_nine_tenths_of_a_cpu() -> None:
             run(2, telemetry=telemetry(0.92))]
     f = checks.client_saturated(runs)
     assert f is not None and f.runs == (runs[0].run_id, runs[2].run_id)
-    assert f.as_dict() == {"check": "client_saturated", "runs": 2, "detail": f.detail}
+    assert f.as_dict() == {"check": "client_saturated", "status": "warn", "runs": 2,
+                           "detail": f.detail}
     assert "95%" in f.detail and "2 of 3 runs" in f.detail
     assert checks.client_saturated([run(0, telemetry=telemetry(0.85))]) is None
 
@@ -260,9 +261,9 @@ def test_summary_rows_gain_their_groups_checks(checked_raw: Path,
     assert rows[0]["checks"][0]["runs"] == 3 and "97%" in rows[0]["checks"][0]["detail"]
     assert main(["summary", str(checked_raw)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split(": ")[:3] for line in out if line.startswith("warning:")] == [
-        ["warning", "experiment=chk, size=1", "client_saturated"],
-        ["warning", "experiment=chk, size=1", "not_steady"]]
+    assert [line.split(": ")[:2] for line in out if line.startswith("warning:")] == [
+        ["warning", "client_saturated (experiment=chk, size=1; 3 runs)"],
+        ["warning", "not_steady (experiment=chk, size=1; 5 runs)"]]
 
 
 def test_a_compare_verdict_resting_on_a_failed_check_says_so(
@@ -288,13 +289,14 @@ def test_a_compare_verdict_resting_on_a_failed_check_says_so(
                  "--metric", "latency_mean"]) == 0
     out = capsys.readouterr().out
     assert "worse, but the client was saturated in 3 of 5 base runs" in out
-    assert "warning: BASE op=get: client_saturated: a client process used up to 95%" in out
+    assert "warning: client_saturated (BASE op=get; 3 runs): a client process used up to " \
+        "95%" in out
     assert main(["compare", str(tmp_path / "base"), str(tmp_path / "cand"),
                  "--format", "json"]) == 0
     got = capsys.readouterr()
     rows = json.loads(got.out)
     assert {r["caveat"] for r in rows} == {"the client was saturated in 3 of 5 base runs"}
-    assert "warning: BASE op=set: client_saturated" in got.err
+    assert "warning: client_saturated (BASE op=set; 3 runs)" in got.err
 
 
 def test_the_reports_checks_table_per_experiment(checked_raw: Path, tmp_path: Path) -> None:
@@ -321,3 +323,28 @@ def test_the_reports_checks_table_per_experiment(checked_raw: Path, tmp_path: Pa
                                    "start was not steady in 5 of 5 size=1 runs"}
     assert "; but the client was saturated in 3 of 5 size=1 runs" in \
         section.effect_findings().data
+
+
+def test_heavy_tail_from_each_runs_largest_equals_hill_on_every_pooled_latency(
+        tmp_path: Path) -> None:
+    """The registered heavy_tail keeps only each run's largest latencies, as many as the
+    group's estimate could need (`RunOps.top_ns`): its tail index is `tails.check`'s on
+    all of the group's latencies, by configuration and by op."""
+    from harness.analysis import tails
+    from harness.analysis.load import load
+
+    rng = np.random.default_rng(13)
+    for i in range(4):  # runs of unequal length, so one run's share of the top varies
+        n = 1500 + 700 * i
+        write(tmp_path, "tail", i, {}, np.maximum((1 - rng.random(n)) ** (-1 / 1.4) * 1e5,
+                                                  1))
+    loaded = load_runs_only(tmp_path)
+    everything = load(tmp_path, columns=["op", "latency_ns"]).ops
+    for by in (None, ["op"]):
+        for key, found in checks.group_checks(loaded, by).items():
+            [f] = [x for x in found if x.check == "heavy_tail"]
+            mine = everything if by is None else everything[everything["op"] == key[0]]
+            want = tails.check(mine["latency_ns"].to_numpy())
+            assert want.fires and f.figures["ops"] == want.n
+            assert f.figures["tail_index"] == pytest.approx(want.alpha_hat, rel=1e-12)
+            assert f.figures["k"] == want.k and f.detail == want.detail

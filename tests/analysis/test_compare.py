@@ -1,5 +1,6 @@
-"""`harness compare` on synthetic trees with a known answer: fields, verdicts, Holm over
-rows, --fail-if-worse, experiment directories, bad input. The end-to-end run against a
+"""`harness compare` on synthetic trees with a known answer: fields, verdicts, one
+Benjamini-Hochberg family over the rows with intervals that agree, --fail-if-worse and
+--gate familywise, experiment directories, bad input. The end-to-end run against a
 real memcached is tests/test_compare_e2e.py."""
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import numpy as np
 import pytest
 
 from harness import cli
-from harness.analysis import pooling, verdict
-from harness.analysis.compare import ROW_FIELDS, compare, comparison, load_tree
-from harness.analysis.stats import holm
+from harness.analysis import multiplicity, pooling, verdict
+from harness.analysis.compare import ROW_FIELDS, compare, comparison, load_tree, render
 from harness.analysis.summary_ci import group_intervals
 from harness.errors import ResultsError
 from harness.results import OK, write_run
@@ -58,6 +58,7 @@ def test_known_slowdown_is_worse_and_json_has_the_fields(trees, capsys):
     # 200 ops per run back no p99 interval: inconclusive, and the reason is given.
     p99 = by[("a", "latency_p99")]
     assert p99["verdict"] == verdict.INCONCLUSIVE and p99["p"] is None
+    assert p99["p_adjusted"] is None
     assert p99["test"].startswith("none: too few ops")
     for metric in ("throughput", "latency_mean", "latency_p50"):
         assert by[("b", metric)]["verdict"] not in (verdict.BETTER, verdict.WORSE)
@@ -71,7 +72,7 @@ def test_swapped_trees_say_better(trees):
     assert t.loc[("a", "throughput"), "verdict"] == verdict.BETTER
 
 
-def test_p_is_holm_adjusted_over_the_rows(trees):
+def test_rows_are_one_bh_family_with_intervals_at_its_level(trees):
     base, cand = trees
     t = compare(base, cand, metrics=["throughput", "latency_mean"])
     ib, ic = group_intervals(load_tree(base), ["op"]), group_intervals(load_tree(cand), ["op"])
@@ -80,8 +81,53 @@ def test_p_is_holm_adjusted_over_the_rows(trees):
         field = {"throughput": "throughput_ops_s", "latency_mean": "latency_mean_ms"}[r.metric]
         b, c = ib[(r.op,)][field], ic[(r.op,)][field]
         raw.append(verdict.log_ratio_test(b.log_value, b.se_log, b.df,
-                                          c.log_value, c.se_log, c.df).p)
-    np.testing.assert_allclose(t["p"], holm(raw))
+                                          c.log_value, c.se_log, c.df))
+    np.testing.assert_allclose(t["p"], [x.p for x in raw])  # raw p as tested
+    fam = multiplicity.adjust([x.p for x in raw])
+    np.testing.assert_allclose(t["p_adjusted"], fam.p_adjusted)
+    # a's two rows are worse (R = 2 of m = 4): intervals at 1 - 2 * 0.05 / 4 = 97.5%.
+    assert fam.rejections == 2
+    np.testing.assert_allclose(t["ratio_ci_level"], 0.975)
+    for r, x in zip(t.itertuples(), raw, strict=True):
+        assert (r.ratio_ci_low, r.ratio_ci_high) == pytest.approx(
+            (x.at_level(0.975).low, x.at_level(0.975).high))
+        assert (r.verdict in (verdict.BETTER, verdict.WORSE)) == (
+            r.ratio_ci_low > 1 or r.ratio_ci_high < 1)
+    assert set(t["adjustment"]) == {"Benjamini-Hochberg"}
+
+
+def test_table_states_the_level_and_both_p(trees):
+    base, cand = trees
+    c = comparison(base, cand, metrics=["throughput", "latency_mean"])
+    text = render(c.table, ["op"], "table", c.family)
+    head, *_, note = text.splitlines()
+    assert "cand/base [97.5% CI]" in head and "  p  " in head and "p (BH)" in head
+    assert note == ("note: Benjamini-Hochberg at q = 0.05 over the 4 tested rows, 2 "
+                    "significant; intervals FCR-adjusted at 97.5% (1 − R·q/m, R = "
+                    "rejections; Benjamini-Yekutieli)")
+    md = render(c.table, ["op"], "markdown", c.family)
+    assert md.startswith("| op | metric | base [95% CI] | cand [95% CI] | cand/base [97.5% CI] "
+                         "| p | p (BH) | runs | verdict |")
+    # Each cell's interval is the row's, in the render's number format.
+    row = c.table.iloc[0]
+    assert f"[{row.ratio_ci_low:.2f}, {row.ratio_ci_high:.2f}]" in text.splitlines()[1]
+
+
+def test_gate_familywise_is_bonferroni_with_simultaneous_intervals(trees, capsys):
+    base, cand = trees
+    t = compare(base, cand, gate="familywise")
+    tested = t["p"].notna()
+    m = int(tested.sum())
+    np.testing.assert_allclose(t.loc[tested, "p_adjusted"],
+                               np.minimum(1, m * t.loc[tested, "p"]))
+    np.testing.assert_allclose(t["ratio_ci_level"], 1 - 0.05 / m)
+    assert set(t["adjustment"]) == {"Bonferroni"}
+    excludes = (t["ratio_ci_low"] > 1) | (t["ratio_ci_high"] < 1)
+    assert (t["verdict"].isin([verdict.WORSE, verdict.BETTER]) == excludes).all()
+    assert cli.main(["compare", str(base), str(cand), "--fail-if-worse", "5",
+                     "--gate", "familywise"]) == 1
+    out = capsys.readouterr().out
+    assert "p (Bonferroni)" in out and "intervals at " in out and "simultaneous" in out
 
 
 def test_trees_read_by_duckdb_judge_as_the_ops_in_pandas(trees):
@@ -109,12 +155,15 @@ def test_fail_if_worse_exit_code(trees, capsys):
 def test_same_tree_and_experiment_dir(trees, capsys):
     base, _ = trees
     t = compare(base, base / "exp", metrics=["throughput"])
-    assert (t["ratio"] == 1).all() and (t["p"] == 1).all()
+    assert (t["ratio"] == 1).all() and (t["p"] == 1).all() and (t["p_adjusted"] == 1).all()
     assert not t["verdict"].isin([verdict.BETTER, verdict.WORSE]).any()
     assert cli.main(["compare", str(base), str(base), "--format", "markdown",
                      "--metric", "throughput"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("| op | metric |") and out.count("\n") == 4  # head, rule, a, b
+    lines = out.splitlines()  # head, rule, a, b, and how the family was judged
+    assert lines[0].startswith("| op | metric |") and len(lines) == 6
+    assert lines[5].startswith("- Benjamini-Hochberg at q = 0.05 over the 2 tested rows, 0 "
+                               "significant; intervals FCR-adjusted at 97.5% (1 − q/m: none")
 
 
 def test_bad_input_is_a_clear_error(trees, tmp_path, capsys):

@@ -45,3 +45,22 @@ def test_nothing_readable_is_not_nothing_found(tiny_raw: Path, tmp_path: Path):
         text = overview.analyse(raw).status().data
     assert text.startswith(f"**No readable runs** under `{raw}`: 4 ops files checked "
                            "against their manifests' checksums: 0 matched, 4 did not")
+
+
+def test_imported_runs_are_not_a_kit_of_unknown_version(tiny_raw: Path, tmp_path: Path):
+    """Issue 26, p.3: the overview said "Measured with kit 0.1.0 (…), ? (?)" where the
+    "? (?)" were the imported runs, which no kit measured."""
+    from harness.cli import main
+
+    raw = tmp_path / "raw"
+    shutil.copytree(tiny_raw, raw)
+    legacy = Path(__file__).resolve().parents[2] / "examples/legacy/seed001-gae-bench.txt"
+    assert main(["import", "gae-bench", str(legacy), "-o", str(raw / "imported"),
+                 "--experiment", "seedx"]) == 0
+    study = overview.analyse(raw)
+    text = study.status().data
+    n = int((study.runs["experiment"] == "seedx").sum())
+    assert "?" not in text
+    assert (f"{n} imported runs (`seedx`) were measured by the tools of the reports they "
+            "were imported from, not by this kit") in text
+    assert "Measured with kit " in text

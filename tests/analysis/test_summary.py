@@ -21,14 +21,19 @@ def test_default_grouping_hand_computed(tiny_raw: Path):
     one = table[table["size"] == 1].iloc[0]
     # ops 1,2,3,4 ms (warm-up 100 ms excluded) and 2,4 ms (one error)
     assert one["runs"] == 2 and one["ops"] == 6
-    assert one["throughput_ops_s"] == pytest.approx(6 / 0.016)  # walls 10 ms + 6 ms
-    assert one["latency_mean_ms"] == pytest.approx(16 / 6)
+    # Each run counts once: 4 ops in 10 ms and 2 in 6 ms are 2.5 and 3 ms per op, so the
+    # harmonic mean of the rates is 2 / 5.5 ms (not 6 / 16 ms, which lets the longer
+    # run decide), and the mean latency the mean of 2.5 and 3 ms (not 16 / 6).
+    assert one["throughput_ops_s"] == pytest.approx(2 / 0.0055)
+    assert one["latency_mean_ms"] == pytest.approx((10 / 4 + 6 / 2) / 2)
     assert one["latency_p50_ms"] == pytest.approx(2.5)
     assert one["latency_p99_ms"] == pytest.approx(4.0)
     assert one["error_rate"] == pytest.approx(1 / 6)
-    assert one["goodput_ops_s"] == pytest.approx(5 / 0.016)  # the error is not goodput
+    # The error is not goodput: 4 of 4 and 1 of 2 answered, over the same 5.5 ms per op.
+    assert one["goodput_ops_s"] == pytest.approx((4 / 4 + 1 / 2) / 0.0055)
     two = table[table["size"] == 2].iloc[0]
-    assert two["ops"] == 3 and two["throughput_ops_s"] == pytest.approx(3 / 0.060)
+    # 10 + 20 ms for 2 ops and 30 ms for 1: 15 and 30 ms per op, harmonically 2 / 45 ms.
+    assert two["ops"] == 3 and two["throughput_ops_s"] == pytest.approx(2 / 0.045)
     assert two["error_rate"] == 0  # a miss is not an error
     assert two["goodput_ops_s"] == two["throughput_ops_s"]  # a miss is an answer
 
@@ -161,7 +166,8 @@ def test_include_partial_pools_a_repetition_that_never_completed(pooling_raw: Pa
     assert table.loc[1, "runs"] == 4 and table.loc[1, "ops"] == 8  # its re-run counts
     assert _left_out(table.loc[1]) == (0, 0, 1)  # the partial run: a duplicate now
     assert table.loc[2, "runs"] == 2 and table.loc[2, "ops"] == 3
-    assert table.loc[2, "latency_mean_ms"] == pytest.approx((2 + 2 + 100) / 3)
+    # A complete run of 2 + 2 ms and the partial one of 100 ms count once each.
+    assert table.loc[2, "latency_mean_ms"] == pytest.approx((2 + 100) / 2)
     assert _left_out(table.loc[2]) == (0, 1, 1)
 
 
@@ -201,9 +207,12 @@ def test_summarise_tree_gives_p999_and_goodputs_interval_when_asked(tiny_raw: Pa
                            fields=[*SUMMARY_COLUMNS, "latency_p999_ms"],
                            metrics={**TABLE_METRICS, "goodput_ops_s": None}).table
     one = table[table["size"] == 1].iloc[0]
-    # size=1: 4 answered ops in 10 ms, then 1 of 2 (the other an error) in 6 ms
-    want = intervals.ratio_interval(np.array([4, 1]), np.array([0.010, 0.006]))
-    assert one["goodput_ops_s"] == pytest.approx(5 / 0.016) == want.value
+    # size=1: 4 answered ops of 4 in 10 ms, then 1 of 2 (the other an error) in 6 ms;
+    # each run counting once, as throughput (`intervals.run_scale`: per op of the run).
+    scale = 1 / np.array([4, 2])
+    want = intervals.ratio_interval(scale * np.array([4, 1]),
+                                    scale * np.array([0.010, 0.006]))
+    assert one["goodput_ops_s"] == pytest.approx((4 / 4 + 1 / 2) / 0.0055) == want.value
     assert (one["goodput_ops_s_ci_low"], one["goodput_ops_s_ci_high"]) == pytest.approx(
         (want.low, want.high))
     assert one["goodput_ops_s_ci_low"] != one["throughput_ops_s_ci_low"]

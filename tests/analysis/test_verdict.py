@@ -135,3 +135,18 @@ def test_power_at_three_runs():
         r = verdict.compare_means(base, cand)
         found += decide(r.low, r.high, r.p, ratio=r.ratio, higher_is_better=False) == WORSE
     assert found / 500 > 0.45
+
+
+def test_at_level_is_scipys_interval_at_that_level():
+    rng = np.random.default_rng(4)
+    a, b = np.log(np.exp(rng.normal(0, 0.2, 4))), np.log(np.exp(rng.normal(0.3, 0.1, 5)))
+    res = verdict.log_ratio_test(a.mean(), a.std(ddof=1) / 2, 3,
+                                 b.mean(), b.std(ddof=1) / math.sqrt(5), 4)
+    ref = st.ttest_ind(b, a, equal_var=False).confidence_interval(0.99)
+    at = res.at_level(0.99)
+    assert (at.low, at.high) == pytest.approx((math.exp(ref.low), math.exp(ref.high)),
+                                              rel=1e-12)
+    assert at.confidence == 0.99 and at.p == res.p and at.ratio == res.ratio
+    # A test without an interval stays without one at any level.
+    none = verdict.log_ratio_test(0.0, math.nan, math.nan, 0.1, 0.1, 3).at_level(0.99)
+    assert math.isnan(none.low) and math.isnan(none.high)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from harness.analysis import plots
+from harness.analysis import multiplicity, plots, prose
 from harness.analysis.load import load
 from harness.studies import datastore_memcache
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.rawdata import write_datastore_memcache
 
 
@@ -82,3 +83,51 @@ def test_sampled_figures_say_so(
         assert "one op in 7 of each run drawn" in ax.get_title()
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         assert any("n = 12,000 ops" in t for t in labels), labels
+
+
+@pytest.fixture(scope="module")
+def ten_sets(tmp_path_factory: pytest.TempPathFactory) -> datastore_memcache.Study:
+    return datastore_memcache.analyse(write_datastore_memcache(
+        tmp_path_factory.mktemp("dsmc10"), sets=10, ops_per_set=50))
+
+
+def test_findings_are_one_family_and_state_the_tables_numbers(
+        ten_sets: datastore_memcache.Study) -> None:
+    """Issue 26: p.9 adjusted 3 claims and a separate 10-pair family; now every pair is
+    one family, the seed's claims among them, and each sentence's ratio and interval are
+    the claims table's."""
+    pairs, judged = ten_sets.family()
+    assert len(judged) == len(pairs) == 10
+    text = ten_sets.findings().data
+    names = [f"{a} / {b}" for a, b in pairs]
+    table = prose.claims_table(judged, names)
+    assert_prose_matches(text, judged, table, at_least=3)
+    assert_wording_rule(text, at_least=3)
+    assert f"These 10 comparisons (every pair of operations, the seed's among them) are " \
+           f"one family: {judged.sentence('comparisons')}" in text
+    assert "Holm" not in text and "Holm" not in ten_sets.claims_html().data
+    # The ratio table beside them prints the same interval for each ratio to the fastest.
+    rt = ten_sets.ratio_table()
+    base = rt.loc[rt["baseline"], "op"].item()
+    for row in rt[~rt["baseline"]].itertuples():
+        assert (row.ratio, row.ratio_low, row.ratio_high) == pytest.approx(
+            judged.oriented(row.op, base))
+        assert row.ratio_level == judged.family.level
+    level = multiplicity.fmt_level(judged.family.level)
+    assert f"ratio to fastest ({level} CI)" in ten_sets.ratio_table_html().data
+
+
+def test_break_even_has_an_interval_and_never_says_more_than_100_percent(
+        ten_sets: datastore_memcache.Study) -> None:
+    be = ten_sets.break_even()
+    assert be is not None and be.low < be.value < be.high
+    text = ten_sets.findings().data
+    assert f"pays off once more than {be.value:.0%} of reads hit (95% bootstrap interval " \
+           f"over sets {be.low:.0%}–{be.high:.0%}" in text
+    # A break-even above 1 (a hit costs more than the datastore read) is "never", not
+    # "more than 100%".
+    never = datastore_memcache.BreakEven(1.4, 0.9, 2.0, 10).sentence()
+    assert "never pays off" in never and "100%" in never and "more than 1" not in never
+    assert "90%–never" in never
+    assert datastore_memcache.break_even_hit_rate(
+        {"store_read": 1.0, "mem_read_hit": 1.2, "mem_read_miss": 0.1, "mem_write": 0.1}) > 1

@@ -8,11 +8,13 @@ single-node run is one node whatever the grid said.
 
 The overhead decomposition compares means over runs, setup to setup, per operation:
 single → local cluster with n nodes is the cost of replication; local cluster → network
-cluster with the same n is the cost of the network. Each step has a Welch CI of the
-difference, the ratio of means with its CI, and a test (`harness.analysis.stats`);
-p-values are Holm-corrected over the steps of each operation. The insert-cost fit is ordinary least
-squares of µs per insert on the configured round trip and the number of standbys over
-the cluster runs.
+cluster with the same n is the cost of the network. Each step is one claim: the ratio of
+means with a test (Welch's t on its log, `harness.analysis.stats`); the steps of every
+operation are one family (`multiplicity`: Benjamini-Hochberg, intervals at the family's
+FCR-adjusted level), and the added µs per object is that same ratio interval times the
+step's starting mean, so the two never disagree (a Welch interval of the difference beside
+a test on log ratios did). The insert-cost fit is ordinary least squares of µs per insert
+on the configured round trip and the number of standbys over the cluster runs.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import stats, verdict
+from harness.analysis import multiplicity, stats
 from harness.analysis.load import Loaded, read_manifests
 from harness.analysis.numbers import run_summary
 from harness.studies.base import FIGURE_OPS, StudyBase
@@ -106,11 +108,13 @@ def op_order(frame: pd.DataFrame) -> list[str]:
 
 
 def seed_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per op and setup: runs, objects, mean total ms and µs per object with 95% CIs."""
+    """Per op and setup: runs, objects, mean total ms and µs per object with 95% CIs (the
+    kit's interval of a mean over runs: the jackknife of its log, `stats.run_mean_ci`;
+    never a t or BCa interval picked by a normality pre-test and cut at 0)."""
     rows = []
     for (op, setup), g in frame.groupby(["op", "setup"], sort=False):
-        us = stats.mean_ci(g["us_per_object"], positive=True)
-        total = stats.mean_ci(g["total_ms"], positive=True)
+        us = stats.run_mean_ci(g["us_per_object"])
+        total = stats.run_mean_ci(g["total_ms"])
         rows.append({"op": op, "setup": setup, "n": us.n,
                      "objects": int(g["objects"].median()), "total_ms": total.value,
                      "total_low": total.low, "total_high": total.high, "us": us.value,
@@ -122,22 +126,6 @@ def seed_table(frame: pd.DataFrame) -> pd.DataFrame:
     out["_o"] = out["op"].map(ops.index)
     out["_s"] = out["setup"].map(setups.index)
     return out.sort_values(["_o", "_s"]).drop(columns=["_o", "_s"]).reset_index(drop=True)
-
-
-def diff_ci(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> stats.Estimate:
-    """mean(a) - mean(b) with Welch's t interval (independent samples)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    value = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2:
-        return stats.Estimate(value, float("nan"), float("nan"), a.size + b.size, "Welch")
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = np.sqrt(va + vb)
-    if se == 0:
-        return stats.Estimate(value, value, value, a.size + b.size, "Welch")
-    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    half = float(st.t.ppf(0.5 + confidence / 2, df) * se)
-    return stats.Estimate(value, value - half, value + half, a.size + b.size, "Welch",
-                          confidence)
 
 
 def steps(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -157,9 +145,11 @@ def steps(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
 
 def decomposition(frame: pd.DataFrame, alpha: float = 0.05,
                   ops: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per op and step: the added µs per object with CI, the ratio with CI, the
-    test and its p, Holm-corrected over the steps of each operation."""
-    rows = []
+    """One row per op and step: the ratio to/from of the mean µs per object with its
+    test, the steps of every op one family (`multiplicity.judge`): the ratio's interval at
+    the family's level (``level``), raw and adjusted p, the verdict; and the added µs per
+    object, from/to's difference, with that same interval times the from-mean."""
+    rows, tests = [], []
     for op in ops or op_order(frame):
         f = frame[frame["op"] == op]
         for step, a, b in steps(f):
@@ -168,22 +158,30 @@ def decomposition(frame: pd.DataFrame, alpha: float = 0.05,
             if x.size < 2 or y.size < 2:
                 continue
             c = stats.compare_two(x, y, names=(b, a), alpha=alpha)
-            d = diff_ci(x, y)
             rows.append({"op": op, "step": step, "src": a, "dst": b, "n_from": y.size,
                          "n_to": x.size, "from_us": float(y.mean()), "to_us": float(x.mean()),
-                         "added_us": d.value, "added_low": d.low, "added_high": d.high,
-                         "ratio": c.ratio.value, "ratio_low": c.ratio.low,
-                         "ratio_high": c.ratio.high, "test": c.test, "p": c.p_value})
+                         "test": c.test})
+            tests.append(c.log_ratio)
     out = pd.DataFrame(rows)
-    if not out.empty:
-        # One family per operation: its steps answer one question (where its time goes).
-        out["p_holm"] = out.groupby("op", sort=False)["p"].transform(
-            lambda p: stats.holm(p.to_numpy()))
-        out["significant"] = out["p_holm"] < alpha
-        # More time per object is worse; "no significant difference" needs a CI within ±5%.
-        out["verdict"] = [verdict.decide(r.ratio_low, r.ratio_high, r.p_holm, ratio=r.ratio,
-                                         higher_is_better=False, alpha=alpha)
-                          for r in out.itertuples()]
+    if out.empty:
+        return out
+    # More time per object is worse; "no significant difference" needs the adjusted CI
+    # within ±5%.
+    judged = multiplicity.judge(tests, False, q=alpha)
+    out["ratio"] = [c.ratio for c in judged.claims]
+    out["ratio_low"] = [c.low for c in judged.claims]
+    out["ratio_high"] = [c.high for c in judged.claims]
+    out["level"] = judged.family.level
+    out["p"] = [c.p for c in judged.claims]
+    out["p_adjusted"] = [c.p_adjusted for c in judged.claims]
+    out["significant"] = [c.significant for c in judged.claims]
+    out["verdict"] = [c.verdict for c in judged.claims]
+    # One interval per effect: the added µs are the ratio's interval in µs at the from-
+    # setup's mean (to − from = from · (ratio − 1)).
+    out["added_us"] = out["to_us"] - out["from_us"]
+    out["added_low"] = out["from_us"] * (out["ratio_low"] - 1)
+    out["added_high"] = out["from_us"] * (out["ratio_high"] - 1)
+    out.attrs["judged"] = judged
     return out
 
 
@@ -218,7 +216,7 @@ def point_table(frame: pd.DataFrame, op: str = "insert") -> pd.DataFrame:
     rows = []
     for (nodes, rtt, mode), g in frame[frame["op"] == op].groupby(
             ["nodes", "rtt_ms", "mode"], sort=True):
-        est = stats.mean_ci(g["us_per_object"], positive=True)
+        est = stats.run_mean_ci(g["us_per_object"])
         rows.append({"nodes": nodes, "rtt_ms": rtt, "mode": mode, "n": est.n,
                      "mean": est.value, "ci_low": est.low, "ci_high": est.high})
     return pd.DataFrame(rows, columns=["nodes", "rtt_ms", "mode", "n", "mean", "ci_low",

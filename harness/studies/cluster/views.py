@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import prose, tables
+from harness.analysis import multiplicity, prose, tables, tails
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -20,6 +21,47 @@ from harness.studies.cluster import analysis as cluster
 from harness.studies.cluster import plots as cluster_plots
 
 WRITE_OPS = ("insert", "search_delete")
+
+
+def _added(row) -> str:
+    """``+1,266 µs per object, 97.5% CI 903 to 1,700``: the step's added time with the
+    same adjusted interval as its ratio."""
+    f = tables.num(3)
+    return (f"{'+' if row.added_us >= 0 else '−'}{f(abs(row.added_us))} µs per object, "
+            f"{multiplicity.fmt_level(row.level)} CI {f(row.added_low)} to "
+            f"{f(row.added_high)}")
+
+
+def _step_sentence(row, claim: multiplicity.Claim) -> str:
+    """One step of the decomposition, worded by its claim's verdict: an effect is stated
+    ("adds", "saves") only where the adjusted interval excludes none (1 for the ratio,
+    0 for the µs, the same interval)."""
+    what = "replication" if row.step == "replication" else "the network"
+    head = f"{cluster.LABELS.get(row.op, row.op)}, {row.src} → {row.dst}: {what}"
+    ratio = (f"{prose.fmt_ratio(row.ratio)} the time, "
+             f"{prose.ci_text(row.level, row.ratio_low, row.ratio_high)}")
+    evidence = prose.evidence_text(claim, int(row.n_from), int(row.n_to))
+    if claim.significant:
+        verb = "adds" if row.ratio > 1 else "saves"
+        f = tables.num(3)
+        # Magnitudes, smaller first: a saving of 50 (CI -80 to -20) reads "20 to 80".
+        low, high = sorted((abs(row.added_low), abs(row.added_high)))
+        return (f"{head} {verb} {f(abs(row.added_us))} µs per object "
+                f"({multiplicity.fmt_level(row.level)} CI {f(low)} to {f(high)}; "
+                f"{ratio}); {evidence}.")
+    outcome = prose.outcome_text(claim)
+    return f"{head} is {outcome} ({ratio}; {_added(row)}); {evidence}."
+
+
+def _slope(row, what: str, unit: str) -> str:
+    """A fitted slope in words: "adds" only where its 95% CI excludes 0."""
+    f = tables.num(3)
+    ci = f"95% CI {f(row['low'])} to {f(row['high'])}"
+    if row["low"] > 0 or row["high"] < 0:
+        verb = "adds" if row["estimate"] > 0 else "removes"
+        return f"{what} {verb} {f(abs(row['estimate']))} {unit} ({ci})"
+    return (f"{what}: {f(row['estimate'])} {unit} ({ci}, which includes 0: no effect "
+            "shown)")
 
 
 def _ci(v: float, low: float, high: float, digits: int = 3, unit: str = "") -> str:
@@ -59,6 +101,11 @@ class Study(StudyBase):
     def decomposition(self) -> pd.DataFrame:
         return cluster.decomposition(self.runs, self.alpha)
 
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        checks = tails.group_checks(Loaded(self.runs[["run_id", "setup"]], self.loaded.ops),
+                                    ["op", "setup"])
+        return [(checks, lambda k: f"{cluster.LABELS.get(k[0], k[0])}, {k[1]}")]
+
     # --- text ------------------------------------------------------------------------
     def describe(self):
         r = self.runs
@@ -84,51 +131,39 @@ class Study(StudyBase):
         if not self.ran:
             return None
         d = self.decomposition()
-        f = tables.num(3)
         lines = []
-        for op in WRITE_OPS:
-            for row in d[d["op"] == op].itertuples():
-                what = ("replication" if row.step == "replication" else "the network")
-                ci = (f"{f(row.added_us)} µs per object, 95% CI {f(row.added_low)}–"
-                      f"{f(row.added_high)}; {prose.fmt_ratio(row.ratio)} the time, 95% CI "
-                      f"{row.ratio_low:.2f}–{row.ratio_high:.2f}")
-                verdict = {
-                    "no significant difference":
-                        f"makes no significant difference ({ci}: within ±5%)",
-                    "inconclusive": f"is inconclusive: too few runs to tell ({ci})",
-                }.get(row.verdict, f"adds {f(row.added_us)} µs per object (95% CI "
-                                   f"{f(row.added_low)}–{f(row.added_high)}; "
-                                   f"{prose.fmt_ratio(row.ratio)} the time)")
-                lines.append(f"- {cluster.LABELS.get(op, op)}, {row.src} → {row.dst}: "
-                             f"{what} {verdict}; {row.test} Holm-adjusted "
-                             f"{prose.fmt_p(row.p_holm)}, "
-                             f"{prose.fmt_n(row.n_from, row.n_to)}.")
-        reads = d[~d["op"].isin(WRITE_OPS)]
-        if len(reads):
-            counts = reads["verdict"].value_counts()
-            tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-            sig = reads[reads["significant"]]
-            # Counted by verdict, with each step's CI in the table below: a step that
-            # is merely not significant supports nothing.
-            lines.append(
-                f"- Searches and the sequential scan run on the primary alone; of their "
-                f"{len(reads)} steps (Holm-adjusted per operation): {tally} (each with "
-                "its CI in the decomposition table)"
-                + ("." if sig.empty else "; the significant ones: " + ", ".join(
-                    f"{cluster.LABELS.get(r.op, r.op)} {r.src} → {r.dst} "
-                    f"({f(r.added_us)} µs)" for r in sig.itertuples()) + "."))
+        if len(d):
+            judged = d.attrs["judged"]
+            for op in WRITE_OPS:
+                for i in np.flatnonzero((d["op"] == op).to_numpy()):
+                    lines.append(f"- {_step_sentence(d.iloc[i], judged[i])}")
+            reads = d[~d["op"].isin(WRITE_OPS)]
+            if len(reads):
+                counts = reads["verdict"].value_counts()
+                tally = ", ".join(f"{n} {v}" for v, n in counts.items())
+                sig = reads[reads["significant"]]
+                # Counted by verdict, with each step's adjusted CI in the table above: a
+                # step that is merely not significant supports nothing.
+                lines.append(
+                    f"- Searches and the sequential scan run on the primary alone; of their "
+                    f"{len(reads)} steps: {tally} (each with its adjusted CI in the "
+                    "decomposition table)"
+                    + ("." if sig.empty else "; the significant ones: " + ", ".join(
+                        f"{cluster.LABELS.get(r.op, r.op)} {r.src} → {r.dst} "
+                        f"({_added(r)})" for r in sig.itertuples()) + "."))
+            lines.append(f"- The {len(d)} steps of all operations are one family: "
+                         f"{judged.sentence('steps')}.")
         fit = cluster.rtt_fit(self.runs)
         if len(fit):
             c = fit.set_index("term")
             b = c.loc["per µs of RTT"]
             text = (f"- Least squares over {int(b['n'])} cluster insert runs (R² = "
-                    f"{b['r2']:.2f}): each µs of round trip adds {b['estimate']:.2f} µs per "
-                    f"insert (95% CI {b['low']:.2f}–{b['high']:.2f}); 1 would be exactly one "
-                    "round trip per commit, as synchronous replication implies")
+                    f"{b['r2']:.2f}; 95% CIs, a fit beside the tests above, not one of them): "
+                    f"{_slope(b, 'each µs of round trip', 'µs per insert')}; 1 would be "
+                    "exactly one round trip per commit, as synchronous replication implies")
             if "per extra standby [µs]" in c.index:
                 s = c.loc["per extra standby [µs]"]
-                text += (f"; each extra standby adds {f(s['estimate'])} µs "
-                         f"(95% CI {f(s['low'])}–{f(s['high'])})")
+                text += "; " + _slope(s, "each extra standby", "µs")
             lines.append(text + ".")
         return _markdown("\n".join(lines))
 
@@ -175,25 +210,33 @@ class Study(StudyBase):
         d = self.decomposition()
         if d.empty:
             return _markdown("No pair of setups to compare.")
+        judged = d.attrs["judged"]
+        level = multiplicity.fmt_level(judged.family.level)
         shown = pd.DataFrame({
             "operation": [cluster.LABELS.get(o, o) for o in d["op"]],
             "step": [f"{s}: {a} → {b}" for s, a, b in zip(d["step"], d["src"], d["dst"],
                                                           strict=True)],
             "from [µs]": d["from_us"], "to [µs]": d["to_us"],
-            "added [µs] (95% CI)": [_ci(v, lo, hi) for v, lo, hi in
-                                    zip(d["added_us"], d["added_low"], d["added_high"],
+            f"added [µs] ({level} CI)": [_ci(v, lo, hi) for v, lo, hi in
+                                         zip(d["added_us"], d["added_low"], d["added_high"],
+                                             strict=True)],
+            f"ratio ({level} CI)": [_ci(v, lo, hi, unit="×") for v, lo, hi in
+                                    zip(d["ratio"], d["ratio_low"], d["ratio_high"],
                                         strict=True)],
-            "ratio (95% CI)": [_ci(v, lo, hi, unit="×") for v, lo, hi in
-                               zip(d["ratio"], d["ratio_low"], d["ratio_high"], strict=True)],
-            "test": d["test"], "p (Holm)": [prose.fmt_p(p) for p in d["p_holm"]],
+            "test": d["test"], "p": [prose.p_cell(p) for p in d["p"]],
+            "p (BH)": [prose.p_cell(p) for p in d["p_adjusted"]],
             "verdict": list(d["verdict"]),
         })
         return _html(tables.to_html(
-            shown, numeric=["from [µs]", "to [µs]", "added [µs] (95% CI)", "ratio (95% CI)"],
+            shown, numeric=["from [µs]", "to [µs]", f"added [µs] ({level} CI)",
+                            f"ratio ({level} CI)"],
             caption="Overhead decomposition per operation: single → local cluster is the "
                     "cost of replication, local → network cluster (same nodes) the cost of "
-                    f"the network; α = {self.alpha}, p Holm-corrected over the steps of "
-                    "each operation."))
+                    f"the network. The steps of all operations are one family: "
+                    f"{judged.sentence('steps')}. The added µs per object are the ratio's "
+                    "interval at the from-setup's mean (to − from = from × (ratio − 1)): "
+                    "one interval per step, which excludes 0 exactly when the ratio's "
+                    "excludes 1."))
 
     def fit_html(self):
         if not self.ran:

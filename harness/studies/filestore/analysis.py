@@ -14,14 +14,14 @@ it, both as methods of `harness.studies.filestore.Study`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, queries, stats, verdict
+from harness.analysis import intervals, multiplicity, queries, stats, tails, verdict
 from harness.analysis.load import Loaded, read_manifests
 from harness.analysis.numbers import run_summary, summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
@@ -63,6 +63,16 @@ def _baselines(raw_dir: Path, experiment: str) -> tuple[pd.DataFrame, int]:
     return pd.DataFrame(rows, columns=["run_id", *BASELINE_COLUMNS]), int(threshold)
 
 
+@dataclass(frozen=True)
+class Family:
+    """The section's claims judged together, and the comparison behind each, both by
+    key: ("memcache", op, threads), ("threads", "throughput" | "latency", op, memcache),
+    ("ops", threads, memcache, op a, op b)."""
+
+    judged: multiplicity.Judged
+    comparisons: dict[tuple, stats.Comparison]
+
+
 @dataclass
 class Numbers(StudyBase):
     """The study's data and numbers; `harness.studies.filestore.Study` adds its tables,
@@ -74,6 +84,7 @@ class Numbers(StudyBase):
     #: `latency_ms` is the run's median latency, `service_ms` that minus `noop_ms`.
     per_run: pd.DataFrame = field(default_factory=pd.DataFrame)
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
+    _family: Family | None = field(default=None, repr=False)
 
     name = "filestore"
 
@@ -146,33 +157,80 @@ class Numbers(StudyBase):
         p = self.per_run
         return p[(p["op"] == op) & (p["threads"] == threads) & (p["memcache"] == memcache)]
 
-    def memcache_effect(self) -> pd.DataFrame:
-        """Per op and thread count: memcache on vs off, paired by repetition (see
-        `paired_comparison`), with effect size, ratio and CI, Holm-adjusted p over the
-        table; and the unpaired test over the same runs for reference."""
-        rows: list[dict[str, Any]] = []
+    def family(self) -> Family:
+        """The section's claims, one family (`multiplicity`): memcache on vs off per op
+        and thread count (paired), the highest vs the lowest thread count per op and
+        memcache (throughput and latency), and every pair of ops per thread count and
+        memcache (latency). Tables and sentences all print these claims' adjusted
+        intervals."""
+        if self._family is not None:
+            return self._family
+        entries: list[tuple[tuple, stats.Comparison, bool]] = []
         for op in self.ops_present:
             for t in self.threads:
                 on = self.select(op, t, True).set_index("repetition")["latency_ms"]
                 off = self.select(op, t, False).set_index("repetition")["latency_ms"]
                 c = paired_comparison(on, off, alpha=self.alpha)
-                if c is None:
-                    continue
-                u = stats.compare_two(on, off, alpha=self.alpha)
-                rows.append({"op": op, "threads": t, "comparison": c,
-                             "p_unpaired": u.p_value, "test_unpaired": u.test})
-        if not rows:
-            return pd.DataFrame()
-        p_holm = stats.holm([r["comparison"].p_value for r in rows])
-        p_unpaired = stats.holm([r["p_unpaired"] for r in rows])
-        for row, p, pu in zip(rows, p_holm, p_unpaired, strict=True):
-            c = row.pop("comparison")
-            row.update(pairs=c.n_a, mean_on_ms=c.mean_a, mean_off_ms=c.mean_b,
-                       ratio=c.ratio.value, ratio_low=c.ratio.low, ratio_high=c.ratio.high,
-                       test=c.test, p=c.p_value, p_holm=float(p), p_unpaired_holm=float(pu),
-                       effect=c.effect_size, effect_name=c.effect_size_name,
-                       significant=bool(p < self.alpha),
-                       comparison=replace(c, p_value=float(p), test=f"{c.test}, Holm-adjusted"))
+                if c is not None:
+                    entries.append((("memcache", op, t), c, False))
+        if len(self.threads) >= 2:
+            lo, hi = self.threads[0], self.threads[-1]
+            for op in self.ops_present:
+                for mc in (True, False):
+                    a, b = self.select(op, hi, mc), self.select(op, lo, mc)
+                    if len(a) < 2 or len(b) < 2:
+                        continue
+                    # Fixed-count runs: throughput is averaged harmonically, as in the
+                    # tables.
+                    entries.append((("threads", "throughput", op, mc), stats.compare_two(
+                        a["throughput_ops_s"], b["throughput_ops_s"], alpha=self.alpha,
+                        rate=True), True))
+                    entries.append((("threads", "latency", op, mc), stats.compare_two(
+                        a["latency_ms"], b["latency_ms"], alpha=self.alpha), False))
+        for t in self.threads:
+            for mc in (False, True):
+                for i, a in enumerate(self.ops_present):
+                    for b in self.ops_present[i + 1:]:
+                        x, y = self.select(a, t, mc), self.select(b, t, mc)
+                        if len(x) >= 2 and len(y) >= 2:
+                            entries.append((("ops", t, mc, a, b), stats.compare_two(
+                                x["latency_ms"], y["latency_ms"], names=(a, b),
+                                alpha=self.alpha), False))
+        judged = multiplicity.judge([c.log_ratio for _, c, _ in entries],
+                                    [h for _, _, h in entries], q=self.alpha,
+                                    keys=[k for k, _, _ in entries])
+        self._family = Family(judged, {k: c for k, c, _ in entries})
+        return self._family
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
+        runs = self.per_run[["run_id", "threads", "memcache"]]
+        checks = tails.group_checks(Loaded(runs, self.loaded.ops), ["op", "threads",
+                                                                     "memcache"])
+        return [(checks, lambda k: f"{k[0]}, {k[1]} thread{'s' if k[1] != 1 else ''}, "
+                                   f"{mc_label(k[2])}")]
+
+    def memcache_effect(self) -> pd.DataFrame:
+        """Per op and thread count: memcache on vs off, paired by repetition (see
+        `paired_comparison`): effect size, the ratio with its interval at the section
+        family's level (``ratio_level``), raw and adjusted p and the verdict; and, for
+        reference only (no claim is made on it), the raw p of the unpaired test."""
+        fam = self.family()
+        rows: list[dict[str, Any]] = []
+        for (kind, *key), c in fam.comparisons.items():
+            if kind != "memcache":
+                continue
+            op, t = key
+            claim = fam.judged.get((kind, op, t))
+            u = stats.compare_two(self.select(op, t, True)["latency_ms"],
+                                  self.select(op, t, False)["latency_ms"], alpha=self.alpha)
+            rows.append({"op": op, "threads": t, "pairs": c.n_a, "mean_on_ms": c.mean_a,
+                         "mean_off_ms": c.mean_b, "ratio": claim.ratio,
+                         "ratio_low": claim.low, "ratio_high": claim.high,
+                         "ratio_level": claim.level, "test": c.test, "p": claim.p,
+                         "p_adjusted": claim.p_adjusted, "verdict": claim.verdict,
+                         "significant": claim.significant, "effect": c.effect_size,
+                         "effect_name": c.effect_size_name, "p_unpaired": u.p_value,
+                         "test_unpaired": u.test, "claim": claim})
         return pd.DataFrame(rows)
 
     def config_table(self) -> pd.DataFrame:
@@ -235,14 +293,17 @@ class Numbers(StudyBase):
 
 
 def goodput_table(per_run: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per configuration: goodput (ok and miss ops) by the throughput column's rule, total
-    ops over total wall time across runs (for these fixed-count runs, the harmonic mean),
-    with its 95% CI over runs: ``goodput``, ``goodput_low``, ``goodput_high``."""
+    """Per configuration: goodput (ok and miss ops) by the throughput column's rule, each
+    run counting once (for these fixed-count runs the harmonic mean: total ops over total
+    wall time when the runs hold equally many ops), with its 95% CI over runs:
+    ``goodput``, ``goodput_low``, ``goodput_high``."""
     rows = []
     for key, grp in per_run.groupby(keys, sort=True, observed=True):
         wall = grp["wall_s"].to_numpy(float)
         good = grp["goodput_ops_s"].to_numpy(float) * wall  # answered ops per run
-        iv = intervals.ratio_interval(good, wall)
+        # Each run counts once, as in the throughput column (`intervals.run_scale`).
+        scale = intervals.run_scale(grp["ops"].to_numpy(float), wall, False)
+        iv = intervals.ratio_interval(scale * good, scale * wall)
         rows.append({**dict(zip(keys, key, strict=True)), "goodput": iv.value,
                      "goodput_low": iv.low, "goodput_high": iv.high})
     return pd.DataFrame(rows, columns=[*keys, "goodput", "goodput_low", "goodput_high"])
@@ -278,7 +339,8 @@ def paired_comparison(a: pd.Series, b: pd.Series, *, alpha: float = 0.05,
         name_a="a", name_b="b", n_a=n, n_b=n, mean_a=float(geo["a"]), mean_b=float(geo["b"]),
         test=name, statistic=res.t, p_value=res.p, alpha=alpha,
         effect_size=float(d.mean() / sd) if sd > 0 else float("nan"),
-        effect_size_name="Cohen's d_z", ratio=ratio, normality_a=norm, normality_b=norm)
+        effect_size_name="Cohen's d_z", ratio=ratio, normality_a=norm, normality_b=norm,
+        log_ratio=res)
 
 
 def load_into(study: N) -> N:

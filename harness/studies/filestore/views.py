@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from harness.analysis import prose, stats, tables, verdict
+from harness.analysis import multiplicity, prose, stats, tables, verdict
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.studies.filestore.analysis import OP_PLURAL, Numbers, mc_label
@@ -26,9 +25,14 @@ def _threads(n: int) -> str:
 
 
 def _row_verdict(row) -> str:
-    """memcache on vs off for one row of `memcache_effect` (Holm-adjusted p; lower
-    latency is better)."""
-    return row.comparison.verdict(higher_is_better=False)
+    """memcache on vs off for one row of `memcache_effect`: its claim's verdict in the
+    section's family (lower latency is better)."""
+    return row.verdict
+
+
+def _ratio_ci(c: multiplicity.Claim) -> str:
+    """``1.23× [0.78–1.95]``: a claim's ratio with its adjusted interval."""
+    return f"{prose.fmt_ratio(c.ratio)} [{prose._range(c.low, c.high).rstrip('×')}]"
 
 
 class Views(Numbers):
@@ -60,79 +64,82 @@ class Views(Numbers):
         for op in self.ops_present:
             for row in eff[eff["op"] == op].itertuples():
                 noun = OP_PLURAL[op]
-                s = prose.compare_sentence(row.comparison, f"{noun} (memcache on)",
-                                           f"{noun} (memcache off)", unit="pairs of runs")
+                s = prose.claim_sentence(row.claim, f"{noun} (memcache on)",
+                                         f"{noun} (memcache off)", n=(row.pairs, row.pairs),
+                                         unit="pairs of runs")
                 g = f"{row.effect_name} = {row.effect:.2f}"
                 lines.append(f"- {_threads(row.threads)}: {s[:-1]}; {g}.")
             if op == "insert":
                 lines.insert(0, "**The seed's claim that memcache slows inserts down** "
                                 "(runs' median latency, memcache on vs off, paired by repetition):")
                 lines.append("\n**Finds and removes:**")
+        lines.append("\n" + self.family_note())
         return _markdown("\n".join(lines))
+
+    def family_note(self) -> str:
+        """How the section's claims were judged, said once under each group of them."""
+        judged = self.family().judged
+        return (f"The section's {len(judged)} comparisons (memcache on/off, threads, "
+                f"operations) are one family: {judged.sentence('comparisons')}.")
 
     def thread_findings(self):
         """The seed's claims about 4 vs 1 threads: throughput up, latency down."""
         if not self.ran or len(self.threads) < 2:
             return None
         lo, hi = self.threads[0], self.threads[-1]
-        tput, lat = [], []
-        for op in self.ops_present:
-            for mc in (True, False):
-                a, b = self.select(op, hi, mc), self.select(op, lo, mc)
-                if len(a) < 2 or len(b) < 2:
-                    continue
-                # Fixed-count runs: throughput is averaged harmonically, as in the tables.
-                tput.append(stats.compare_two(a["throughput_ops_s"], b["throughput_ops_s"],
-                                              alpha=self.alpha, rate=True))
-                lat.append(stats.compare_two(a["latency_ms"], b["latency_ms"],
-                                             alpha=self.alpha))
+        fam = self.family()
+        tput = [fam.judged.get(k) for k in fam.comparisons if k[:2] == ("threads", "throughput")]
+        lat = [fam.judged.get(k) for k in fam.comparisons if k[:2] == ("threads", "latency")]
         if not tput:
             return None
-        # Throughput and latency claims are one family: Holm over all of them.
-        p_holm = stats.holm([c.p_value for c in tput + lat])
         n = len(tput)
 
-        def tally(cs: list[stats.Comparison], ps: np.ndarray, higher: bool) -> str:
-            verdicts = [c.verdict(higher_is_better=higher, p=float(q))
-                        for c, q in zip(cs, ps, strict=True)]
-            ratios = ", ".join(
-                f"{prose.fmt_ratio(c.ratio.value)} [{c.ratio.low:.2f}–{c.ratio.high:.2f}]"
-                for c in cs)
+        def tally(cs: list) -> str:
+            verdicts = [c.verdict for c in cs]
             counts = ", ".join(f"{v} in {verdicts.count(v)}" for v in verdict.VERDICTS
                                if verdicts.count(v))
-            return f"{counts} of {n} op × memcache configurations (ratios {hi}/{lo} with " \
-                   f"95% CIs: {ratios})"
+            level = multiplicity.fmt_level(cs[0].level)
+            return (f"{counts} of {n} op × memcache configurations (ratios {hi}/{lo} with "
+                    f"{level} CIs, raw and adjusted p: "
+                    f"{', '.join(f'{_ratio_ci(c)} ({prose.p_pair(c)})' for c in cs)})")
 
-        lat_up = sum(1 for c, q in zip(lat, p_holm[n:], strict=True)
-                     if q < self.alpha and c.mean_a > c.mean_b)
+        lat_up = sum(1 for c in lat if c.significant and c.ratio > 1)
         lines = [
-            f"- Throughput, {hi} vs {lo} threads: {tally(tput, p_holm[:n], True)}.",
-            f"- Latency, {hi} vs {lo} threads: {tally(lat, p_holm[n:], False)}.",
+            f"- Throughput, {hi} vs {lo} threads: {tally(tput)}.",
+            f"- Latency, {hi} vs {lo} threads: {tally(lat)}.",
         ]
         if lat_up:
+            # What the tests show, not why: nothing here measures where the time goes.
             lines.append(
-                f"- Where latency is significantly higher with {hi} threads ({lat_up} of {n}), "
-                "a closed-loop client with more connections queues at the server: there the "
-                "seed's reading that more threads lower the latency is not what a per-op "
-                "timing shows.")
-        lines.append(f"- These {2 * n} tests are one family: p-values Holm-adjusted together; "
-                     "better/worse per the kit's verdict (higher throughput, lower latency).")
+                f"- Latency is significantly higher with {hi} threads in {lat_up} of {n} "
+                "configurations: there the seed's reading that more threads lower the latency "
+                "is not what a per-op timing shows. Why (queueing at the app, the machine's "
+                "cores, the client) these runs do not measure.")
+        lines.append(f"- Better/worse per the kit's verdict (higher throughput, lower "
+                     f"latency). {self.family_note()}")
         return _markdown("\n".join(lines))
 
     def op_findings(self):
-        """Insert slowest, find ≈ remove (the seed): one test over the ops per setting."""
+        """Insert slowest, find ≈ remove (the seed): every pair of ops per setting, claims
+        of the section's family."""
         if not self.ran or len(self.ops_present) < 2:
             return None
+        fam = self.family()
         lines = []
         for t in self.threads:
             for mc in (False, True):
-                groups = {op: self.select(op, t, mc)["latency_ms"]
-                          for op in self.ops_present}
-                if min(len(g) for g in groups.values()) < 2:
+                keys = [k for k in fam.comparisons if k[:3] == ("ops", t, mc)]
+                if not keys:
                     continue
-                m = stats.compare_many(groups, alpha=self.alpha)
-                lines.append(f"- {_threads(t)}, {mc_label(mc)}: " + prose.multi_sentence(
-                    m, "latencies (run medians) of " + ", ".join(groups), unit="runs"))
+                parts = []
+                for k in keys:
+                    c, (a, b) = fam.judged.get(k), k[3:]
+                    word = (f"{a} {'slower' if c.ratio > 1 else 'faster'}" if c.significant
+                            else prose.outcome_text(c))
+                    parts.append(f"{a}/{b} {_ratio_ci(c)}: {word} ({prose.p_pair(c)})")
+                level = multiplicity.fmt_level(fam.judged.family.level)
+                lines.append(f"- {_threads(t)}, {mc_label(mc)}: latency ratios (run medians, "
+                             f"{level} CIs): " + "; ".join(parts) + ".")
         return _markdown("\n".join(lines)) if lines else None
 
     def config_table_html(self):
@@ -176,23 +183,26 @@ class Views(Numbers):
         e = self.memcache_effect()
         if e.empty:
             return None
+        judged = self.family().judged
+        level = multiplicity.fmt_level(judged.family.level)
         shown = e.assign(ratio=tables.ci_column(e, "ratio", "ratio_low", "ratio_high", suffix="×"),
                          effect=[f"{v:.2f}" for v in e["effect"]], p=e["p"].map(_p),
-                         p_holm=e["p_holm"].map(_p), p_unpaired_holm=e["p_unpaired_holm"].map(_p))
+                         p_adjusted=e["p_adjusted"].map(_p), p_unpaired=e["p_unpaired"].map(_p))
         cols = ["op", "threads", "pairs", "mean_on_ms", "mean_off_ms", "ratio", "test", "p",
-                "p_holm", "effect", "p_unpaired_holm"]
+                "p_adjusted", "verdict", "effect", "p_unpaired"]
         return _html(tables.to_html(
             shown[cols], numeric=["threads", "pairs", "mean_on_ms", "mean_off_ms", "ratio",
                                   "effect"],
             caption="Memcache on vs off per op, runs paired by repetition: geometric means of "
-                    "the runs' median latency, ratio on/off with 95% CI (above 1: memcache "
-                    "slower; the CIs are not adjusted for the six comparisons), the paired "
-                    "test, p raw and Holm-adjusted over the table, effect size Cohen's d_z of "
-                    "the log ratios (positive: memcache slower), and for reference the "
-                    "Holm-adjusted p of the unpaired test over the same runs.",
+                    f"the runs' median latency, ratio on/off with its {level} CI (above 1: "
+                    "memcache slower), the paired test, p raw and adjusted, the verdict, "
+                    "effect size Cohen's d_z of the log ratios (positive: memcache slower), and "
+                    "for reference the raw p of the unpaired test over the same runs (no claim "
+                    f"rests on it). These rows are claims of the section's family: "
+                    f"{judged.sentence('comparisons')}.",
             headers={"pairs": "pairs (n)", "mean_on_ms": "on [ms]", "mean_off_ms": "off [ms]",
-                     "ratio": "on/off (95% CI)", "p_holm": "p (Holm)", "effect": "d_z",
-                     "p_unpaired_holm": "unpaired p (Holm)"}))
+                     "ratio": f"on/off ({level} CI)", "p_adjusted": "p (BH)",
+                     "effect": "d_z", "p_unpaired": "unpaired p (raw)"}))
 
     def baseline_html(self):
         if not self.ran or self.per_run["noop_ms"].isna().all():
@@ -255,13 +265,13 @@ class Views(Numbers):
         rows = eff[eff["op"] == op]
         if rows.empty:
             return f"{OP_PLURAL[op].capitalize()}: not enough runs to test."
-        words = {verdict.BETTER: "**faster**", verdict.WORSE: "**slower**",
-                 verdict.NO_DIFFERENCE: "no significant difference (CI within ±5%)",
-                 verdict.INCONCLUSIVE: "inconclusive (too few runs to tell)"}
-        parts = [f"{_threads(r.threads)}: {words[_row_verdict(r)]}, ratio on/off "
-                 f"{prose.fmt_ratio(r.ratio)} (95% CI {r.ratio_low:.2f}–{r.ratio_high:.2f})"
+        words = {verdict.BETTER: "**faster**", verdict.WORSE: "**slower**"}
+        parts = [f"{_threads(r.threads)}: "
+                 f"{words.get(r.verdict) or prose.outcome_text(r.claim)}, ratio on/off "
+                 f"{prose.fmt_ratio(r.ratio)} "
+                 f"({prose.ci_text(r.ratio_level, r.ratio_low, r.ratio_high)})"
                  for r in rows.itertuples()]
-        return (f"{OP_PLURAL[op].capitalize()} with memcache on (Holm-adjusted, "
+        return (f"{OP_PLURAL[op].capitalize()} with memcache on (the section's family, "
                 f"α = {self.alpha:g}): " + "; ".join(parts) + ".")
 
     def summary(self):
@@ -282,11 +292,12 @@ class Views(Numbers):
             elif verdict.BETTER in verdicts:
                 claim = "**contradicted**: with memcache on, inserts are significantly faster"
             elif all(v == verdict.NO_DIFFERENCE for v in verdicts):
-                claim = ("**not borne out**: the CIs rule out a change of more than 5% either "
-                         "way with memcache on")
+                claim = ("**not borne out**: the adjusted CIs rule out a change of more than "
+                         "5% either way with memcache on")
             else:
-                claim = ("**neither supported nor refuted**: too few runs to tell (the CIs of "
-                         "the ratio still allow a change of more than 5%; see the ratios below)")
+                claim = ("**neither supported nor refuted**: too few runs to tell (the adjusted "
+                         "CIs of the ratio still allow a change of more than 5%; see the ratios "
+                         "below)")
             lines.insert(0, f"- The seed's claim that memcache slows inserts down is {claim}.")
         st = self.service_time()
         if not st.empty and not st["noop_ms"].isna().all():

@@ -73,11 +73,13 @@ class GenericStudy:
         for name, why in self.empty.items():
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
         for s in self.sections:
-            for part in (s.header(), s.configuration_table(), s.checks_table(),
-                         s.effect_findings(), s.effect_figure(), s.ecdf(), s.over_time(),
+            for part in (s.header(), s.heavy_tails(), s.configuration_table(),
+                         s.checks_table(), s.effect_findings(),
+                         s.effect_figure(), s.capacity(), s.ecdf(), s.over_time(),
                          s.provenance()):
-                if part is not None:
-                    display(part)
+                for one in part if isinstance(part, list) else [part]:
+                    if one is not None:
+                        display(one)
         return None
 
 

@@ -5,11 +5,12 @@ compare` compute it: per configuration the pooled throughput, goodput, mean and
 percentiles with their intervals over runs (`harness.analysis.numbers`); per grid key
 the effect of each of its values against the key's first value, at every combination of
 the other keys, for throughput, mean and p99, tested as `compare` tests (Welch's t on the
-log ratio of the run-level estimates) and judged by the one verdict function over the
-experiment's rows as one family (`harness.analysis.multiplicity` when present, else
-Holm), each naming the failed measurement checks of either side
-(`harness.analysis.checks`); per second of the runs, throughput and p99 for the
-over-time figure.
+log ratio of the run-level estimates) and judged over the experiment's rows as one
+family by the kit's one rule (`multiplicity.judge`: Benjamini-Hochberg at α, each ratio's
+interval printed at the FCR-adjusted level 1 - R·α/m, so a row is better or worse
+exactly when that interval excludes 1), each naming the failed measurement checks of
+either side (`harness.analysis.checks`); per second of the runs, throughput and p99 for
+the over-time figure.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import numbers, verdict
+from harness.analysis import multiplicity, numbers, verdict
 from harness.analysis.checks import Finding, caveat
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
@@ -86,24 +87,33 @@ def configurations(loaded: Loaded) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Effects:
-    """The effect rows of an experiment (one family) and how they were adjusted."""
+    """The effect rows of an experiment (one family) and how they were judged."""
 
     table: pd.DataFrame
     procedure: str
     alpha: float
     threshold: float
+    #: The family's rule, size, rejections and the level its intervals are printed at.
+    family: multiplicity.Family | None = None
+
+    @property
+    def level(self) -> float:
+        """The confidence level of every ratio interval in `table`."""
+        return self.family.level if self.family is not None else 1 - self.alpha
 
 
+#: ``ratio_ci_low``/``_high`` are at the family's adjusted level (``ratio_ci_level``),
+#: ``p`` is raw, ``p_adj`` Benjamini-Hochberg's.
 EFFECT_COLUMNS = ("key", "value", "reference", "at", "metric", "base", "cand", "ratio",
-                  "ratio_ci_low", "ratio_ci_high", "p", "p_adj", "n_base", "n_cand",
-                  "verdict", "caveat")
+                  "ratio_ci_low", "ratio_ci_high", "ratio_ci_level", "p", "p_adj",
+                  "n_base", "n_cand", "verdict", "caveat")
 
 
 def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
             alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
             found: Mapping[tuple[object, ...], Sequence[Finding]] | None = None) -> Effects:
     """Each grid key's values against its first, at each combination of the other keys,
-    for `EFFECT_METRICS`; p adjusted over all the rows together (one family). `found`:
+    for `EFFECT_METRICS`; all the rows judged together as one family (`judge`). `found`:
     the failed measurement checks per configuration (`checks.group_checks` by the grid
     keys), which each row's ``caveat`` names for either side ("the client was saturated
     in 3 of 5 appendonly=True runs")."""
@@ -112,6 +122,7 @@ def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
                                                     "latency_mean_ms": None,
                                                     "latency_p99_ms": 0.99})
     rows: list[dict[str, Any]] = []
+    tests: list[verdict.LogRatio] = []
     for i, key in enumerate(keys):
         order = value_order([g[i] for g in groups], spec_grid, key)
         if len(order) < 2:
@@ -128,39 +139,27 @@ def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
                 *caveat((found or {}).get(partner, ()), f"{key}={ref}"),
                 *caveat((found or {}).get(group, ()), f"{key}={group[i]}")])
             for metric, (field, _) in EFFECT_METRICS.items():
-                rows.append({**_effect_row(key, group[i], ref, at, metric,
-                                           groups[partner][field], groups[group][field]),
+                base, cand = groups[partner][field], groups[group][field]
+                tests.append(verdict.log_ratio_test(base.log_value, base.se_log, base.df,
+                                                    cand.log_value, cand.se_log, cand.df))
+                rows.append({**_effect_row(key, group[i], ref, at, metric, base, cand),
                              "caveat": said})
-    table = pd.DataFrame(rows, columns=[c for c in EFFECT_COLUMNS if c != "verdict"])
-    procedure = _adjust(table, alpha)
-    table.insert(len(table.columns) - 1, "verdict", [
-        verdict.decide(r.ratio_ci_low, r.ratio_ci_high, r.p_adj, ratio=r.ratio,
-                       higher_is_better=EFFECT_METRICS[r.metric][1], alpha=alpha,
-                       threshold=threshold)
-        for r in table.itertuples(index=False)])
-    return Effects(table, procedure, alpha, threshold)
+    # One family, judged by the kit's one rule: verdicts and printed intervals agree.
+    judged = multiplicity.judge(tests, [EFFECT_METRICS[r["metric"]][1] for r in rows],
+                                q=alpha, threshold=threshold)
+    for row, claim in zip(rows, judged.claims, strict=True):
+        row.update({"ratio": claim.ratio, "ratio_ci_low": claim.low,
+                    "ratio_ci_high": claim.high, "ratio_ci_level": claim.level,
+                    "p": claim.p, "p_adj": claim.p_adjusted, "verdict": claim.verdict})
+    table = pd.DataFrame(rows, columns=list(EFFECT_COLUMNS))
+    return Effects(table, judged.family.name, alpha, threshold, judged.family)
 
 
 def _effect_row(key: str, value: Any, ref: Any, at: str, metric: str, base: RunInterval,
                 cand: RunInterval) -> dict[str, Any]:
-    lr = verdict.log_ratio_test(base.log_value, base.se_log, base.df, cand.log_value,
-                                cand.se_log, cand.df)
     return {"key": key, "value": value, "reference": ref, "at": at, "metric": metric,
-            "base": base.value, "cand": cand.value, "ratio": lr.ratio,
-            "ratio_ci_low": lr.low, "ratio_ci_high": lr.high, "p": lr.p, "p_adj": np.nan,
-            "n_base": base.n_runs, "n_cand": cand.n_runs}
-
-
-def _adjust(table: pd.DataFrame, alpha: float) -> str:
-    """Adjust `table`'s p over its tested rows, in place; the procedure's name."""
-    from harness.analysis.stats import holm
-
-    tested = table["p"].notna().to_numpy()
-    if tested.any():
-        adjusted = np.full(len(table), np.nan)
-        adjusted[tested] = holm(table.loc[tested, "p"].to_numpy(float))
-        table["p_adj"] = adjusted
-    return "Holm"
+            "base": base.value, "cand": cand.value, "n_base": base.n_runs,
+            "n_cand": cand.n_runs}
 
 
 def per_second(loaded: Loaded, sample_every: int = 1) -> pd.DataFrame:

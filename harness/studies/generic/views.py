@@ -17,11 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import checks, plots, pooling, tables, verdict
+from harness.analysis import checks, plots, pooling, prose, sweeps, tables, tails, verdict
 from harness.analysis.checks import Finding
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
-from harness.analysis.tables import ci_column, human, ratio_text
+from harness.analysis.tables import ci_column, human
 from harness.results import read_manifest
 from harness.studies.generic import analysis
 
@@ -102,9 +102,20 @@ class ExperimentSection:
         text = (f"## Experiment `{self.name}`\n\n{self.measured()}\n\n"
                 f"{_n(len(runs), 'run')} pooled over {_n(configs, 'configuration')} "
                 f"(grid keys: {grid}); every number below comes from these runs, every "
-                "interval from the spread between them (95%)."
+                "interval from the spread between them (95% for an estimate; the effects' "
+                "ratios at their family's adjusted level, stated beside them)."
                 + (f" {note[0].upper()}{note[1:]}." if note else ""))
         return markdown(text)
+
+    def heavy_tails(self) -> Any:
+        """Where `tails.heavy_tail` fires for a configuration (and op), the note that
+        leads with its percentiles and says its mean's interval is unreliable; None
+        where it fires for none."""
+        keys = [*self.keys, "op"]
+        note = tails.section_note(
+            tails.group_checks(self.loaded, keys),
+            lambda k: analysis.config_label(dict(zip(keys, k, strict=True)), keys))
+        return markdown(note) if note else None
 
     # -- tables --------------------------------------------------------------------------
     def configuration_table(self) -> Any:
@@ -135,8 +146,8 @@ class ExperimentSection:
         frame = checks.report_frame(self.found, self.keys)
         if frame.empty:
             return markdown(f"No measurement check failed in {self.name}'s "
-                            f"{_n(len(self.loaded.runs), 'run')} (client saturated, target "
-                            "not met, not steady, trend, cold first run, machine busy).")
+                            f"{_n(len(self.loaded.runs), 'run')} ("
+                            + ", ".join(c.replace("_", " ") for c in checks.CHECKS) + ").")
         return html(tables.to_html(
             frame, caption=f"{self.name}: measurement checks that failed, per "
                            "configuration; a verdict below resting on one says so"))
@@ -163,25 +174,35 @@ class ExperimentSection:
             for r in rows.itertuples(index=False):
                 at = f" (at {r.at})" if r.at else ""
                 lines.append(f"  - `{r.value}`{at}: {self._effect_words(r)}")
+        family = (eff.family.sentence("comparisons") if eff.family is not None
+                  else f"α = {eff.alpha:g}")
         head = (f"Each grid key's values against its first value, at the same values of "
-                f"the other keys; {len(t)} comparisons, one family: p {eff.procedure}-"
-                f"adjusted together, α = {eff.alpha:g}; “no significant difference” means "
-                f"the 95% CI of the ratio lies within ±{eff.threshold:.0%}.")
+                f"the other keys; {len(t)} comparisons, one family: {family}. Better or "
+                f"worse exactly where the printed interval of the ratio excludes 1; "
+                f"“no significant difference” where it lies within ±{eff.threshold:.0%}.")
         return markdown(head + "\n\n" + "\n".join(lines))
 
-    @staticmethod
-    def _effect_words(r: Any) -> str:
+    def _effect_words(self, r: Any) -> str:
+        """One effect row in words, by the kit's one rule (`prose`): better/worse only
+        with the family's verdict, otherwise the estimate with its adjusted interval and
+        "no significant difference", "not significant after adjustment" or
+        "inconclusive"; raw and adjusted p side by side."""
         what = METRIC_TEXT[r.metric]
-        ratio = ratio_text(r.ratio)
+        ratio = prose.fmt_ratio(r.ratio)
         ci = ("" if math.isnan(r.ratio_ci_low) else
-              f" (95% CI {ratio_text(r.ratio_ci_low)[:-1]}–{ratio_text(r.ratio_ci_high)})")
-        p = "" if math.isnan(r.p_adj) else f", adjusted p = {r.p_adj:.2g}"
-        but = f"; but {r.caveat}" if getattr(r, "caveat", "") else ""
+              f" ({prose.ci_text(r.ratio_ci_level, r.ratio_ci_low, r.ratio_ci_high)})")
+        p = ("" if math.isnan(r.p_adj) else
+             f", {prose.fmt_p(r.p)}, BH-adjusted {prose.fmt_p(r.p_adj)}")
+        # The failed measurement checks the verdict rests on, said with it.
+        p += f"; but {r.caveat}" if getattr(r, "caveat", "") else ""
         if r.verdict in (verdict.BETTER, verdict.WORSE):
-            return f"{what} {r.verdict}, {ratio}{ci}{p}{but}"
+            return f"{what} {r.verdict}, {ratio}{ci}{p}"
         if r.verdict == verdict.NO_DIFFERENCE:
-            return f"{what} {ratio}{ci}: no significant difference{p}{but}"
-        return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}{but}"
+            return f"{what} {ratio}{ci}: no significant difference (within " \
+                   f"±{self.threshold:.0%}){p}"
+        if not math.isnan(r.p) and r.p < self.alpha:
+            return f"{what} {ratio}{ci}: not significant after adjustment{p}"
+        return f"{what} {ratio}{ci}: inconclusive (too few runs to tell){p}"
 
     def effect_figure(self) -> Any:
         t = self.effects().table
@@ -219,6 +240,29 @@ class ExperimentSection:
                                        f"({self._clients_short()})",
                                  sample_every=self.loaded.sample_every)
         return self._publish(fig, "latency-cdf")
+
+    def capacity(self) -> Any:
+        """An offered-load sweep's latency-throughput curve, with the capacity search's
+        SLO and answer when the experiment has a `search.json`; None without a sweep."""
+        if not sweeps.is_sweep(self.loaded):
+            return None
+        exp_dir = Path(self.loaded.runs["run_dir"].iloc[0]).parent
+        found = sweeps.read_search(exp_dir)
+        others = [k for k in self.keys if k != sweeps.RATE_KEY]
+        fig = sweeps.figure(self.loaded, self.name, found, others[:1])
+        parts = [self._publish(fig, "capacity")]
+        if found:
+            cap = found.get("capacity_ops_s")
+            lo, hi = found.get("ci_low"), found.get("ci_high")
+            ci = (f" (95% CI {lo:,.0f}-{hi:,.0f})" if lo is not None and hi is not None
+                  else f" (up to {hi:,.0f})" if hi is not None else "")
+            said = (f"The capacity search found **{cap:,.0f} ops/s**{ci} at {found['slo']} "
+                    f"({len(found.get('steps', []))} steps; {found.get('stopped', '')})."
+                    if cap is not None else
+                    f"The capacity search found no rate meeting {found['slo']} "
+                    f"({found.get('stopped', '')}).")
+            parts.insert(0, markdown(said))
+        return parts
 
     def over_time(self) -> Any:
         series = analysis.per_second(self.loaded, self.loaded.sample_every)

@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import multiplicity, stats, tails
 from harness.analysis.load import Loaded, load_ops, read_manifests
 from harness.analysis.summary import ERROR_STATUSES
 from harness.studies.base import FIGURE_OPS, StudyBase
+from harness.workloads.kvstore import OPS
 
 EXPERIMENTS = {"scaling": "kv_scaling", "cache": "kv_cache", "elastic": "kv_elastic"}
 OPS_COLUMNS = ("client", "op", "start_ns", "latency_ns", "status")
@@ -87,8 +88,11 @@ def per_client(loaded: Loaded) -> pd.DataFrame:
 
 def per_run(loaded: Loaded, factors: list[str]) -> pd.DataFrame:
     """One row per run and op (put, get, all): aggregate and per-client throughput,
-    latency percentiles, redirect, miss and error rates, with the run's `factors`."""
+    latency percentiles, redirect, miss and error rates, with the run's `factors` and its
+    ``loadgen_duration_s`` (NaN for a fixed-count run), which `harmonic_rates` reads."""
     clients = per_client(loaded)
+    if "loadgen_duration_s" in loaded.runs.columns and "loadgen_duration_s" not in factors:
+        factors = [*factors, "loadgen_duration_s"]
     ops = loaded.ops[loaded.ops["status"] != "redirect"]
     rows: list[dict[str, Any]] = []
     runs = loaded.runs.set_index("run_id")
@@ -144,6 +148,27 @@ def per_second(loaded: Loaded, bin_s: float = 1.0) -> pd.DataFrame:
     return out[(out["t_s"] >= 0) & (out["t_s"] < last)]
 
 
+def step_split(loaded: Loaded, events: pd.DataFrame) -> pd.DataFrame:
+    """Per run: its ops and redirect records that started during one of its scaling
+    steps (`events`), and outside them. From the records themselves, not the per-second
+    series (which drops the cut-short first and last seconds), so that during + outside
+    is every op of the run, as in the other rows of the redirect table."""
+    cols = ["run_id", "ops_during", "redirects_during", "ops_outside", "redirects_outside"]
+    ops = loaded.ops
+    rows = []
+    for run_id, g in ops.groupby("run_id", observed=True):
+        t = g["start_ns"].to_numpy(np.float64) / 1e9
+        inside = np.zeros(len(g), bool)
+        for ev in events[events["run_id"] == str(run_id)].itertuples() if len(events) else []:
+            inside |= (t >= ev.start_s) & (t < ev.end_s)
+        red = (g["status"] == "redirect").to_numpy()
+        rows.append({"run_id": str(run_id), "ops_during": int((~red & inside).sum()),
+                     "redirects_during": int((red & inside).sum()),
+                     "ops_outside": int((~red & ~inside).sum()),
+                     "redirects_outside": int((red & ~inside).sum())})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def timeline_events(raw_dir: Path, experiment: str) -> pd.DataFrame:
     """The manifests' `extra.timeline`: one row per executed step, phases as columns."""
     rows = []
@@ -185,6 +210,37 @@ def around_events(series: pd.DataFrame, events: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One claim of the section: `comparison` of a (`label_a`) against b, under `head`."""
+
+    key: tuple
+    comparison: stats.Comparison
+    label_a: str
+    label_b: str
+    head: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """The section's claims, judged together, and what each compares (same order)."""
+
+    judged: multiplicity.Judged
+    entries: list[Entry]
+
+
+def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float,
+             value: str = "throughput_ops_s") -> stats.Comparison | None:
+    """`value` of the runs with `col` == a against those with b (rates averaged by
+    `harmonic_rates`'s rule); None with fewer than 2 runs on a side."""
+    x = data.loc[data[col] == a, value].to_numpy(float)
+    y = data.loc[data[col] == b, value].to_numpy(float)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
+                             rate=harmonic_rates(data))
+
+
 @dataclass
 class Numbers(StudyBase):
     """The study's data and numbers; `harness.studies.kvstore.Study` adds its tables,
@@ -195,14 +251,19 @@ class Numbers(StudyBase):
     scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: The scaling runs and ops, for pooled percentiles with intervals over runs.
     scaling_loaded: Loaded | None = None
+    #: The cache runs and ops (for the heavy-tail check).
+    cache_loaded: Loaded | None = None
     cache: pd.DataFrame = field(default_factory=pd.DataFrame)
     elastic: pd.DataFrame = field(default_factory=pd.DataFrame)
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per elastic run: ops and redirects during its scaling steps and outside them.
+    steps_split: pd.DataFrame = field(default_factory=pd.DataFrame)
     events: pd.DataFrame = field(default_factory=pd.DataFrame)
     servers: str = "servers"
     clients: str = "clients.processes"
     cache_size: str = "cache_size"
     strategy: str = "strategy"
+    _family: Family | None = field(default=None, repr=False)
 
     name = "kvstore"
 
@@ -237,16 +298,70 @@ class Numbers(StudyBase):
         rate = harmonic_rates(self.cache) if rate is None else rate
         return stats.config_table(data, [self.cache_size, self.strategy], value, rate=rate)
 
-    def strategy_verdicts(self, op: str = "get", value: str = "throughput_ops_s"
-                          ) -> list[tuple[Any, stats.MultiComparison]]:
-        """Per cache size: does the strategy matter? (Welch's ANOVA on log values over runs)"""
-        data = self.cache[self.cache["op"] == op]
+    def family(self) -> Family:
+        """The section's claims, one family (`multiplicity`), all on aggregate throughput:
+        per op, the most against the fewest servers at each client count and the most
+        against the fewest clients at the most servers (kv_scaling); per cache size every
+        pair of strategies, and every pair of cache sizes with the strategies pooled
+        (kv_cache, GETs)."""
+        if self._family is not None:
+            return self._family
+        entries: list[Entry] = []
+        if self.part_ran("scaling"):
+            data = self.scaling
+            servers = sorted(data[self.servers].unique())
+            clients = sorted(data[self.clients].unique())
+            for op in OPS:
+                d = data[data["op"] == op]
+                for c in clients:
+                    cmp = _compare(d[d[self.clients] == c], self.servers, servers[-1],
+                                   servers[0], self.alpha)
+                    if cmp is not None:
+                        entries.append(Entry(
+                            ("scaling", op, "servers", c), cmp,
+                            plural(servers[-1], "server"), plural(servers[0], "server"),
+                            f"{op.upper()}, {plural(c, 'client')}"))
+                top = d[d[self.servers] == servers[-1]]
+                cmp = _compare(top, self.clients, clients[-1], clients[0], self.alpha)
+                if cmp is not None:
+                    entries.append(Entry(
+                        ("scaling", op, "clients", servers[-1]), cmp,
+                        plural(clients[-1], "client"), plural(clients[0], "client"),
+                        f"{op.upper()}, {plural(servers[-1], 'server')}"))
+        if self.part_ran("cache"):
+            data = self.cache[self.cache["op"] == "get"]
+            for size, grp in data.groupby(self.cache_size, sort=True):
+                names = [x for x in STRATEGIES if x in set(grp[self.strategy])] + sorted(
+                    set(grp[self.strategy]) - set(STRATEGIES))
+                for i, a in enumerate(names):
+                    for b in names[i + 1:]:
+                        cmp = _compare(grp, self.strategy, a, b, self.alpha)
+                        if cmp is not None:
+                            entries.append(Entry(("cache", "strategy", size, a, b), cmp, a,
+                                                 b, f"GET, cache size {size}"))
+            sizes = sorted(data[self.cache_size].unique())
+            for i, a in enumerate(sizes):
+                for b in sizes[i + 1:]:
+                    cmp = _compare(data, self.cache_size, b, a, self.alpha)
+                    if cmp is not None:
+                        entries.append(Entry(("cache", "size", b, a), cmp,
+                                             f"cache size {b}", f"cache size {a}",
+                                             "GET, strategies pooled"))
+        judged = multiplicity.judge([e.comparison.log_ratio for e in entries], True,
+                                    q=self.alpha, keys=[e.key for e in entries])
+        self._family = Family(judged, entries)
+        return self._family
+
+    def tail_checks(self) -> list[tuple[tails.GroupChecks, tails.Label]]:
         out = []
-        for size, grp in data.groupby(self.cache_size, sort=True):
-            groups = {str(k): g[value].to_numpy(float) for k, g in grp.groupby(self.strategy)}
-            if len(groups) >= 2 and all(len(v) >= 2 for v in groups.values()):
-                out.append((size, stats.compare_many(groups, alpha=self.alpha,
-                                                     rate=harmonic_rates(self.cache))))
+        for lo, keys, name in ((self.scaling_loaded, [self.servers, self.clients],
+                                ("servers", "clients")),
+                               (self.cache_loaded, [self.cache_size, self.strategy],
+                                ("cache size", "strategy"))):
+            if lo is not None and all(k in lo.runs.columns for k in keys):
+                out.append((tails.group_checks(lo, ["op", *keys]),
+                            lambda k, n=name: f"{str(k[0]).upper()}, {n[0]} {k[1]}, "
+                                              f"{n[1]} {k[2]}"))
         return out
 
     def step_table(self) -> pd.DataFrame:
@@ -303,20 +418,24 @@ def load_into(study: N) -> N:
         study.strategy = grid_column(lo.runs, ("strategy", "policy")) or "strategy"
         factors = [c for c in (study.cache_size, study.strategy) if c in lo.runs.columns]
         (study.cache,) = _by_run(lo, lambda x: per_run(x, factors))
+        study.cache_loaded = lo
     if (lo := _load(study.parts["elastic"])) is not None:
-        study.elastic, study.series = _by_run(lo, lambda x: per_run(x, ["repetition"]),
-                                              per_second)
         events = timeline_events(raw_dir, study.parts["elastic"])
         # The steps of the pooled runs only: a duplicate's would count a step twice.
         study.events = events[events["run_id"].isin(lo.runs["run_id"])] if len(events) \
             else events
+        study.elastic, study.series, study.steps_split = _by_run(
+            lo, lambda x: per_run(x, ["repetition"]), per_second,
+            lambda x: step_split(x, study.events))
     return study
 
 
 def harmonic_rates(frame: pd.DataFrame) -> bool:
     """The kit's averaging rule for rates: total ops / total time. Runs of a fixed op
     count: that is the harmonic mean of the run rates; runs of a fixed duration
-    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean."""
+    (``run.duration_s``, e.g. kv_scaling, kv_elastic): the arithmetic mean. `frame` is a
+    per-run table (`per_run` carries each run's ``loadgen_duration_s``); one without the
+    column is taken for fixed-count runs."""
     col = frame.get("loadgen_duration_s")
     return col is None or bool(pd.to_numeric(col, errors="coerce").isna().all())
 

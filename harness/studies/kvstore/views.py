@@ -3,21 +3,20 @@ the study returning HTML or Markdown, or a part's not-run note."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import prose, stats
+from harness.analysis import multiplicity, prose, stats
 from harness.analysis.display import markdown as _md
 from harness.analysis.numbers import summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
 from harness.studies.kvstore.analysis import (
+    Entry,
     Numbers,
     around_events,
     harmonic_rates,
-    plural,
 )
 from harness.workloads.kvstore import OPS
 
@@ -33,28 +32,27 @@ def has_failures(frame: pd.DataFrame) -> bool:
     return bool(len(frame)) and bool((frame["errors"].fillna(0) > 0).any())
 
 
-def _compare(data: pd.DataFrame, col: str, a: Any, b: Any, alpha: float) -> Any:
-    x = data.loc[data[col] == a, "throughput_ops_s"].to_numpy(float)
-    y = data.loc[data[col] == b, "throughput_ops_s"].to_numpy(float)
-    if len(x) < 2 or len(y) < 2:
-        return None
-    return stats.compare_two(x, y, names=(str(a), str(b)), alpha=alpha,
-                             rate=harmonic_rates(data))
-
-
 class Views(Numbers):
     """The study's tables and sentences, as methods of the study."""
 
     def describe(self) -> Any:
-        """Which of the three experiments have results, and how much."""
+        """Which of the three experiments have results, and how much: ops without the
+        redirected attempts, which are counted beside them (the overview's measured ops
+        are both)."""
         rows = []
         for part, name in self.parts.items():
             data = getattr(self, part)
+            every = data[data["op"] == "all"] if len(data) else data
             runs = data["run_id"].nunique() if len(data) else 0
-            ops = int(data.loc[data["op"] == "all", "ops"].sum()) if len(data) else 0
-            rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops})
-        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}."
-                     + self.left_out_note())
+            ops = int(every["ops"].sum()) if len(data) else 0
+            redirects = int(np.rint(every["redirect_rate"] * every["ops"]).sum()) \
+                if len(data) else 0
+            rows.append({"study": part, "experiment": name, "runs": runs, "ops": ops,
+                         "redirects": redirects})
+        return _html(pd.DataFrame(rows), caption=f"Raw results read from {self.raw_dir}. "
+                     "Ops: the measured ops; redirects: the attempts a server turned away "
+                     "inside them (MOVED/ASK), kept as records but not ops; together they "
+                     "are the overview's measured ops." + self.left_out_note())
 
     def scaling_table_html(self) -> Any:
         if not self.part_ran("scaling"):
@@ -90,60 +88,49 @@ class Views(Numbers):
                               "p50_ms": "p50 [ms]", "p99_ms": "p99 [ms]",
                               "errors": "failed ops"})
 
+    def _claims(self, part: str) -> list[tuple[Entry, multiplicity.Claim]]:
+        fam = self.family()
+        return [(e, c) for e, c in zip(fam.entries, fam.judged.claims, strict=True)
+                if e.key[0] == part]
+
+    def family_note(self) -> str:
+        judged = self.family().judged
+        return (f"The section's {len(judged)} comparisons (servers and clients, cache "
+                f"strategies and sizes) are one family: {judged.sentence('comparisons')}.")
+
     def scaling_findings(self) -> Any:
         """Per op: more servers at each client count; more clients at the most servers."""
         if not self.part_ran("scaling"):
             return self.part_not_run("scaling")
-        claims: list[tuple[str, stats.Comparison, str, str]] = []
-        data = self.scaling
-        servers = sorted(data[self.servers].unique())
-        clients = sorted(data[self.clients].unique())
-        for op in OPS:
-            d = data[data["op"] == op]
-            for c in clients:
-                cmp = _compare(d[d[self.clients] == c], self.servers, servers[-1], servers[0],
-                               self.alpha)
-                if cmp is not None:
-                    claims.append((f"{op.upper()}, {plural(c, 'client')}: ", cmp,
-                                   plural(servers[-1], "server"), plural(servers[0], "server")))
-            top = d[d[self.servers] == servers[-1]]
-            cmp = _compare(top, self.clients, clients[-1], clients[0], self.alpha)
-            if cmp is not None:
-                claims.append((f"{op.upper()}, {plural(servers[-1], 'server')}: ", cmp,
-                               plural(clients[-1], "client"), plural(clients[0], "client")))
-        # The section's claims are one family: Holm-adjusted together, and said so.
-        p_holm = stats.holm([c.p_value for _, c, _, _ in claims]) if claims else []
-        out = [head + prose.compare_sentence(c, a, b, lower_is_better=False,
-                                             better="faster (aggregate throughput)",
-                                             p_adjusted=float(p))
-               for (head, c, a, b), p in zip(claims, p_holm, strict=True)]
-        if len(claims) > 1:
-            out.append(f"These {len(claims)} comparisons are one family: p-values Holm-adjusted "
-                       "together.")
-        return _md("\n\n".join(out))
+        out = [f"{e.head}: " + prose.claim_sentence(
+            c, e.label_a, e.label_b, n=(e.comparison.n_a, e.comparison.n_b),
+            lower_is_better=False, better="faster (aggregate throughput)")
+            for e, c in self._claims("scaling")]
+        return _md("\n\n".join([*out, self.family_note()]))
 
     def cache_findings(self, op: str = "get") -> Any:
-        """Does the strategy matter, per cache size? Does the cache size matter?"""
+        """Does the strategy matter, per cache size? Does the cache size matter? Every
+        pair, each with its ratio and adjusted interval."""
         if not self.part_ran("cache"):
             return self.part_not_run("cache")
-        tests = [(m, f"{op.upper()} throughputs of the strategies at cache size {size}")
-                 for size, m in self.strategy_verdicts(op)]
-        data = self.cache[self.cache["op"] == op]
-        groups = {str(k): g["throughput_ops_s"].to_numpy(float)
-                  for k, g in data.groupby(self.cache_size, sort=True)}
-        if len(groups) >= 2:
-            tests.append((stats.compare_many(groups, alpha=self.alpha,
-                                             rate=harmonic_rates(self.cache)),
-                          f"{op.upper()} throughputs of the cache sizes (strategies pooled)"))
-        # One family: the omnibus p-values Holm-adjusted together.
-        p_holm = stats.holm([m.p_value for m, _ in tests]) if tests else []
-        out = [prose.multi_sentence(replace(m, p_value=float(p), test=f"{m.test}, Holm-adjusted"),
-                                    what)
-               for (m, what), p in zip(tests, p_holm, strict=True)]
-        if len(tests) > 1:
-            out.append(f"These {len(tests)} tests are one family: p-values Holm-adjusted "
-                       "together.")
-        return _md("\n\n".join(out))
+        claims = self._claims("cache")
+        level = multiplicity.fmt_level(self.family().judged.family.level)
+        out = []
+        for head in dict.fromkeys(e.head for e, _ in claims):
+            mine = [(e, c) for e, c in claims if e.head == head]
+            parts = "; ".join(
+                f"{e.label_a}/{e.label_b} {prose.fmt_ratio(c.ratio)} "
+                f"[{prose._range(c.low, c.high).rstrip('×')}]: "
+                + (f"{e.label_a} {'faster' if c.ratio > 1 else 'slower'}" if c.significant
+                   else prose.outcome_text(c))
+                + f" ({prose.p_pair(c)})"
+                for e, c in mine)
+            sig = sum(c.significant for _, c in mine)
+            what = ("the strategies" if mine[0][0].key[1] == "strategy"
+                    else "the cache sizes")
+            out.append(f"{head}: {what} differ significantly in {sig} of {len(mine)} pairs "
+                       f"(throughput ratios with {level} CIs: {parts}).")
+        return _md("\n\n".join([*out, self.family_note()]))
 
     def events_table_html(self, window_s: float = 5.0) -> Any:
         if self.events.empty:
@@ -173,6 +160,32 @@ class Views(Numbers):
                               "p99_ms_before": "p99 before [ms]",
                               "p99_ms_during": "p99 during [ms]"})
 
+    def reading(self) -> Any:
+        """What the numbers above are: estimates with intervals where a part repeated its
+        runs, a description of one run where it did not (kv_elastic at demo scale)."""
+        repeated, single = [], []
+        factors = {"scaling": [self.servers, self.clients],
+                   "cache": [self.cache_size, self.strategy], "elastic": []}
+        for part, name in self.parts.items():
+            data = getattr(self, part)
+            if not len(data):
+                continue
+            every = data[data["op"] == "all"]
+            keys = [c for c in factors[part] if c in every.columns]
+            runs = every.groupby(keys)["run_id"].nunique().min() if keys else len(every)
+            (repeated if runs >= 2 else single).append(f"`{name}`")
+        text = "The seeds measured the same questions with a stopwatch per client. "
+        if repeated:
+            text += (f"Here the numbers of {', '.join(repeated)} are estimates with their "
+                     "intervals over repeated runs, and each claim a test at α from the "
+                     "parameters cell. ")
+        if single:
+            text += (f"{', '.join(single)} ran once per configuration: its numbers describe "
+                     "that run, with no interval (one run has no run-to-run spread to "
+                     "estimate one from) and no test; repeat it (`repetitions`) to have "
+                     "them.")
+        return _md(text.strip())
+
     def steps_summary(self) -> Any:
         if self.events.empty:
             return self.part_not_run("elastic")
@@ -198,20 +211,18 @@ class Views(Numbers):
                              "ops": int(grp["ops"].sum()),
                              "redirect_rate": (grp["redirect_rate"] * grp["ops"]).sum()
                              / grp["ops"].sum()})
-        if not self.events.empty:
-            s = self.series.copy()
-            inside = np.zeros(len(s), bool)
-            for ev in self.events.itertuples():
-                inside |= ((s["run_id"] == ev.run_id) & (s["t_s"] + 1 > ev.start_s)
-                           & (s["t_s"] < ev.end_s)).to_numpy()
-            for flag, when in ((True, "during steps"), (False, "outside steps")):
-                sel = s[inside == flag]
-                rows.append({"experiment": self.parts["elastic"], "op": "all", "when": when,
-                             "ops": int(sel["ops_s"].sum()),
-                             "redirect_rate": sel["redirects_s"].sum()
-                             / max(sel["ops_s"].sum(), 1)})
+        if not self.events.empty and len(self.steps_split):
+            # From the records: during + outside is every op of the elastic runs.
+            t = self.steps_split.sum(numeric_only=True)
+            for when in ("during", "outside"):
+                ops = int(t[f"ops_{when}"])
+                rows.append({"experiment": self.parts["elastic"], "op": "all",
+                             "when": f"{when} steps", "ops": ops,
+                             "redirect_rate": t[f"redirects_{when}"] / max(ops, 1)})
         from harness.analysis.tables import pct
 
         return _html(pd.DataFrame(rows), caption="Redirected attempts per op (MOVED/ASK, "
-                     "server_not_responsible, write locks)", formats={"redirect_rate": pct(2)},
+                     "server_not_responsible, write locks); ops by when they started: during "
+                     "a scaling step or outside, which add up to the whole runs",
+                     formats={"redirect_rate": pct(2)},
                      headers={"redirect_rate": "redirects per op"})

@@ -17,10 +17,12 @@ import pandas as pd
 import pytest
 
 from harness import paths
+from harness.analysis import multiplicity, tables
 from harness.report import execute_notebook, venv_kernel
 from harness.results import OK, write_run
 from harness.studies import cluster as cluster_views
 from harness.studies.cluster import analysis as cluster
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.rawdata import make_ops, manifest_for
 
 SETUPS = [("single", 1, "none", 0.0), ("local-cluster", 2, "none", 0.0),
@@ -116,14 +118,71 @@ def test_findings_are_written_from_the_tests(raw: Path) -> None:
     study = cluster_views.analyse(raw)
     text = study.findings().data
     assert "the network adds" in text and "replication adds" in text
-    assert "of their 18 steps (Holm-adjusted per operation): " in text
+    assert "of their 18 steps: " in text and "Holm" not in text
     assert "make no significant difference" not in text.split("of their 18 steps")[1]
-    # Every non-significant step keeps its CI in the sentence.
-    assert all("95% CI" in line for line in text.splitlines()
+    d = study.decomposition()
+    judged = d.attrs["judged"]
+    level = multiplicity.fmt_level(judged.family.level)
+    # One family over every step of every operation (p.26 adjusted per operation).
+    assert len(judged) == len(d) == 30
+    assert f"The 30 steps of all operations are one family: {judged.sentence('steps')}" \
+        in text
+    # Every step sentence gives its ratio and its µs at the family's level, from the
+    # decomposition table's numbers.
+    assert_prose_matches(text, judged, at_least=12)
+    assert_wording_rule(text, at_least=12)
+    f = tables.num(3)
+    for row in d[d["op"].isin(["insert", "search_delete"])].itertuples():
+        if row.significant:  # magnitudes, smaller first
+            low, high = sorted((abs(row.added_low), abs(row.added_high)))
+        else:  # signed
+            low, high = row.added_low, row.added_high
+        assert (f"CI {f(low)} to {f(high)}" in text
+                or f"CI {f(abs(low))} to {f(abs(high))}" in text), row
+    assert all(f"{level} CI" in line for line in text.splitlines()
                if ("inconclusive" in line or "no significant difference (" in line)
                and not line.startswith("- Searches"))
     slope = re.search(r"each µs of round trip adds ([0-9.]+) µs per insert", text)
     assert slope and float(slope.group(1)) == pytest.approx(1.0, abs=0.05)
+
+
+def test_added_time_and_ratio_are_one_interval(runs) -> None:
+    """Issue 26, p.26-27: "adds 1,076 µs (95% CI -20.3-2,171)" beside a ratio test that
+    disagreed. The added µs are now the ratio's own adjusted interval at the from-mean:
+    one excludes 0 exactly when the other excludes 1, and "adds" needs the verdict."""
+    d = cluster.decomposition(runs)
+    np.testing.assert_allclose(d["added_us"], d["from_us"] * (d["ratio"] - 1))
+    excludes_0 = (d["added_low"] > 0) | (d["added_high"] < 0)
+    excludes_1 = (d["ratio_low"] > 1) | (d["ratio_high"] < 1)
+    assert (excludes_0 == excludes_1).all() and (excludes_1 == d["significant"]).all()
+    # A step that is not significant is never said to add anything.
+    row = d[~d["significant"]].iloc[0]
+    sentence = cluster_views.views._step_sentence(row, d.attrs["judged"][row.name])
+    assert " adds " not in sentence and " saves " not in sentence
+    assert "inconclusive" in sentence or "no significant difference" in sentence or \
+        "not significant after adjustment" in sentence
+
+
+def test_a_slope_whose_interval_includes_0_adds_nothing() -> None:
+    row = {"estimate": 120.0, "low": -30.0, "high": 270.0}
+    text = cluster_views.views._slope(row, "each extra standby", "µs")
+    assert "adds" not in text and "includes 0" in text
+    assert cluster_views.views._slope({**row, "low": 30.0}, "each extra standby", "µs") == \
+        "each extra standby adds 120 µs (95% CI 30 to 270)"
+
+
+def test_tables_use_the_kits_interval_of_a_mean(runs) -> None:
+    """Issue 26, p.22: "75.7 (0-190)" was a t or BCa interval picked by a Shapiro-Wilk
+    pre-test and cut at 0; the methodology promises the jackknife of the log."""
+    from harness.analysis import stats
+
+    t = cluster.seed_table(runs)
+    assert set(t["method"]) == {"jackknife over runs, t on log"}
+    row = t.iloc[0]
+    g = runs[(runs["op"] == row["op"]) & (runs["setup"] == row["setup"])]
+    est = stats.run_mean_ci(g["us_per_object"])
+    assert (row["us_low"], row["us_high"]) == pytest.approx((est.low, est.high))
+    assert (t["us_low"] > 0).all()
 
 
 def test_the_notebook_executes_and_draws(raw: Path, tmp_path: Path) -> None:

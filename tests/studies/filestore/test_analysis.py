@@ -14,6 +14,12 @@ from harness.studies import STUDIES, filestore
 from harness.studies.design import spec_design
 from harness.studies.filestore import analysis
 from harness.workloads.filestore import OPS
+from tests.fixtures.claims import (
+    agrees,
+    assert_prose_matches,
+    assert_wording_rule,
+    stated_ratios,
+)
 from tests.fixtures.filestore import write_filestore_runs
 
 NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
@@ -45,9 +51,13 @@ def test_memcache_effect_finds_the_planted_effects(study: filestore.Study) -> No
     assert eff.loc[("remove", 1), "significant"]
     assert eff.loc[("find", 1), "ratio"] == pytest.approx(1.0, rel=0.15)
     assert not eff.loc[("find", 1), "significant"]
-    assert (eff["p_holm"] >= eff["p"]).all() and len(eff) == 6
+    assert (eff["p_adjusted"] >= eff["p"]).all() and len(eff) == 6
     assert set(eff["effect_name"]) == {"Cohen's d_z"} and (eff["pairs"] == 4).all()
-    assert (eff["p_unpaired_holm"] >= eff["p_unpaired"]).all()
+    # The rows are claims of the section's one family: their intervals are its level's.
+    judged = study.family().judged
+    assert (eff["ratio_level"] == judged.family.level).all()
+    excludes = (eff["ratio_low"] > 1) | (eff["ratio_high"] < 1)
+    assert (excludes == eff["significant"]).all()
 
 
 def test_tables_and_sentences(study: filestore.Study) -> None:
@@ -55,11 +65,25 @@ def test_tables_and_sentences(study: filestore.Study) -> None:
     table = study.config_table()
     assert len(table) == 12 and list(table["op"][:4]) == ["insert"] * 4
     summary = study.summary().data
-    assert "Removes with memcache on (Holm-adjusted, α = 0.05): 1 thread: **slower**" in summary
+    assert "Removes with memcache on (the section's family, α = 0.05): 1 thread: " \
+           "**slower**" in summary
     assert "slows inserts down is" in summary and "no-op HTTP round trip" in summary
-    assert "Holm-adjusted" in study.memcache_findings().data
+    judged = study.family().judged
+    # memcache on/off (6), threads (2 x 6), every pair of ops per setting (3 x 4).
+    assert len(judged) == 30
+    memcache = study.memcache_findings().data
     threads = study.thread_findings().data
+    ops = study.op_findings().data
     assert "Latency, 4 vs 1 threads: worse in" in threads and "one family" in threads
+    for text in (memcache, threads, ops, summary):
+        assert "Holm" not in text
+        assert_prose_matches(text, judged)
+        assert_wording_rule(text)
+    # Raw and adjusted p beside every listed ratio, as in the sentences (issue 26).
+    for text in (threads, ops):
+        assert text.count("× [") == text.count(", BH-adjusted p ") > 0
+    # p.19: no untested cause; the tests say what, not why.
+    assert "queues at the server" not in threads
     for view in (study.config_table_html, study.memcache_effect_html,
                  study.baseline_html, study.service_time_html, study.size_table_html):
         assert "<table" in view().data
@@ -184,3 +208,31 @@ def test_a_sampled_study_states_every_ops_numbers(tmp_path: Path,
     assert thin.size_range() == full.size_range()
     for figure in (thin.latency_by_size, thin.ecdf):
         assert figure() is not None
+
+
+def test_memcache_sentences_state_the_numbers_of_the_table_beside_them(
+        study: filestore.Study) -> None:
+    """Issue 26, item 4: every number in prose equals the table beside it. Each memcache
+    sentence's ratio, interval, raw and adjusted p are its row of the memcache table (the
+    table shows three digits, a sentence as many as tell neighbours apart; a significant
+    sentence names the winner first, so its ratio is the row's or its inverse)."""
+    import html as html_lib
+    import re
+
+    table = html_lib.unescape(study.memcache_effect_html().data)
+    rows = re.findall(r"<tr><td>(\w+)</td><td class=\"num\">(\d+)</td>(?:<td[^>]*>[^<]*</td>"
+                      r"){3}<td class=\"num\">([\d.]+)× \(([\d.]+)–([\d.]+)\)</td><td>[^<]*"
+                      r"</td><td>([^<]*)</td><td>([^<]*)</td>", table)
+    assert len(rows) == 6, table
+    text = study.memcache_findings().data
+    for op, threads, *numbers, p, p_adj in rows:
+        r, lo, hi = map(float, numbers)
+        noun = {"insert": "Inserts", "find": "Finds", "remove": "Removes"}[op]
+        (line,) = [x for x in text.splitlines()
+                   if x.startswith(f"- {threads} thread") and f"{noun} (memcache" in x]
+        ((sr, _, slo, shi),) = stated_ratios(line)
+        if not agrees(sr, r):  # winner first: off/on
+            r, lo, hi = 1 / r, 1 / hi, 1 / lo
+        assert agrees(sr, r) and agrees(slo, lo) and agrees(shi, hi), (line, numbers)
+        for shown, said in ((p, "p"), (p_adj, "BH-adjusted p")):
+            assert re.search(rf"{said} (?:= )?{re.escape(shown)}[,;)]", line), (said, shown, line)

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness import paths
-from harness.analysis import verdict
+from harness.analysis import multiplicity, verdict
 from harness.cli import main
 from harness.report import build_report
 from harness.studies import GENERIC_NOTEBOOK
 from harness.studies.generic import analyse, analysis, own_experiments
+from tests.fixtures.claims import assert_wording_rule
 from tests.fixtures.rawdata import GRID_EXPERIMENT, write_datastore_memcache, write_grid
 
 SEED = paths.project_root() / "examples" / "legacy" / "seed001-gae-bench.txt"
@@ -77,10 +78,20 @@ def test_effects_find_the_slowdowns_put_in(grid_raw: Path) -> None:
         if r.verdict in (verdict.BETTER, verdict.WORSE):
             up = r.verdict == verdict.BETTER if higher_is_better else r.verdict == verdict.WORSE
             assert (r.ratio_ci_low > 1) if up else (r.ratio_ci_high < 1), r
+    # Issue 26: one family by the kit's one rule (BH, FCR-adjusted intervals), so a row is
+    # better or worse exactly when its printed interval excludes 1, at the stated level.
+    assert eff.procedure == "Benjamini-Hochberg" and eff.family is not None
+    assert (t["ratio_ci_level"] == eff.family.level).all()
+    excludes = (t["ratio_ci_low"] > 1) | (t["ratio_ci_high"] < 1)
+    assert (t["verdict"].isin([verdict.BETTER, verdict.WORSE]) == excludes).all()
     text = section.effect_findings().data
     for r in t.itertuples(index=False):
         assert f"`{r.value}` (at {r.at})" in text
-    assert f"{len(t)} comparisons, one family" in text
+    assert f"{len(t)} comparisons, one family: {eff.family.sentence('comparisons')}" in text
+    assert "Holm" not in text
+    level = multiplicity.fmt_level(eff.family.level)  # 95% only when every row is significant
+    assert text.count(f"({level} CI ") == int(t["ratio_ci_low"].notna().sum())
+    assert_wording_rule(text, at_least=len(t))
 
 
 def test_the_spec_order_sets_the_reference(grid_raw: Path) -> None:
@@ -93,6 +104,14 @@ def test_the_spec_order_sets_the_reference(grid_raw: Path) -> None:
     assert analysis.value_order([100, 4096], None, "value_size") == [100, 4096]
     assert analysis.value_order([100, 4096, 7], {"value_size": [4096, 100]},
                                 "value_size") == [4096, 100, 7]
+
+
+def test_no_sweep_no_capacity_figure(grid_raw: Path) -> None:
+    from harness.analysis import sweeps
+
+    [section] = analyse(grid_raw).sections
+    assert section.capacity() is None
+    assert sweeps.compare_figure(grid_raw, grid_raw) is None
 
 
 def test_per_second_counts_whole_seconds_only(grid_raw: Path) -> None:
@@ -131,6 +150,8 @@ def test_report_names_each_experiment_and_leaves_the_part_out_without_one(
     for words in ("Workload <code>redis_mix</code>", "12 runs pooled over 4 configurations",
                   "95% CI over runs", "one family"):
         assert words in body, words
+    # The heavy-tail note comes before the configuration table (percentiles first).
+    assert body.index("Heavy tails: read the percentiles") < body.index("95% CI over runs")
     figures = {p.name for p in (tmp_path / "figures").glob("*.png")}
     assert {"redis-appendonly-effects.png", "redis-appendonly-latency-cdf.png"} <= figures
     raw = tmp_path / "dsmc"
@@ -149,3 +170,15 @@ def test_an_experiment_with_no_complete_run_says_why(tmp_path: Path) -> None:
     assert not study.sections and GRID_EXPERIMENT in study.empty
     assert "partial" in study.empty[GRID_EXPERIMENT]
     assert [s.name for s in analyse(raw, include=["partial"]).sections] == [GRID_EXPERIMENT]
+
+
+def test_a_heavy_tail_leads_the_section_with_its_percentiles(grid_raw: Path) -> None:
+    """Issue 26, item 3: `write_grid`'s appendonly sets time out at 20 ms now and then, a
+    tail Hill's index puts below 2; the section says so before its tables, with those
+    groups' p50 and p99, and the other groups are not named."""
+    [section] = analyse(grid_raw).sections
+    note = section.heavy_tails().data
+    assert note.startswith("**Heavy tails: read the percentiles.** In 2 of 8 groups")
+    assert "the mean latency, the throughput and their intervals" in note
+    rows = [line for line in note.splitlines() if line.startswith("| appendonly")]
+    assert len(rows) == 2 and all("op=set" in r and "appendonly=True" in r for r in rows)

@@ -11,6 +11,7 @@ import pytest
 from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 from harness.studies import kvstore
 from harness.studies.kvstore.analysis import around_events
+from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 
 OPS = ("put", "get")
 
@@ -114,12 +115,32 @@ def test_throughput_is_per_client_ops_over_their_time_summed_over_clients(
         lambda s: s[2] / s[4]) == pytest.approx(2, rel=0.1)
 
 
-def test_strategy_verdict_per_cache_size(study: kvstore.Study) -> None:
-    verdicts = dict(study.strategy_verdicts())
-    assert verdicts[100].significant
-    assert not verdicts[1000].significant or verdicts[1000].p_value > 0.001
+def test_strategy_claims_per_cache_size_are_one_family_with_the_scaling_ones(
+        study: kvstore.Study) -> None:
+    """Issue 26, p.32: "do not differ significantly (p = 0.07)" with no interval; now
+    every pair of strategies (and of cache sizes) is a claim of the section's one family,
+    printed with its ratio and adjusted interval."""
+    fam = study.family()
+    keys = [e.key for e in fam.entries]
+    assert len(keys) == len(fam.judged) == 6 + 2 * 3 + 1  # scaling, strategies, sizes
+    claim = {k: c for k, c in zip(keys, fam.judged.claims, strict=True)}
+    # At size 100 GETs take 80/60/40 µs: every pair differs; at 1000 all take 40 µs.
+    assert all(claim[("cache", "strategy", 100, a, b)].significant
+               for a, b in (("FIFO", "LRU"), ("FIFO", "LFU"), ("LRU", "LFU")))
+    assert not any(claim[("cache", "strategy", 1000, a, b)].significant
+                   for a, b in (("FIFO", "LRU"), ("FIFO", "LFU"), ("LRU", "LFU")))
     text = study.cache_findings().data
-    assert "strategies at cache size 100 differ significantly" in text
+    assert "GET, cache size 100: the strategies differ significantly in 3 of 3 pairs" in text
+    assert "GET, cache size 1000: the strategies differ significantly in 0 of 3 pairs" in text
+    assert_prose_matches(text, fam.judged, at_least=7)
+    # Raw and adjusted p beside every listed ratio, as in the sentences.
+    assert text.count("× [") == text.count(", BH-adjusted p ") == 7
+    scaling = study.scaling_findings().data
+    assert_prose_matches(scaling, fam.judged, at_least=6)
+    assert_wording_rule(text + "\n" + scaling, at_least=13)
+    assert f"The section's 13 comparisons (servers and clients, cache strategies and sizes) " \
+           f"are one family: {fam.judged.sentence('comparisons')}" in scaling
+    assert "Holm" not in text + scaling
 
 
 def test_elastic_series_events_and_redirects(study: kvstore.Study) -> None:
@@ -247,3 +268,55 @@ def test_a_sampled_study_computes_from_every_op(raw: Path, study: kvstore.Study,
     for view in ("scaling_table_html", "scaling_findings", "cache_findings",
                  "events_table_html", "steps_summary", "redirect_table_html"):
         assert getattr(thin, view)().data == getattr(study, view)().data, view
+
+
+def test_fixed_duration_runs_average_rates_arithmetically(tmp_path: Path) -> None:
+    """Issue 26, p.29: the caption said arithmetic for these fixed-duration runs while
+    the table computed harmonic means (`harmonic_rates` found no duration column)."""
+    raw = tmp_path / "raw"
+    for rep, lat in ((1, 50), (2, 100), (3, 200)):
+        man_loadgen = {"connections": 1, "inflight": 1, "duration_s": 2.0}
+        man = new_manifest(
+            run_id=f"kv-r{rep}", experiment="kv_scaling", workload="kvstore",
+            config_id="c", repetition=rep, params={},
+            grid_point={"services.kv.masters": 2, "clients.processes": 1},
+            status="complete", started_utc="2026-01-01T00:00:00+00:00",
+            ended_utc="2026-01-01T00:00:01+00:00", loadgen=man_loadgen)
+        write_run(raw, man, OpsArrays.concat([client_ops(0, {0: lat, 1: lat})], OPS))
+    study = kvstore.analyse(raw)
+    rates = study.scaling.loc[study.scaling["op"] == "get", "throughput_ops_s"].to_numpy()
+    row = study.scaling_table().set_index("op").loc["get"]
+    assert row["mean"] == pytest.approx(rates.mean())  # not 3 / sum(1 / rates)
+    assert row["mean"] > 1.1 * 3 / np.sum(1 / rates)
+    html = study.scaling_table_html().data
+    assert "arithmetic (fixed-duration runs) mean over runs" in html
+    assert "harmonic mean over runs" not in html
+
+
+def test_counts_agree_across_pages_and_a_single_run_claims_no_interval(
+        study: kvstore.Study, raw: Path) -> None:
+    """Issue 26, p.3/28/34: kv_elastic's ops were 433,507 on one page and 431,874 on
+    another (redirects counted once and not the other), "during" + "outside steps" did
+    not add up to the whole run, and "each number above is an estimate with its interval
+    over repeated runs" was said of a single run."""
+    import re
+
+    from harness.analysis.load import load
+
+    records = load(raw, experiments=["kv_elastic"]).ops  # every measured record
+    html = study.describe().data
+    row = re.search(r"elastic</td>\s*<td[^>]*>kv_elastic</td>\s*<td[^>]*>1</td>\s*"
+                    r"<td[^>]*>([\d,]+)</td>\s*<td[^>]*>([\d,]+)</td>", html)
+    assert row, html
+    ops, redirects = (int(x.replace(",", "")) for x in row.groups())
+    assert redirects == int((records["status"] == "redirect").sum()) > 0
+    assert ops + redirects == len(records)  # the overview's measured ops
+    split = study.steps_split.sum(numeric_only=True)
+    whole = study.elastic[study.elastic["op"] != "all"]["ops"].sum()
+    assert split["ops_during"] + split["ops_outside"] == whole == ops
+    table = study.redirect_table_html().data
+    assert f"{int(split['ops_during']):,}" in table and f"{int(split['ops_outside']):,}" in table
+    text = study.reading().data
+    assert "`kv_elastic` ran once per configuration: its numbers describe that run, with no " \
+           "interval" in text
+    assert "numbers of `kv_scaling`, `kv_cache` are estimates with their intervals" in text

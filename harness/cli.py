@@ -253,9 +253,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         include=args.include, gate=args.gate)
     table = result.table
     print(render(table, by, args.format, result.family))
+    # Under the table; json keeps stdout one JSON document, so stderr there.
+    under = sys.stderr if args.format == "json" else sys.stdout
     if left := pooling.line(result.left_out, args.include):
-        # Under the table; json keeps stdout one JSON document, so stderr there.
-        print(left, file=sys.stderr if args.format == "json" else sys.stdout)
+        print(left, file=under)
+    for line in result.warnings(by):
+        print(line, file=under)
     if args.fail_if_worse is not None:
         bad = worse_beyond(table, args.fail_if_worse)
         if len(bad):

@@ -8,6 +8,10 @@ CLI's `harness summary` does not pay for matplotlib):
 - `summary`  per-run and per-configuration summaries (`summarise`)
 - `summary_table`  `harness summary`'s table (DuckDB, stated percentiles, intervals)
 - `stats`    confidence intervals, comparisons, ratio tables
+- `checks`   was each measurement sound (client saturated, target not met, not steady,
+  trend, cold first run, machine busy, heavy tail), on `runfacts` (what it reads of each
+  run), `stationarity` (MSER-5, Mann-Kendall, the first run's prediction interval) and
+  `tails` (Hill's tail index)
 - `plots`    seaborn figures, saved as PNG and SVG
 - `prose`    sentences for the report from the statistics
 - `tables`   HTML rendering of tables for notebooks and the report

@@ -18,6 +18,11 @@ Runs are pooled as `harness summary` pools them (`harness.analysis.pooling`: com
 runs, one per repetition; ``include`` adds partial ones), and `comparison` returns the
 runs each side left out, which `harness compare` says in a line.
 
+Each side's groups are checked as `harness summary` checks them
+(`harness.analysis.checks`); a row whose group failed a check on either side says so in
+``caveat`` ("the client was saturated in 3 of 5 base runs"), printed after its verdict
+("worse, but ..."): the verdict is only as good as the measurements under it.
+
 Trees given as paths are read one ops file at a time (`queries.summarise_with_intervals`:
 each run's latencies sorted on its own, 4-8 bytes per op), as `harness summary` reads
 them, so a comparison of runs of any size needs no more memory than their summary; a
@@ -37,9 +42,11 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, pooling, queries, verdict
+from harness.analysis.checks import Finding, caveat, group_checks, warning_lines
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded, load, load_runs_only
-from harness.analysis.summary_ci import group_intervals
+from harness.analysis.runfacts import GroupKey
+from harness.analysis.summary_ci import _key, group_intervals
 from harness.analysis.tables import ratio_text
 from harness.errors import ResultsError
 from harness.results import MANIFEST
@@ -69,7 +76,7 @@ METRICS: dict[str, Metric] = {
 ROW_FIELDS: tuple[str, ...] = (
     "metric", "base", "base_ci_low", "base_ci_high", "cand", "cand_ci_low", "cand_ci_high",
     "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_ci_level", "test", "p", "p_adjusted",
-    "adjustment", "n_base", "n_cand", "verdict",
+    "adjustment", "n_base", "n_cand", "verdict", "caveat",
 )
 
 _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status", "warmup"]
@@ -78,11 +85,19 @@ _OPS_COLUMNS = ["op", "client", "start_ns", "latency_ns", "intended_ns", "status
 @dataclass(frozen=True)
 class Comparison:
     """`compare`'s table, the runs each side left out ("BASE", "CAND"; their
-    `pooling.LEFT_OUT` column says why), and how its rows were judged as one family."""
+    `pooling.LEFT_OUT` column says why), how its rows were judged as one family, and
+    each side's failed measurement checks."""
 
     table: pd.DataFrame
     left_out: dict[str, pd.DataFrame] = field(default_factory=dict)
     family: multiplicity.Family | None = None
+    #: Each side's ("BASE", "CAND") failed checks per matched group.
+    checks: dict[str, dict[GroupKey, list[Finding]]] = field(default_factory=dict)
+
+    def warnings(self, by: Sequence[str]) -> list[str]:
+        """A ``warning: check (BASE op=get; 3 runs): detail`` line per failed check."""
+        return [line for side, found in self.checks.items()
+                for line in warning_lines(found, by, side)]
 
 
 def load_tree(path: Path, *, ops: bool = True, include: Sequence[str] = ()) -> Loaded:
@@ -107,13 +122,13 @@ def load_tree(path: Path, *, ops: bool = True, include: Sequence[str] = ()) -> L
 
 
 def _intervals(side: Loaded | Path, by: list[str], include: Sequence[str]
-               ) -> tuple[dict[tuple[object, ...], dict[str, RunInterval]], pd.DataFrame]:
+               ) -> tuple[dict[tuple[object, ...], dict[str, RunInterval]], Loaded]:
     """{group key: {metric field: interval}} of one side (see the module doc), and the
-    runs it left out."""
+    side's runs as pooled (with those it left out)."""
     if isinstance(side, Loaded):
-        return group_intervals(side, by), side.left_out
+        return group_intervals(side, by), side
     loaded = load_tree(side, ops=False, include=include)
-    return queries.summarise_with_intervals(loaded, by)[1], loaded.left_out
+    return queries.summarise_with_intervals(loaded, by)[1], loaded
 
 
 def _row(key: dict[str, object], m: Metric, b: RunInterval, c: RunInterval
@@ -167,7 +182,7 @@ def comparison(
     if unknown:
         raise ResultsError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     by = list(by)
-    (ib, left_b), (ic, left_c) = _intervals(base, by, include), _intervals(cand, by, include)
+    (ib, lb), (ic, lc) = _intervals(base, by, include), _intervals(cand, by, include)
     common = [k for k in ib if k in ic]
     if not common:
         def names(groups: dict) -> list[str]:
@@ -193,8 +208,15 @@ def comparison(
         row.update(ratio=c.ratio, ratio_ci_low=c.low, ratio_ci_high=c.high,
                    ratio_ci_level=c.level, p=c.p, p_adjusted=c.p_adjusted,
                    adjustment=judged.family.name, verdict=c.verdict)
+    found = {"BASE": group_checks(lb, by), "CAND": group_checks(lc, by)}
+    for row in rows:
+        key = _key([row[k] for k in by])
+        row["caveat"] = "; ".join([*caveat(found["BASE"].get(key, ()), "base"),
+                                   *caveat(found["CAND"].get(key, ()), "cand")])
     table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS])
-    return Comparison(table, {"BASE": left_b, "CAND": left_c}, judged.family)
+    return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out}, judged.family,
+                      {side: {k: v for k, v in f.items() if v and k in common}
+                       for side, f in found.items()})
 
 
 def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
@@ -203,6 +225,12 @@ def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
     higher = worse["metric"].map(lambda m: METRICS[m].higher_is_better).astype(bool)
     change = np.where(higher, 1 - worse["ratio"], worse["ratio"] - 1)
     return worse[change > pct / 100]
+
+
+def verdict_text(row: dict[str, Any]) -> str:
+    """The verdict, qualified by the failed checks it rests on ("worse, but the client
+    was saturated in 3 of 5 base runs")."""
+    return f"{row['verdict']}, but {row['caveat']}" if row.get("caveat") else row["verdict"]
 
 
 def _fmt(x: object) -> str:
@@ -235,7 +263,7 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str,
                                                f" [{ratio_text(r['ratio_ci_low'])[:-1]}, "
                                                f"{ratio_text(r['ratio_ci_high'])[:-1]}]"),
                      _p(r["p"]), _p(r["p_adjusted"]),
-                     f"{r['n_base']}/{r['n_cand']}", r["verdict"]])
+                     f"{r['n_base']}/{r['n_cand']}", verdict_text(r)])
     levels = table["ratio_ci_level"].dropna().unique() if len(table) else []
     level = multiplicity.fmt_level(float(levels[0])) if len(levels) == 1 else "adjusted"
     name = table["adjustment"].iloc[0] if len(table) else multiplicity.NAMES[
@@ -304,9 +332,12 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
             f"interval of the ratio excludes 1, no significant difference where it lies "
             f"within ±{threshold:.0%}).")
     left = pooling.line(result.left_out, include, pooling.REPORT_HINT)
+    warned = [w.removeprefix("warning: ") for w in result.warnings(by)]
+    checked = ("\n\nMeasurement checks that failed (a verdict resting on one says so):\n\n"
+               + "\n".join(f"- {w}" for w in warned)) if warned else ""
     fig = plots.forest(table, list(by), threshold=threshold)
     parts = [markdown(head + "\n\n" + render(table, list(by), "markdown")
-                      + (f"\n\n{left[0].upper()}{left[1:]}." if left else "")),
+                      + (f"\n\n{left[0].upper()}{left[1:]}." if left else "") + checked),
              plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
     from harness.analysis import sweeps
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import pooling, provenance, tables
+from harness.analysis import pooling, provenance, stationarity, tables
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import SkippedRun
@@ -93,6 +94,53 @@ class Overview:
                     "are in no number of this report, partial ones only when included "
                     "(see above); the error and timeout ops of the runs that count are.",
         ))
+
+
+    def checks_tables(self):
+        """The measurement checks (`harness.analysis.checks`) of every experiment's
+        configurations, as `harness summary` groups and pools them: what each check asks,
+        then a table per experiment where one failed and a sentence for the rest."""
+        from harness.analysis import checks
+        from harness.analysis.load import load_runs_only
+        from harness.analysis.runfacts import group_runs
+        from harness.analysis.summary import default_by
+
+        items = "".join(f"<li><code>{c.name}</code>: {escape(c.description)} "
+                        f"({escape(c.threshold)})</li>" for c in checks.CHECKS.values())
+        parts = [f"<p>Each configuration's runs are checked before their numbers are "
+                 f"believed; a check fails in a configuration when it fails in enough of "
+                 f"its runs (its false alarms on steady runs stay at or below 5% per "
+                 f"configuration, by simulation). A run without what a check needs "
+                 f"(telemetry, {stationarity.MIN_OPS} ops, a start time) is not judged by "
+                 f"it.</p><ul>{items}</ul>"]
+        clean, bare = [], []
+        exps = sorted(self.runs["experiment"].unique()) if len(self.runs) else []
+        for exp in exps:
+            loaded = load_runs_only(self.raw_dir, experiments=[exp], include=self.include)
+            if not len(loaded.runs):
+                continue
+            by = default_by(loaded)
+            groups = group_runs(loaded, by)
+            found = {k: checks.check_group(runs) for k, runs in groups.items()}
+            frame = checks.report_frame(found, by, [k for k in by if k != "experiment"])
+            if not any(r.telemetry for runs in groups.values() for r in runs):
+                bare.append(exp)
+            if frame.empty:
+                clean.append(exp)
+                continue
+            parts.append(tables.to_html(frame, caption=f"{exp}: measurement checks that "
+                                                       "failed, per configuration"))
+        if clean:
+            parts.append(f"<p>No check failed in {_names(clean)}.</p>")
+        if bare:
+            parts.append(f"<p>The runs of {_names(bare)} carry no telemetry (imported, or "
+                         "measured before it was recorded): client_saturated and "
+                         "machine_busy could not judge them.</p>")
+        return _html("".join(parts))
+
+
+def _names(exps: Sequence[str]) -> str:
+    return ", ".join(f"<code>{escape(e)}</code>" for e in exps)
 
 
 def _relative(run_dir: str, raw_dir: Path) -> str:

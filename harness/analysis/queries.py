@@ -141,7 +141,7 @@ def summarise_sql(loaded: Loaded, by: Sequence[str] | None = None,
 def summarise_with_intervals(
     loaded: Loaded, by: Sequence[str] | None = None,
     con: duckdb.DuckDBPyConnection | None = None, *, progress: bool = False,
-    metrics: dict[str, float | None] | None = None, heavy_tail: bool = False,
+    metrics: dict[str, float | None] | None = None,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
     """`summarise_sql` and `summary_ci.group_intervals` together, from one read of each
     ops file (`group_runs`): the sums per (group, run) that `units_sql` gives (equal, a
@@ -150,10 +150,8 @@ def summarise_with_intervals(
     read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
     third of the time. `con` is not used (kept for callers). `progress`: runs read /
     total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default;
-    ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops).
-    `heavy_tail`: each group's cell also holds `tails.HeavyTail` under ``"heavy_tail"``,
-    from the sorted latencies already read (the top √n of each run)."""
-    from harness.analysis import intervals, tails
+    ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops)."""
+    from harness.analysis import intervals
     from harness.analysis.summary import fixed_duration_runs, summarise
     from harness.analysis.summary_ci import METRICS, _key
 
@@ -191,8 +189,6 @@ def summarise_with_intervals(
         for field, q in metrics.items():
             if q is not None:
                 cell[field] = in_ms.interval(q)
-        if heavy_tail:
-            cell[tails.NAME] = tails.check_top(ops.top(tails.tail_k(ops.n) + 1), ops.n)
         cis[_key(p.key_values(g))] = cell
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
     return _assemble(p, units, quant, loaded.runs), cis

@@ -1,7 +1,8 @@
 """`harness summary`'s table: DuckDB over the Parquet files for the figures
 (`harness.analysis.queries`), the tools' stated percentiles for aggregated imports
-(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), and per row
-the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid.
+(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), per row
+the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid, and,
+when asked, the measurement checks that warn about its runs (`harness.analysis.checks`).
 
 It sits above `summary` (the in-memory computation the others build on), so that no
 module of the summary imports one that imports it back.
@@ -16,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import pooling, queries, stated, tails
+from harness.analysis import pooling, queries, stated
+from harness.analysis.checks import Finding, group_checks
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
@@ -26,10 +28,11 @@ from harness.errors import ResultsError
 #: columns of `summary_table`; see `with_left_out`).
 LEFT_OUT_COLUMNS: tuple[str, ...] = tuple(f"left_out_{r}" for r in pooling.REASONS)
 #: With ``checks=True``, the last column: per row a list of the checks that warn about
-#: its measurement, each a dict ``{"check": NAME, "status": "warn", "runs": K,
-#: "detail": "...", ...}`` (K: the group's runs the check rests on). Today one check,
-#: ``heavy_tail`` (`tails.heavy_tail_check`: of the group's pooled latencies, so K is
-#: all its runs); checks of single runs add entries of their own. Empty: nothing to say.
+#: its measurement (`harness.analysis.checks.CHECKS`, in that order), each a dict
+#: ``{"check": NAME, "status": "warn", "runs": K, "detail": "...", ...}`` (K: the
+#: group's runs it fails in, or, for a check of the whole group such as ``trend`` or
+#: ``heavy_tail``, the runs it rests on), with a check's own figures beside them
+#: (``heavy_tail``: ``tail_index``, ``k``, ``ops``). Empty: nothing to say.
 CHECKS_COLUMN = "checks"
 
 
@@ -96,10 +99,9 @@ def summarise_tree(
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
-    if intervals or checks:  # both come from the one read of each run's latencies
+    if intervals:
         table, cis = queries.summarise_with_intervals(loaded, by, progress=progress,
-                                                      metrics=dict(metrics),
-                                                      heavy_tail=checks)
+                                                      metrics=dict(metrics))
     else:
         table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's
@@ -124,11 +126,9 @@ def summarise_tree(
         for field in stated_cols:
             if field in metrics:
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
-    # By key, not position: `with_left_out` may add rows and sort them.
-    aggregates = {k for k, r in zip(_keys(table, group_by), restated, strict=True) if r}
     table = with_left_out(table, loaded, by)
     if checks:
-        table = with_checks(table, cis, group_by, aggregates)
+        table = with_checks(table, group_checks(loaded, by), group_by)
     return Summary(table, loaded.left_out)
 
 
@@ -137,21 +137,13 @@ def _keys(table: pd.DataFrame, by: Sequence[str]) -> list[tuple[object, ...]]:
         if by else [()] * len(table)
 
 
-def with_checks(table: pd.DataFrame, cis: dict[tuple[object, ...], dict[str, object]],
-                by: Sequence[str], aggregates: set[tuple[object, ...]] = frozenset()
-                ) -> pd.DataFrame:
-    """`table` with `CHECKS_COLUMN`: per row, the entries of the checks that warn, from
-    its group's cell of `cis` (``"heavy_tail"``: `tails.HeavyTail`). Rows whose records
-    are aggregates (keys in `aggregates`: every op at the tool's mean) have no latencies
-    to check, and rows of left-out runs only have none at all: both get an empty list."""
-    column: list[list[dict[str, object]]] = []
-    for key, runs in zip(_keys(table, by), table["runs"].to_numpy(), strict=True):
-        found = cis.get(key, {}).get(tails.NAME)
-        entries = []
-        if isinstance(found, tails.HeavyTail) and found.fires and key not in aggregates:
-            entries.append({**found.as_dict(), "runs": int(runs)})
-        column.append(entries)
-    return table.assign(**{CHECKS_COLUMN: column})
+def with_checks(table: pd.DataFrame, found: Mapping[tuple[object, ...], Sequence[Finding]],
+                by: Sequence[str]) -> pd.DataFrame:
+    """`table` with `CHECKS_COLUMN`: per row (by key, not position: `with_left_out` may
+    add rows and sort them) the `Finding.as_dict` entries of its group's failed checks
+    (`checks.group_checks`); rows of left-out runs only have none."""
+    return table.assign(**{CHECKS_COLUMN: [[f.as_dict() for f in found.get(k, ())]
+                                           for k in _keys(table, by)]})
 
 
 def with_left_out(table: pd.DataFrame, loaded: Loaded, by: Sequence[str] | None

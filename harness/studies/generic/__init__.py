@@ -74,7 +74,7 @@ class GenericStudy:
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
         for s in self.sections:
             for part in (s.header(), s.heavy_tails(), s.configuration_table(),
-                         s.effect_findings(),
+                         s.checks_table(), s.effect_findings(),
                          s.effect_figure(), s.capacity(), s.ecdf(), s.over_time(),
                          s.provenance()):
                 for one in part if isinstance(part, list) else [part]:

@@ -8,7 +8,8 @@ the other keys, for throughput, mean and p99, tested as `compare` tests (Welch's
 log ratio of the run-level estimates) and judged over the experiment's rows as one
 family by the kit's one rule (`multiplicity.judge`: Benjamini-Hochberg at α, each ratio's
 interval printed at the FCR-adjusted level 1 - R·α/m, so a row is better or worse
-exactly when that interval excludes 1); per second of the runs, throughput and p99 for
+exactly when that interval excludes 1), each naming the failed measurement checks of
+either side (`harness.analysis.checks`); per second of the runs, throughput and p99 for
 the over-time figure.
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, numbers, verdict
+from harness.analysis.checks import Finding, caveat
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
 from harness.analysis.summary_ci import TABLE_METRICS
@@ -104,13 +106,17 @@ class Effects:
 #: ``p`` is raw, ``p_adj`` Benjamini-Hochberg's.
 EFFECT_COLUMNS = ("key", "value", "reference", "at", "metric", "base", "cand", "ratio",
                   "ratio_ci_low", "ratio_ci_high", "ratio_ci_level", "p", "p_adj",
-                  "n_base", "n_cand", "verdict")
+                  "n_base", "n_cand", "verdict", "caveat")
 
 
 def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
-            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD) -> Effects:
+            alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
+            found: Mapping[tuple[object, ...], Sequence[Finding]] | None = None) -> Effects:
     """Each grid key's values against its first, at each combination of the other keys,
-    for `EFFECT_METRICS`; all the rows judged together as one family (`judge`)."""
+    for `EFFECT_METRICS`; all the rows judged together as one family (`judge`). `found`:
+    the failed measurement checks per configuration (`checks.group_checks` by the grid
+    keys), which each row's ``caveat`` names for either side ("the client was saturated
+    in 3 of 5 appendonly=True runs")."""
     keys = list(loaded.grid_keys)
     groups = numbers.group_intervals(loaded, keys, {"throughput_ops_s": None,
                                                     "latency_mean_ms": None,
@@ -129,11 +135,15 @@ def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
             if partner not in groups:
                 continue
             at = ", ".join(f"{k}={group[j]}" for j, k in enumerate(keys) if j != i)
+            said = "; ".join([
+                *caveat((found or {}).get(partner, ()), f"{key}={ref}"),
+                *caveat((found or {}).get(group, ()), f"{key}={group[i]}")])
             for metric, (field, _) in EFFECT_METRICS.items():
                 base, cand = groups[partner][field], groups[group][field]
                 tests.append(verdict.log_ratio_test(base.log_value, base.se_log, base.df,
                                                     cand.log_value, cand.se_log, cand.df))
-                rows.append(_effect_row(key, group[i], ref, at, metric, base, cand))
+                rows.append({**_effect_row(key, group[i], ref, at, metric, base, cand),
+                             "caveat": said})
     # One family, judged by the kit's one rule: verdicts and printed intervals agree.
     judged = multiplicity.judge(tests, [EFFECT_METRICS[r["metric"]][1] for r in rows],
                                 q=alpha, threshold=threshold)

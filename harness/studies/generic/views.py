@@ -3,8 +3,9 @@
 The section is built from the experiment's runs and spec alone, so it serves any
 experiment of the user's: what was measured (from the manifests: workload, clients,
 connections, pipelining, open or closed loop, servers and their settings), a table per
-configuration with intervals, the effect of each grid key's values with verdicts, latency
-CDFs per configuration, throughput and p99 over time, and the spec with its provenance.
+configuration with intervals, the measurement checks that failed, the effect of each grid
+key's values with verdicts (each naming the failed checks it rests on), latency CDFs per
+configuration, throughput and p99 over time, and the spec with its provenance.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, prose, sweeps, tables, tails, verdict
+from harness.analysis import checks, plots, pooling, prose, sweeps, tables, tails, verdict
+from harness.analysis.checks import Finding
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
 from harness.analysis.tables import ci_column, human
@@ -46,6 +48,7 @@ class ExperimentSection:
     threshold: float
     figures_dir: Path | None
     _manifest: Any = field(default=None, repr=False)
+    _found: dict[tuple[object, ...], list[Finding]] | None = field(default=None, repr=False)
 
     @property
     def keys(self) -> list[str]:
@@ -130,9 +133,29 @@ class ExperimentSection:
             caption=f"{self.name}: per configuration, pooled over its runs, 95% CI over "
                     "runs in parentheses (p99.9 only where every run has 10,000 ops)"))
 
+    @property
+    def found(self) -> dict[tuple[object, ...], list[Finding]]:
+        """The failed measurement checks per configuration (grid keys), once."""
+        if self._found is None:
+            self._found = checks.group_checks(self.loaded, self.keys)
+        return self._found
+
+    def checks_table(self) -> Any:
+        """The measurement checks that failed, per configuration (`harness.analysis.
+        checks`), or a sentence that none did."""
+        frame = checks.report_frame(self.found, self.keys)
+        if frame.empty:
+            return markdown(f"No measurement check failed in {self.name}'s "
+                            f"{_n(len(self.loaded.runs), 'run')} ("
+                            + ", ".join(c.replace("_", " ") for c in checks.CHECKS) + ").")
+        return html(tables.to_html(
+            frame, caption=f"{self.name}: measurement checks that failed, per "
+                           "configuration; a verdict below resting on one says so"))
+
     def effects(self) -> analysis.Effects:
         grid = analysis.spec_grid_of(self.manifest.typed_extra.spec)
-        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold)
+        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold,
+                                found=self.found)
 
     def effect_findings(self) -> Any:
         """Per grid key, each value against the first, in words; then the table."""
@@ -170,6 +193,8 @@ class ExperimentSection:
               f" ({prose.ci_text(r.ratio_ci_level, r.ratio_ci_low, r.ratio_ci_high)})")
         p = ("" if math.isnan(r.p_adj) else
              f", {prose.fmt_p(r.p)}, BH-adjusted {prose.fmt_p(r.p_adj)}")
+        # The failed measurement checks the verdict rests on, said with it.
+        p += f"; but {r.caveat}" if getattr(r, "caveat", "") else ""
         if r.verdict in (verdict.BETTER, verdict.WORSE):
             return f"{what} {r.verdict}, {ratio}{ci}{p}"
         if r.verdict == verdict.NO_DIFFERENCE:

@@ -135,6 +135,8 @@ class ExperimentLock:
                            started_utc=datetime.now(UTC).isoformat(timespec="seconds"),
                            spec=spec)
         self._fd: int | None = None
+        #: Why the last `save` could not write the state file (None: it did).
+        self.unsaved: str | None = None
 
     # -- the lock ---------------------------------------------------------------------
     def acquire(self) -> None:
@@ -185,8 +187,17 @@ class ExperimentLock:
                 path.unlink()
             return
         tmp = self.dir / f"{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str) + "\n")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str) + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:
+            # A full disk must not turn into a traceback that hides what was kept: the
+            # last state written stays, and the caller names what could not be saved.
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self.unsaved = f"{path} could not be updated ({exc.strerror or exc})"
+        else:
+            self.unsaved = None
 
     def add_servers(self, entries: list[ServerEntry]) -> None:
         self.state.servers += entries

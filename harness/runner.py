@@ -287,6 +287,9 @@ class Runner:
                 self.say(f"{self.spec.name}: {_left_over(lock)} left, listed in "
                          f"{lock.dir}; the next `harness run {self.spec.path}` (or "
                          f"`harness cleanup {self.spec.path}`) deals with them")
+                if lock.unsaved:
+                    self.say(f"{self.spec.name}: warning: {lock.unsaved}; it lists what "
+                             "was running when it was last written")
 
     def run(self) -> list[RunOutcome]:
         # Before anything is started or measured: a bad --out would cost a run's records.

@@ -376,6 +376,34 @@ def small_tmpfs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+def test_a_full_disk_keeps_the_last_state_file_and_says_so(small_tmpfs: Path) -> None:
+    """The experiment's state file cannot be rewritten on a full disk: the last one stays
+    (it still names what was running), the lock says why, and nothing raises (CI once
+    met this as a traceback at the end of a disk-full run)."""
+    from harness.inflight import STATE_FILE, ExperimentLock, ServerEntry
+
+    lock = ExperimentLock(small_tmpfs / "exp", spec="x.yaml")
+    lock.acquire()
+    try:
+        lock.add_servers([ServerEntry("cache", "memcached", "server", 1, 1)])
+        before = (lock.dir / STATE_FILE).read_text()
+        filler = small_tmpfs / "filler"
+        with contextlib.suppress(OSError), filler.open("wb") as fh:
+            while True:
+                fh.write(b"x" * 4096)
+                fh.flush()
+        lock.add_servers([ServerEntry("cache", "memcached", "server", 2, 2)])
+        assert lock.unsaved and "No space left on device" in lock.unsaved
+        assert (lock.dir / STATE_FILE).read_text() == before
+        assert not (lock.dir / f"{STATE_FILE}.tmp").exists()
+        filler.unlink()
+        lock.save()
+        assert lock.unsaved is None and '"pid": 2' in (lock.dir / STATE_FILE).read_text()
+    finally:
+        lock.state.servers = []
+        lock.release()
+
+
 def test_disk_full_stops_with_a_clear_error_and_keeps_every_record(
         small_tmpfs: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Runs of ~150 KB into a 512 KB tmpfs: a few fit, then one cannot be written. Its

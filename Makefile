@@ -50,8 +50,13 @@ report: setup ## regenerate report/report.{html,pdf} from existing raw results
 lint: setup ## ruff
 	$(BIN)/ruff check harness tests benchmarks examples
 
+# The tests that time things or load the CPU on purpose run alone (`serial`, see
+# tests/conftest.py); the others in TEST_JOBS worker processes, a file at a time: most
+# of them wait on servers and subprocesses, not on the CPU.
+TEST_JOBS ?= 4
 test: setup lint ## ruff, then the whole test suite (starts real servers)
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -m "not serial" -n $(TEST_JOBS) --dist loadfile --durations=15
+	$(BIN)/pytest -q -p no:cacheprovider -m serial --durations=15
 
 # JupyterLab refuses to run as root without --allow-root; `make setup` assumes root on
 # Debian, so both must work. LAB_ARGS passes anything else, e.g.

@@ -331,7 +331,8 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
             step_over["grid.run.rate_ops_s"] = [rate]
             # Long enough that each run holds the ops its percentiles' intervals need.
             if base.size.duration_s is not None:
-                seconds = math.ceil(10 * needed / rate) / 10
+                # (10% over: a Poisson count falls short of rate x time half the time)
+                seconds = math.ceil(10 * 1.1 * needed / rate) / 10
                 if seconds > base.size.duration_s:
                     step_over["run.duration_s"] = seconds
             elif base.size.ops is not None and needed > base.size.ops:

@@ -131,7 +131,9 @@ class ExperimentSection:
         return html(tables.to_html(
             out, numeric=["runs", "ops"], formats={"ops": human},
             caption=f"{self.name}: per configuration, pooled over its runs, 95% CI over "
-                    "runs in parentheses (p99.9 only where every run has 10,000 ops)"))
+                    "runs in parentheses (p99.9 only where every run has 10,000 ops)",
+            # Nine columns of intervals: the small type of the run tables fits the page.
+            css_class="kv-table runs"))
 
     @property
     def found(self) -> dict[tuple[object, ...], list[Finding]]:

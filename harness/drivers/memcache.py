@@ -40,11 +40,13 @@ def parse_stats(reply: bytes) -> dict[str, Any]:
     for line in reply.decode(errors="replace").splitlines():
         parts = line.split(" ", 2)
         if len(parts) == 3 and parts[0] == "STAT":
-            out[parts[1]] = _number(parts[2])
+            out[parts[1]] = stat_value(parts[2])
     return out
 
 
-def _number(text: str) -> Any:
+def stat_value(text: str) -> Any:
+    """A server's statistic as text (memcached `stats`, Redis `INFO`): an int, else a
+    float, else the text."""
     for conv in (int, float):
         try:
             return conv(text)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from harness.drivers.memcache import stat_value
 from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
 from harness.results import ERROR, REDIRECT
@@ -125,19 +126,10 @@ def parse_info(text: str) -> dict[str, Any]:
         if name.startswith("cmdstat_"):
             for item in value.split(","):
                 key, _, number = item.partition("=")
-                out[f"{name}_{key}"] = _number(number)
+                out[f"{name}_{key}"] = stat_value(number)
         else:
-            out[name] = _number(value)
+            out[name] = stat_value(value)
     return out
-
-
-def _number(text: str) -> Any:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 class RespConnection(PipelinedProtocol):

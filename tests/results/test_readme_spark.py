@@ -11,10 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from harness.analysis.summary_table import summary_table
+from tests.results.test_readme_sql import assert_summarys
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -63,10 +62,4 @@ def test_readme_spark_example_runs_as_printed(dsmc_raw: Path, tiny_raw: Path,
     finally:
         if "spark" in scope:
             scope["spark"].stop()
-    got = scope["result"]
-    ours = summary_table(raw, ["experiment", "op"])
-    assert list(got["experiment"]) == list(ours["experiment"])
-    assert list(got["op"]) == list(ours["op"])
-    assert list(got["runs"]) == list(ours["runs"]) and list(got["ops"]) == list(ours["ops"])
-    np.testing.assert_allclose(got["p50_ms"], ours["latency_p50_ms"], rtol=1e-12)
-    np.testing.assert_allclose(got["p99_ms"], ours["latency_p99_ms"], rtol=1e-12)
+    assert_summarys(scope["result"], raw)

@@ -26,7 +26,12 @@ def test_readme_duckdb_example_runs_as_printed(dsmc_raw: Path, tiny_raw: Path,
     for src in (dsmc_raw, tiny_raw):
         shutil.copytree(src, raw, dirs_exist_ok=True)
     monkeypatch.chdir(tmp_path)  # the example reads raw_results/ from where it runs
-    got = duckdb.sql(readme_sql()).df()
+    assert_summarys(duckdb.sql(readme_sql()).df(), raw)
+
+
+def assert_summarys(got, raw: Path) -> None:
+    """`got` (experiment, op, runs, ops, p50_ms, p99_ms) is `harness summary`'s table of
+    `raw` by experiment and op: the same rows, counts and exact percentiles."""
     ours = summary_table(raw, ["experiment", "op"])
     assert list(got["experiment"]) == list(ours["experiment"])
     assert list(got["op"]) == list(ours["op"])

@@ -41,7 +41,7 @@ def _run(tmp_path: Path, name: str, run: str) -> Path:
 
 def test_compare_two_real_trees(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     require_service("memcached", LocalHost())
-    base = _run(tmp_path, "base", "{ops: 1200, warmup_ops: 50, rate_ops_s: 4000}")
+    base = _run(tmp_path, "base", "{ops: 2400, warmup_ops: 100, rate_ops_s: 4000}")
     cand = _run(tmp_path, "cand", "{ops: 400, warmup_ops: 20, rate_ops_s: 400}")
     capsys.readouterr()
     code = cli_main(["compare", str(base), str(cand), "--format", "json",
@@ -51,9 +51,11 @@ def test_compare_two_real_trees(tmp_path: Path, capsys: pytest.CaptureFixture) -
                          for m in ("throughput", "latency_mean")}
     get = rows[("get", "throughput")]
     assert get["n_base"] == get["n_cand"] == 3
-    # 90% of 400 ops/s are gets: ~360/s, against ~3600/s.
+    # 90% of 400 ops/s are gets: ~360/s, against ~3600/s. A client on a loaded machine
+    # can fall behind a 4000 ops/s schedule for part of a short run (seen in the
+    # 4-worker suite: 3,056/s), so the base is held to 25%; the ratio is the point.
     assert get["cand"] == pytest.approx(360, rel=0.15)
-    assert get["base"] == pytest.approx(3600, rel=0.15)
+    assert get["base"] == pytest.approx(3600, rel=0.25)
     assert 0.05 < get["ratio"] < 0.2 and get["verdict"] == "worse" and get["p"] < 0.05
     assert get["ratio_ci_low"] < get["ratio"] < get["ratio_ci_high"]
     assert code == 1  # --fail-if-worse: throughput is worse by far more than 5%

@@ -104,6 +104,11 @@ def venv_kernel(log: Path | None = None) -> Iterator[str]:
                 os.environ["JUPYTER_PATH"] = old
 
 
+#: Kernel starts tried per notebook, and what nbclient says of one that died starting.
+_KERNEL_STARTS = 3
+_KERNEL_DIED = "Kernel died before replying to kernel_info"
+
+
 def execute_notebook(
     notebook: Path, out_path: Path, parameters: dict[str, object], kernel_name: str
 ) -> str | None:
@@ -112,18 +117,27 @@ def execute_notebook(
 
     declared = pm.inspect_notebook(str(notebook))
     params = {k: v for k, v in parameters.items() if k in declared}
-    try:
-        pm.execute_notebook(
-            str(notebook),
-            str(out_path),
-            parameters=params,
-            kernel_name=kernel_name,
-            cwd=str(notebook.parent),
-            progress_bar=False,
-            execution_timeout=_NOTEBOOK_TIMEOUT_S,
-        )
-    except pm.PapermillExecutionError as exc:
-        return f"{exc.ename}: {exc.evalue}"
+    for attempt in range(1, _KERNEL_STARTS + 1):
+        try:
+            pm.execute_notebook(
+                str(notebook),
+                str(out_path),
+                parameters=params,
+                kernel_name=kernel_name,
+                cwd=str(notebook.parent),
+                progress_bar=False,
+                execution_timeout=_NOTEBOOK_TIMEOUT_S,
+            )
+        except pm.PapermillExecutionError as exc:
+            return f"{exc.ename}: {exc.evalue}"
+        except RuntimeError as exc:
+            # jupyter_client picks the kernel's five TCP ports free, then the kernel binds
+            # them: another process may take one in between ("Address already in use"),
+            # and the kernel dies before it ran anything. Start another.
+            if _KERNEL_DIED not in str(exc) or attempt == _KERNEL_STARTS:
+                raise
+            continue
+        return None
     return None
 
 

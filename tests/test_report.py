@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -10,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from harness import paths
-from harness.report import build_report, discover_notebooks
+from harness.report import build_report, discover_notebooks, execute_notebook
 from tests.fixtures.claims import assert_wording_rule
 
 
@@ -272,3 +274,30 @@ def test_the_comparison_section_has_its_table_and_a_forest_plot(tiny_raw: Path,
     assert "<img" in section  # the forest plot, after the table
     assert section.index("throughput (ops/s)") < section.index("<img")
     assert (tmp_path / "f" / "compare-forest.png").exists()
+
+
+def test_a_kernel_that_dies_while_starting_is_started_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel that dies before it answers (as one whose TCP port another process took
+    between jupyter_client's choice and its bind) ran nothing: the notebook is run again
+    with a new kernel. Here a real kernel launcher that exits the first time."""
+    died = tmp_path / "died-once"
+    launcher = tmp_path / "flaky-kernel"
+    launcher.write_text(f"#!/bin/sh\nif [ ! -e {died} ]; then touch {died}; exit 1; fi\n"
+                        f'exec {sys.executable} -m ipykernel_launcher "$@"\n')
+    launcher.chmod(0o755)
+    spec = tmp_path / "jupyter" / "kernels" / "flaky"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(launcher), "-f", "{connection_file}"], "display_name": "flaky",
+        "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    nb = new_notebook(cells=[new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                             new_code_cell("print(x * 42)")])
+    nb.metadata["kernelspec"] = {"name": "flaky", "display_name": "flaky", "language": "python"}
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    out = tmp_path / "out.ipynb"
+    assert execute_notebook(path, out, {"x": 2}, "flaky") is None
+    assert died.exists()
+    assert nbformat.read(out, 4).cells[-1].outputs[0]["text"] == "84\n"

@@ -213,8 +213,9 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
 def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
     """ns per op that the load generator spends timing and recording an op: the two
     clock reads (before the send, at the reply) and the record block of the reply
-    handler (`done` in `loadgen.fastpaths._fast_chain`) as written there: the index, three stores
-    through the Recorder's memoryviews and the packing of the outcome. Minus an
+    handler (`done` in `loadgen.fastpaths._fast_chain`) as written there: the index, four stores
+    through the Recorder's memoryviews (start, end, outcome, seq) and the packing of the
+    outcome. Minus an
     empty loop of the same length; timed in thread CPU time, so other processes on the
     CPU do not count; the least of `repeats` runs."""
     rec = Recorder(iterations)
@@ -222,9 +223,9 @@ def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
     code, tag = outcome(OK, 100), 1
 
     def recorded() -> int:
-        start_v, end_v, outcome_v, _ = rec.views
+        start_v, end_v, outcome_v, _, seq_v = rec.views
         t = cpu_clock()
-        for _ in range(iterations):
+        for seq in range(iterations):
             t0 = clock()
             t1 = clock()
             i = rec.n
@@ -232,10 +233,11 @@ def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
             try:
                 start_v[i] = t0
             except (IndexError, ValueError):
-                start_v, end_v, outcome_v, _ = rec.views_for(i)
+                start_v, end_v, outcome_v, _, seq_v = rec.views_for(i)
                 start_v[i] = t0
             end_v[i] = t1
             outcome_v[i] = code | tag
+            seq_v[i] = seq
         return cpu_clock() - t
 
     def empty() -> int:

@@ -8,7 +8,10 @@ connections C, pipeline depth P (harness: P requests in flight per connection), 
 space and value size. Prints median ops/s per tool and the ratio, both tools' latency
 percentiles and client CPU time per op, then a latency check (open loop at 50% of the
 harness's capacity; redis-benchmark at the same rate if it has --rps, otherwise service
-times at equal concurrency, C=1 closed loop), and what recording one op costs.
+times at equal concurrency, C=1 closed loop), and what recording one op costs. With a
+memtier_benchmark on PATH (or `--memtier PATH`; build it yourself from its public
+repository, nothing here does), it runs beside them too, on its own keys (it cannot name
+the harness's zero-padded ones), loaded before each of its trials so its GETs hit.
 
     .venv/bin/python benchmarks/loadgen_redis.py --configs 1x1,32x1,32x16 --duration 10
 
@@ -111,6 +114,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "check (default 16: an op due while its connection is busy is "
                         "pipelined, so the send lag is the pacer's, not a wait for a "
                         "free connection; 1 shows that wait too)")
+    p.add_argument("--memtier", default=shutil.which("memtier_benchmark"),
+                   help="a memtier_benchmark binary to run beside (default: the one on "
+                        "PATH, if any; built by you from RedisLabs/memtier_benchmark)")
     p.add_argument("--redis-benchmark", default=REDIS_BENCHMARK,
                    help=f"redis-benchmark binary ({REDIS_BENCHMARK})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
@@ -239,6 +245,45 @@ def redis_benchmark(args: argparse.Namespace, port: int, connections: int, pipel
                  float(row["p99_latency_ms"]) * 1e3)
 
 
+def memtier(args: argparse.Namespace, port: int, connections: int, pipeline: int,
+            pin: bool) -> Trial:
+    """memtier_benchmark, one thread, `connections` clients x `pipeline`, for --duration
+    seconds of the same test over its own keys (loaded by `memtier_load`: memtier cannot
+    name the harness's zero-padded keys), values --value-size bytes."""
+    ratio = "0:1" if args.test == "get" else "1:0"
+    argv = [args.memtier, "-s", "127.0.0.1", "-p", str(port), "--protocol=redis", "-t", "1",
+            "-c", str(connections), f"--pipeline={pipeline}", f"--ratio={ratio}",
+            "--key-pattern=R:R", "--key-minimum=1", f"--key-maximum={args.key_space}",
+            "-d", str(args.value_size), f"--test-time={max(1, round(args.duration))}",
+            "--hide-histogram", "--print-percentiles=50,99"]
+    if pin:
+        argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
+    cpu0 = cpu_seconds(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          timeout=max(60.0, 10 * args.duration + 60))
+    cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
+    totals = [line.split() for line in proc.stdout.splitlines() if line.startswith("Totals")]
+    if proc.returncode != 0 or not totals:
+        raise RuntimeError(f"memtier_benchmark failed (exit {proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    # Totals  ops/s  hits/s  misses/s  avg-ms  p50-ms  p99-ms  KB/s
+    row = totals[-1]
+    ops_s, misses_s = float(row[1]), float(row[3])
+    ops = ops_s * max(1, round(args.duration))
+    return Trial("memtier", connections, pipeline, ops_s, cpu_s * 1e6 / ops,
+                 float(row[5]) * 1e3, float(row[6]) * 1e3,
+                 misses=round(misses_s * max(1, round(args.duration))))
+
+
+def memtier_load(args: argparse.Namespace, port: int) -> None:
+    """Every memtier key, once, with --value-size bytes (so its gets hit, as ours do)."""
+    subprocess.run([args.memtier, "-s", "127.0.0.1", "-p", str(port), "--protocol=redis",
+                    "-t", "1", "-c", "1", "--ratio=1:0", "--key-pattern=P:P",
+                    "--key-minimum=1", f"--key-maximum={args.key_space}",
+                    "-d", str(args.value_size), f"--requests={args.key_space}",
+                    "--hide-histogram"], capture_output=True, check=True, timeout=300)
+
+
 def _csv_row(stdout: str) -> dict[str, str] | None:
     """The one test's row of `--csv` output: test, rps, avg/min/p50/p95/p99/max (ms)."""
     rows = [r for r in csv.DictReader(io.StringIO(stdout)) if r.get("rps")]
@@ -277,8 +322,10 @@ def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: in
     for c, p in configs:
         r = pick("redis-benchmark", c, p)
         r_ops = _med(r, "ops_per_s")
-        for tool in (*tools, "redis-benchmark"):
+        for tool in (*tools, "redis-benchmark", "memtier"):
             ts = pick(tool, c, p)
+            if not ts:
+                continue
             t_ops = _med(ts, "ops_per_s")
             ratio = t_ops / r_ops if tool != "redis-benchmark" and t_ops and r_ops else None
             print(f"{c:>5} {p:>3}  {tool:<15} {_cell(t_ops, ',.0f'):>10}  "
@@ -292,6 +339,16 @@ def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: in
             if paired:
                 print(f"{'':>11}{tool} per-repeat ratios: "
                       f"{', '.join(f'{x:.2f}' for x in paired)}")
+            m = pick("memtier", c, p)
+            if m:
+                ratios = [a.ops_per_s / b.ops_per_s for a, b in zip(pick(tool, c, p), m,
+                                                                      strict=False)]
+                cpu = [a.cpu_us_per_op / b.cpu_us_per_op for a, b in zip(pick(tool, c, p), m,
+                                                                         strict=False)]
+                print(f"{'':>11}{tool} / memtier: ops/s median "
+                      f"{statistics.median(ratios):.2f} (per repeat "
+                      f"{', '.join(f'{x:.2f}' for x in ratios)}), CPU per op median "
+                      f"{statistics.median(cpu):.2f}")
 
 
 def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str, Any],
@@ -400,10 +457,14 @@ def run_benchmark(args: argparse.Namespace,
             for rep in range(args.repeats):
                 for c, p in args.configs:
                     # Alternate the order so neither tool always runs second.
-                    tools = [*(f"harness/{e}" for e in args.engines), "redis-benchmark"]
+                    tools = [*(f"harness/{e}" for e in args.engines), "redis-benchmark",
+                             *(("memtier",) if args.memtier else ())]
                     order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
-                        if tool != "redis-benchmark":
+                        if tool == "memtier":
+                            memtier_load(args, svc.endpoint.port)
+                            t = memtier(args, svc.endpoint.port, c, p, pin)
+                        elif tool != "redis-benchmark":
                             t = harness_trial(svc.endpoint, params, c, p, args.duration,
                                               tool.split("/")[1])
                         else:

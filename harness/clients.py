@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -119,13 +119,14 @@ class ClientGroup:
                 max_consecutive_errors=size.max_consecutive_errors, files=files,
                 rate_ops_s=size.rate_ops_s / n if size.rate_ops_s else None,
                 arrival=size.arrival, phase=i / n, seed=size.seed * 1000 + i,
+                record_keys=size.record_keys,
             )
             link = self.agents.get(host)
             argv = [host.python, "-m", "harness.worker", f"{base}.json"]
             # Forked from the agent on other machines (no imports per run); a fresh
             # interpreter here, so local workers are plain `harness.worker` processes.
             started.append((host, link.send("write", path=f"{base}.json",
-                                            text=json.dumps(asdict(cfg))),
+                                            text=json.dumps(cfg.to_dict())),
                             link.send("spawn", argv=argv, log=files["log"],
                                       alive=files["alive"],
                                       fork=not isinstance(host, LocalHost)), files, i))

@@ -112,6 +112,8 @@ RUN_FIELDS: dict[str, Setting] = {
     "arrival": Setting((str,), "fixed", "open-loop schedule", choices=("fixed", "poisson")),
     # numpy's generators take no negative seed (the clients' schedules would fail).
     "seed": Setting((int,), 0, "seed of the poisson schedule", low=0),
+    "record_keys": Setting((bool,), False, "a `key` column in ops.parquet: the key number "
+                           "each op touched (workloads that know it: the get/set mixes, ycsb)"),
     "fail_if_error_rate_above": Setting(
         (int, float, type(None)), None,
         "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
@@ -155,6 +157,7 @@ class RunSize:
     arrival: str = "fixed"
     seed: int = 0
     fail_if_error_rate_above: float | None = None
+    record_keys: bool = False
 
     @property
     def open_loop(self) -> bool:
@@ -540,6 +543,10 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     if servers not in SERVER_MODES:
         bad("servers", f"must be one of {list(SERVER_MODES)}")
     timeline = _validate_timeline(data.get("timeline"), services, run_d, bad)
+    if run_d["record_keys"] is True and workload is not None and not workload.records_keys:
+        keyed = ", ".join(n for n in WORKLOADS.names() if WORKLOADS.get(n).records_keys)
+        bad("run.record_keys", f"workload {workload.name!r} does not name its ops' keys; "
+                               f"workloads that do: {keyed}")
     if workload is not None and isinstance(raw_params, Mapping):
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)

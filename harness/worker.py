@@ -153,7 +153,7 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
 
 def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
             error: str | None, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
-    arrays = run.rec.to_arrays(ops, run.cfg.client_id, lag_ns)
+    arrays = run.arrays(ops, lag_ns)
     arrays.save_npz(Path(run.cfg.files["out"]))
     unsent, unsent_warmup = run.unsent_counts()
     return {

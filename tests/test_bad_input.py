@@ -13,6 +13,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.errors import SpecError
+from harness.results import KNOWN_SCHEMA_VERSIONS
 from harness.spec import MAX_RUNS, load_spec
 
 BASE = """\
@@ -156,7 +157,8 @@ def test_a_manifest_of_a_newer_schema_is_named(
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"warning: skipping run {newer.parent}: schema_version 99 is not one this kit reads "
-        "(known: [1, 2]); it was written by a newer kit: upgrade the kit to read it"]
+        f"(known: {sorted(KNOWN_SCHEMA_VERSIONS)}); it was written by a newer kit: upgrade "
+        "the kit to read it"]
     assert cli_main(["verify", str(raw)]) == 1
     assert f"BAD {newer}: schema_version 99" in capsys.readouterr().out
 

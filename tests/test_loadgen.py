@@ -273,3 +273,19 @@ def test_engine_of_workers_names_what_measured() -> None:
     assert native.engine_of_workers([{"engine": "native"}, {"engine": "native"}]) == "native"
     assert native.engine_of_workers([{"engine": "native"}, {"engine": "python"}]) == "mixed"
     assert native.engine_of_workers([{"state": "failed"}]) is None
+
+
+def test_a_config_without_recorded_keys_reads_in_a_worker_of_an_older_checkout() -> None:
+    """A worker before `record_keys` took exactly these fields: a config not asking for
+    keys must not name it (a client machine may run an older checkout), one asking must."""
+    from harness.loadgen import ClientConfig
+
+    older = {"workload", "params", "endpoints", "client_id", "connections", "inflight", "ops",
+             "duration_s", "warmup_ops", "warmup_s", "timeout_s", "max_consecutive_errors",
+             "rate_ops_s", "arrival", "phase", "seed", "files"}
+    cfg = ClientConfig(workload="memcache_mix", params={}, endpoints={}, client_id=0)
+    assert set(cfg.to_dict()) == older
+    keyed = ClientConfig(workload="memcache_mix", params={}, endpoints={}, client_id=0,
+                         record_keys=True)
+    assert keyed.to_dict()["record_keys"] is True
+    assert ClientConfig(**keyed.to_dict()) == keyed

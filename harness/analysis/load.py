@@ -36,6 +36,7 @@ from tqdm import tqdm
 from harness.analysis import pooling
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
+    KEY_FIELD,
     MANIFEST,
     OPS_FILE,
     OPS_SCHEMA,
@@ -65,7 +66,9 @@ RUN_COLUMNS: tuple[str, ...] = (
 )
 
 #: Columns of ops.parquet that `load_ops` can return.
-OPS_COLUMNS: tuple[str, ...] = tuple(OPS_SCHEMA.names)
+#: The key column (`run.record_keys`) is asked for like the others; a run without
+#: it reads as nulls.
+OPS_COLUMNS: tuple[str, ...] = (*OPS_SCHEMA.names, KEY_FIELD.name)
 
 #: What a summary needs; the default for `load_ops`.
 DEFAULT_OPS_COLUMNS: tuple[str, ...] = ("op", "start_ns", "latency_ns", "status", "warmup")
@@ -374,6 +377,25 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
     return df
 
 
+def _read_ops_with_keys(run_dir: Path, columns: list[str]) -> pa.Table:
+    """`read_ops`, with a null `key` column for a run that recorded no keys."""
+    if KEY_FIELD.name not in columns:
+        return read_ops(run_dir, columns)
+    path = Path(run_dir) / OPS_FILE
+    try:
+        keyed = KEY_FIELD.name in pq.read_schema(path).names
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ResultsError(f"{path}: cannot read ops ({exc})") from None
+    if keyed:
+        return read_ops(run_dir, columns)
+    rest = [c for c in columns if c != KEY_FIELD.name]
+    table = read_ops(run_dir, rest or ["warmup"])  # [] would read every column
+    if not rest:
+        table = table.drop_columns(["warmup"])
+    return table.add_column(columns.index(KEY_FIELD.name), KEY_FIELD,
+                            pa.nulls(table.num_rows, pa.int64()))
+
+
 def read_ops_table(
     run_dirs: Sequence[tuple[str, Path]],
     columns: Sequence[str] = DEFAULT_OPS_COLUMNS,
@@ -399,7 +421,7 @@ def read_ops_table(
     parts: list[pa.Table] = []
     for run_id, run_dir in run_dirs:
         try:
-            table = read_ops(run_dir, read_cols)
+            table = _read_ops_with_keys(run_dir, read_cols)
         except ResultsError as exc:
             if skipped is None:
                 raise

@@ -47,11 +47,16 @@ def _per_run(raw_dir: Path, out: Path, by: Sequence[str] | None,
 
 
 def _per_op(raw_dir: Path, out: Path, experiments: Sequence[str] | None) -> None:
+    import pyarrow.parquet as pq
+
     from harness.analysis.load import load_ops, load_runs
-    from harness.results import OPS_SCHEMA
+    from harness.results import KEY_FIELD, OPS_FILE, OPS_SCHEMA
 
     runs = load_runs(raw_dir, experiments=experiments)
     columns = [c for c in OPS_SCHEMA.names if c != "warmup"]
+    # Runs with `run.record_keys` carry each op's key: so does the export (empty elsewhere).
+    if any(KEY_FIELD.name in pq.read_schema(Path(d) / OPS_FILE).names for d in runs["run_dir"]):
+        columns.append(KEY_FIELD.name)
     with open(out, "w", newline="") as f:
         f.write(",".join([*RUN_ID_COLUMNS, *columns]) + "\n")
         for i in range(len(runs)):

@@ -18,24 +18,28 @@ static int get_col(PyObject *obj, Py_buffer *view, int64_t **ptr, Py_ssize_t *le
 }
 
 static PyObject *Engine_run(Engine *e, PyObject *args) {
-    PyObject *cols[4];
+    PyObject *cols[5];
     long long n;
-    if (!PyArg_ParseTuple(args, "OOOOL", &cols[0], &cols[1], &cols[2], &cols[3], &n))
+    if (!PyArg_ParseTuple(args, "OOOOOL", &cols[0], &cols[1], &cols[2], &cols[3], &cols[4],
+                          &n))
         return NULL;
     if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine already running"); return NULL; }
-    Py_buffer views[4];
-    int64_t *ptrs[4];
-    Py_ssize_t lens[4];
+    Py_buffer views[5];
+    int64_t *ptrs[5];
+    Py_ssize_t lens[5];
     int k;
-    for (k = 0; k < 4; k++) {
+    /* the seq column may be None (kept by no one): 4 columns then */
+    int ncols = cols[4] == Py_None ? 4 : 5;
+    for (k = 0; k < ncols; k++) {
         if (get_col(cols[k], &views[k], &ptrs[k], &lens[k]) < 0) {
             while (k--) PyBuffer_Release(&views[k]);
             return NULL;
         }
     }
     e->c_start = ptrs[0]; e->c_end = ptrs[1]; e->c_out = ptrs[2]; e->c_int = ptrs[3];
+    e->c_seq = ncols == 5 ? ptrs[4] : NULL;
     e->cap = lens[0];
-    for (k = 1; k < 4; k++) if (lens[k] < e->cap) e->cap = lens[k];
+    for (k = 1; k < ncols; k++) if (lens[k] < e->cap) e->cap = lens[k];
     e->n = n;
     __atomic_store_n(&e->published, n, __ATOMIC_RELEASE);
     e->running = 1;
@@ -46,8 +50,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     __atomic_store_n(&e->published, e->n, __ATOMIC_RELEASE);
     Py_END_ALLOW_THREADS
     e->running = 0;
-    for (k = 0; k < 4; k++) PyBuffer_Release(&views[k]);
-    e->c_start = e->c_end = e->c_out = e->c_int = NULL;
+    for (k = 0; k < ncols; k++) PyBuffer_Release(&views[k]);
+    e->c_start = e->c_end = e->c_out = e->c_int = e->c_seq = NULL;
     if (ev < 0) return PyErr_SetFromErrno(PyExc_OSError);
     return PyLong_FromLong(ev);
 }
@@ -234,9 +238,11 @@ static const char *bytes_of(PyObject *o, Py_ssize_t *len) {
  *        limits=(seq, last, stop_ns, warm_ops, timeout_ns, max_consec, measured_seq,
  *                measured_ns),
  *        accounting=(failures, served_at, consec), open_loop,
- *        routing=(servers, routes, set_sizes)): routes b"" (one socket per connection)
- *        or a server per key entry; set_sizes b"" (set_ok is the set's outcome) or a
- *        native-endian uint32 value size per key entry; open loop drops the warm-up ops
+ *        routing=(servers, routes, set_sizes, framing)): routes b"" (one socket per
+ *        connection) or a server per key entry; set_sizes b"" (set_ok is the set's outcome)
+ *        or a native-endian uint32 value size per key entry; framing -1 (every set sends
+ *        the whole tail) or n (a set sends the tail's last size + n bytes, the tail being
+ *        the largest value and n bytes of framing); open loop drops the warm-up ops
  *        still waiting when the first measured seq is due, at measured_ns */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     PyObject *pattern, *gets, *get_off, *sets, *set_off, *tail, *routes, *set_sizes;
@@ -246,14 +252,15 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     int bshift, open_loop;
     e->epfd = e->evfd = e->tmfd = -1;
     pthread_mutex_init(&e->lock, NULL);
-    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLLLL)(LLL)p(iSS)", &e->proto,
+    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLLLL)(LLL)p(iSSi)", &e->proto,
                           &e->ngroups, &e->depth, &pattern, &e->get_op, &gets, &get_off, &sets,
                           &set_off, &tail, &hit, &miss, &set_ok, &err, &tmo, &warm, &bshift,
                           &seq, &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &measured_seq,
                           &measured_ns, &failures, &served_at, &consec, &open_loop, &e->S,
-                          &routes, &set_sizes))
+                          &routes, &set_sizes, &e->framing))
         return -1;
-    if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP && e->proto != PROTO_KVTEXT) {
+    if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP && e->proto != PROTO_KVTEXT
+        && e->proto != PROTO_RESP_HASH) {
         PyErr_Format(PyExc_ValueError, "unknown protocol %d", e->proto);
         return -1;
     }
@@ -289,6 +296,14 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
         memcpy(e->routes, PyBytes_AS_STRING(routes), (size_t)nroutes);
     }
     if (nsizes) e->set_size = (const uint32_t *)PyBytes_AS_STRING(set_sizes);
+    if (e->framing >= 0) {  /* every sized tail must lie inside the tail */
+        for (Py_ssize_t k = 0; k < e->nkeys && nsizes; k++)
+            if ((Py_ssize_t)e->set_size[k] + e->framing > e->tail_len) { nsizes = 0; break; }
+        if (!nsizes) {
+            PyErr_SetString(PyExc_ValueError, "sized tails need set sizes within the tail");
+            return -1;
+        }
+    }
     e->keep = Py_BuildValue("(OOOOOOO)", pattern, gets, get_off, sets, set_off, tail,
                             set_sizes);
     if (!e->keep) return -1;
@@ -347,10 +362,10 @@ static PyObject *record_cost_ns(PyObject *Py_UNUSED(m), PyObject *args) {
     if (iters < 1 || repeats < 1) { PyErr_SetString(PyExc_ValueError, "must be >= 1"); return NULL; }
     Engine e;
     memset(&e, 0, sizeof e);
-    int64_t *cols = PyMem_RawCalloc((size_t)iters * 4, 8);
+    int64_t *cols = PyMem_RawCalloc((size_t)iters * 5, 8);
     if (!cols) return PyErr_NoMemory();
     e.c_start = cols; e.c_end = cols + iters; e.c_out = cols + 2 * iters;
-    e.c_int = cols + 3 * iters;
+    e.c_int = cols + 3 * iters; e.c_seq = cols + 4 * iters;
     e.warm_ops = 0; e.warm_flag = 0x80;
     double best[2] = {1e30, 1e30};
     volatile int64_t sink = 0;
@@ -409,7 +424,8 @@ static PyMethodDef module_methods[] = {
 
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
-     "run(start, end, outcome, intended, n) -> events: run ops until something needs Python"},
+     "run(start, end, outcome, intended, seq, n) -> events: run ops until something needs "
+     "Python"},
     {"attach", (PyCFunction)Engine_attach, METH_VARARGS,
      "attach(conn, fd): connection `conn` is (re)connected (thread-safe)"},
     {"connect_failed", (PyCFunction)Engine_connect_failed, METH_VARARGS,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.endpoint import Endpoint
@@ -32,11 +32,26 @@ class ClientConfig:
     #: Fraction of one interval this process's fixed schedule is shifted by.
     phase: float = 0.0
     seed: int = 0
+    #: Keep each op's key number (`run.record_keys`).
+    record_keys: bool = False
     files: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON a worker reads. A field added since workers first read configs is
+        left out at its default, so a client machine on an older checkout still runs
+        every spec that does not use it."""
+        out = asdict(self)
+        for name, default in _ADDED_FIELDS.items():
+            if out.get(name) == default:
+                del out[name]
+        return out
 
     def endpoint_objects(self) -> dict[str, Endpoint]:
         return {k: Endpoint.from_dict(v) for k, v in self.endpoints.items()}
 
+
+#: Fields added after the first workers (`ClientConfig.to_dict`), with their defaults.
+_ADDED_FIELDS: dict[str, Any] = {"record_keys": False}
 
 #: An open-loop op released by the pacer: (seq, intended start); closed loop: (seq, 0).
 Ticket = tuple[int, int]

@@ -38,7 +38,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     loop = asyncio.get_running_loop()
     clock = time.perf_counter_ns
     rec = run.rec
-    start_v, end_v, outcome_v, intended_v = rec.views
+    start_v, end_v, outcome_v, intended_v, seq_v = rec.views
     next_op = run.client.next_op
     last = run.total if run.total is not None else _NEVER
     stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
@@ -50,7 +50,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     conn: Any = None
     waiter: asyncio.Future = loop.create_future()
     held: Ticket | None = None  # an open-loop op taken while the chain was idle
-    t0 = tag = intended = 0
+    t0 = tag = intended = cur = 0  # cur: the seq of the op in flight
     pending = False  # an op is in flight; its reply (or failure) is still to be recorded
     timer: asyncio.TimerHandle | None = None
 
@@ -79,7 +79,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     def done(code: int) -> None:
         """The reply of the op in flight: `code` is `results.outcome(status, nbytes)`.
         Records it and issues the next op (`go`, inlined: one call less per op)."""
-        nonlocal start_v, end_v, outcome_v, t0, tag
+        nonlocal start_v, end_v, outcome_v, seq_v, t0, tag, cur
         t1 = clock()
         if not pending:
             return  # the reply of an op that timed out: already recorded
@@ -89,15 +89,17 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         try:
             start_v[i] = t0
         except (IndexError, ValueError):  # full, or grown by another writer
-            start_v, end_v, outcome_v, _ = rec.views_for(i)
+            start_v, end_v, outcome_v, _, seq_v = rec.views_for(i)
             start_v[i] = t0
         end_v[i] = t1
         outcome_v[i] = code | tag
+        seq_v[i] = cur
         seq = run.seq
         if seq >= last or run.stopping or t1 >= stop_ns:
             finish(None)
             return
         run.seq = seq + 1
+        cur = seq
         t0 = clock()
         try:
             op = issue(conn, seq)
@@ -108,7 +110,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
 
     def done_open(code: int) -> None:
         """`done` in open loop: the intended start is recorded as well."""
-        nonlocal start_v, end_v, outcome_v, intended_v
+        nonlocal start_v, end_v, outcome_v, intended_v, seq_v
         t1 = clock()
         if not pending:
             return
@@ -117,11 +119,12 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         try:
             start_v[i] = t0
         except (IndexError, ValueError):
-            start_v, end_v, outcome_v, intended_v = rec.views_for(i)
+            start_v, end_v, outcome_v, intended_v, seq_v = rec.views_for(i)
             start_v[i] = t0
         end_v[i] = t1
         outcome_v[i] = code | tag
         intended_v[i] = intended
+        seq_v[i] = cur
         go_open()
 
     def fail(exc: BaseException) -> None:
@@ -130,12 +133,13 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         if not pending:
             return
         rec.record(t0, t1, tag, TIMEOUT if isinstance(exc, TimeoutError) else ERROR, 0,
-                   intended)
+                   intended, cur)
         run._count_failure()
         finish(exc)
 
     def issue_failed(seq: int, exc: BaseException) -> None:
-        nonlocal tag
+        nonlocal tag, cur
+        cur = seq
         op = next_op(seq)
         tag = op | OUTCOME_WARMUP if seq < warm_ops else op
         fail(exc)
@@ -143,13 +147,13 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     def send(seq: int) -> None:
         """Send op `seq` now, or end the chain if the run's time is up. (`done` inlines
         this for the closed loop's per-op path.)"""
-        nonlocal t0, tag, pending
+        nonlocal t0, tag, pending, cur
         t = clock()
         if t >= stop_ns:
             run.abandoned.append(seq)  # taken, never sent: counted (`unsent_counts`)
             finish(None)
             return
-        t0 = t
+        t0, cur = t, seq
         pending = True
         try:
             op = issue(conn, seq)
@@ -238,7 +242,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
     loop = asyncio.get_running_loop()
     clock = time.perf_counter_ns
     rec = run.rec
-    start_v, end_v, outcome_v, _ = rec.views
+    start_v, end_v, outcome_v, _, seq_v = rec.views
     depth = run.cfg.inflight
     last = run.total if run.total is not None else _NEVER
     stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
@@ -272,7 +276,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
             seq = pop_seq()
             op = next_op(seq)
             rec.record(pop_t0(), t1, op | OUTCOME_WARMUP if seq < warm_ops else op, status, 0,
-                       0)
+                       0, seq)
             run._count_failure()
             status = ERROR
         finish(exc)
@@ -297,7 +301,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
             finish(None)
 
     def on_replies(replies: list[Any]) -> None:
-        nonlocal start_v, end_v, outcome_v
+        nonlocal start_v, end_v, outcome_v, seq_v
         t1 = clock()
         if not active:
             return
@@ -309,7 +313,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
         try:
             start_v[i + k - 1] = 0  # room for the whole batch?
         except (IndexError, ValueError):  # full, or grown by another writer
-            start_v, end_v, outcome_v, _ = rec.views_for(i + k - 1)
+            start_v, end_v, outcome_v, _, seq_v = rec.views_for(i + k - 1)
         failure: BaseException | None = None
         for code, seq in zip(codes, batch, strict=True):
             start_v[i] = pop_t0()
@@ -319,6 +323,7 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
                 code = outcome(ERROR, 0) | next_op(seq)
                 run._count_failure()
             outcome_v[i] = code | OUTCOME_WARMUP if seq < warm_ops else code  # type: ignore[operator]
+            seq_v[i] = seq
             i += 1
         if failure is not None:
             fail(failure, ERROR)

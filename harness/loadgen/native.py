@@ -50,7 +50,7 @@ except ImportError:  # not built (no compiler at install time): the Python paths
 #: be built).
 ENV = "KVBENCH_ENGINE"
 ENGINES = ("native", "python")
-PROTOCOLS = {"memcache": 0, "resp": 1, "kvtext": 2}
+PROTOCOLS = {"memcache": 0, "resp": 1, "kvtext": 2, "resp_hash": 3}
 #: Ops per open-loop schedule chunk handed to the core (~8 MB of intended starts).
 TICKET_CHUNK = 1 << 20
 _NEVER = 1 << 62
@@ -166,8 +166,9 @@ class NativeRun:
              cfg.max_consecutive_errors, *self._warmup_end()),
             (run.failures, run._served_at_failure, run.consecutive_errors),
             self.open_loop,
-            (len(self.router.servers), self._current_routes(), ops.set_sizes)
-            if self.router is not None else (1, b"", ops.set_sizes))
+            (len(self.router.servers), self._current_routes(), ops.set_sizes,
+             ops.set_tail_framing_bytes)
+            if self.router is not None else (1, b"", ops.set_sizes, ops.set_tail_framing_bytes))
 
     def _warmup_end(self) -> tuple[int, int]:
         """Open loop: the first measured seq and when it is due (absolute): the core drops
@@ -326,7 +327,8 @@ class NativeRun:
         try:
             while True:
                 running = loop.run_in_executor(
-                    None, eng.run, rec.start, rec.end, rec.outcome, rec.intended, rec.n)
+                    None, eng.run, rec.start, rec.end, rec.outcome, rec.intended,
+                    rec.seq if rec.keep_seq else None, rec.n)
                 events = await asyncio.shield(running)
                 self._sync()
                 if events & _native.EV_SLOW:

@@ -13,7 +13,7 @@ from harness.results import OpsArrays, outcome, unpack_outcomes
 #: 'q' item it takes CPython's generic, several times slower, byte-array conversion.
 _I64 = "l" if array("l").itemsize == 8 else "q"
 
-Views = tuple[memoryview, memoryview, memoryview, memoryview]
+Views = tuple[memoryview, memoryview, memoryview, memoryview, memoryview]
 
 class Recorder:
     """Growable columns of per-op records; growth keeps the same array objects.
@@ -30,8 +30,8 @@ class Recorder:
     """
 
     # Slots: `n` is read and written per op, ~8 ns faster on a slot than in a dict.
-    __slots__ = ("base_ns", "capacity", "end", "intended", "n", "open_loop", "outcome",
-                 "start", "views", "warmup_end_ns")
+    __slots__ = ("base_ns", "capacity", "end", "intended", "keep_seq", "n", "open_loop",
+                 "outcome", "seq", "start", "views", "warmup_end_ns")
 
     def __init__(self, capacity: int) -> None:
         capacity = max(capacity, 16)
@@ -41,6 +41,10 @@ class Recorder:
         self.intended = array(_I64, bytes(8 * capacity))
         #: The packed outcome (see `harness.results.outcome`) with the op code and flag.
         self.outcome = array(_I64, bytes(8 * capacity))
+        #: The op's seq: with the client's choices it names the key (`run.record_keys`).
+        self.seq = array(_I64, bytes(8 * capacity))
+        #: False after `drop_seq`: the seq column is not kept (the native core, no keys).
+        self.keep_seq = True
         self.open_loop = False
         #: The run's start and warm-up end on the same clock (0: no time-based warm-up).
         self.base_ns = 0
@@ -50,9 +54,9 @@ class Recorder:
         self.views = self._views()
 
     def _views(self) -> Views:
-        """Writers' views, in this order: start, end, outcome, intended."""
+        """Writers' views, in this order: start, end, outcome, intended, seq."""
         return (memoryview(self.start), memoryview(self.end), memoryview(self.outcome),
-                memoryview(self.intended))
+                memoryview(self.intended), memoryview(self.seq))
 
     def grow(self) -> None:
         """Double the capacity in place. An array with live views cannot be resized, so the
@@ -61,7 +65,8 @@ class Recorder:
         for view in self.views:
             view.release()
         extra = bytes(8 * self.capacity)
-        for col in (self.start, self.end, self.outcome, self.intended):
+        for col in (self.start, self.end, self.outcome, self.intended,
+                    *((self.seq,) if self.keep_seq else ())):
             col.frombytes(extra)
         self.capacity *= 2
         self.views = self._views()
@@ -73,15 +78,33 @@ class Recorder:
         return self.views
 
     def record(self, start_ns: int, end_ns: int, tag: int, status: int, nbytes: int,
-               intended_ns: int) -> None:
+               intended_ns: int, seq: int) -> None:
         """One record, the plain way (the timed loops inline this)."""
         i = self.n
         self.n = i + 1
-        start_v, end_v, outcome_v, intended_v = self.views_for(i)
+        start_v, end_v, outcome_v, intended_v, seq_v = self.views_for(i)
         start_v[i] = start_ns
         end_v[i] = end_ns
         outcome_v[i] = outcome(status, nbytes) | tag
         intended_v[i] = intended_ns
+        seq_v[i] = seq
+
+    def drop_seq(self) -> None:
+        """Keep no seqs: 8 bytes per op less for a run whose keys nobody asked for on the
+        native core (which writes them only where given a column). The Python paths
+        always write them, so only a native run may drop them, before it starts."""
+        for view in self.views:
+            view.release()
+        self.seq = array(_I64)
+        self.keep_seq = False
+        self.views = self._views()
+
+    def seqs(self) -> np.ndarray:
+        """The seq of every record, in record order (`to_arrays`' order)."""
+        if not self.keep_seq:
+            raise RuntimeError("this run's recorder kept no seqs (drop_seq)")
+        n = self.n
+        return np.frombuffer(self.seq, np.int64, count=n).copy() if n else np.empty(0, np.int64)
 
     def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int) -> OpsArrays:
         n = self.n

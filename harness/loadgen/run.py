@@ -29,11 +29,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from harness.errors import WorkloadError
 from harness.loadgen import native
 from harness.loadgen.config import ClientConfig, Ticket
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.recorder import Recorder
-from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT
+from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, OpsArrays
 from harness.schedule import Schedule
 from harness.workloads.base import WorkloadClient
 
@@ -239,6 +240,8 @@ class ClientRun:
     def __init__(self, cfg: ClientConfig, client: WorkloadClient) -> None:
         self.cfg = cfg
         self.client = client
+        if cfg.record_keys:
+            client.log_keys()
         warm = cfg.warmup_ops
         self.total = warm + cfg.ops if cfg.ops is not None else None
         self.rec = Recorder(self.total if self.total is not None else 1 << 16)
@@ -278,6 +281,8 @@ class ClientRun:
         native_ops = native.uses_native(self)
         self.native_run = (native.NativeRun(self, native_ops)
                            if native_ops is not None else None)
+        if self.native_run is not None and not cfg.record_keys:
+            self.rec.drop_seq()
         if client.records_attempts:
             client.record_attempt = self.record_attempt
 
@@ -287,6 +292,17 @@ class ClientRun:
         self.stopped_ns = self.stopped_ns or time.perf_counter_ns()
         if self.native_run is not None:
             self.native_run.stop()
+
+    def arrays(self, op_names: tuple[str, ...], offset_ns: int = 0) -> OpsArrays:
+        """This process's records (`Recorder.to_arrays`), with each op's key number when
+        the run records keys (`run.record_keys`): the client maps its seqs to keys."""
+        arrays = self.rec.to_arrays(op_names, self.cfg.client_id, offset_ns)
+        if not self.cfg.record_keys:
+            return arrays
+        keys = self.client.keynums(self.rec.seqs())
+        if keys is None:  # the spec refuses this; a hand-made config may not
+            raise WorkloadError(f"{self.cfg.workload}: its clients do not name their keys")
+        return arrays.with_keys(keys)
 
     def unsent_counts(self) -> tuple[int, int]:
         """Open loop, after `run`: (measured, warm-up) ops intended before the run's end
@@ -327,7 +343,7 @@ class ClientRun:
         Intended = start: in open loop an attempt's latency is its own duration, and its
         warm-up flag follows its start, as in closed loop."""
         tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
-        self.rec.record(start_ns, end_ns, tag, status, 0, start_ns)
+        self.rec.record(start_ns, end_ns, tag, status, 0, start_ns, seq)
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
@@ -515,12 +531,12 @@ class ClientRun:
                 exc = TimeoutError(f"no reply within {self.cfg.timeout_s} s")
             tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
             self.rec.record(t0, t1, tag, TIMEOUT if isinstance(exc, TimeoutError) else ERROR,
-                            0, intended)
+                            0, intended, seq)
             self._count_failure()
             await self._on_error(holder, gen, exc)
             return True
         tag = op | OUTCOME_WARMUP if seq < self.cfg.warmup_ops else op
-        self.rec.record(t0, t1, tag, status, nbytes, intended)
+        self.rec.record(t0, t1, tag, status, nbytes, intended, seq)
         return True
 
     def _count_failure(self) -> None:

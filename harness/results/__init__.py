@@ -26,6 +26,7 @@ from harness.results.migrations import KNOWN_SCHEMA_VERSIONS, upgrade
 from harness.results.schema import (
     ERROR,
     ERROR_STATUSES,
+    KEY_FIELD,
     MANIFEST,
     MISS,
     OK,
@@ -47,8 +48,8 @@ from harness.results.schema import (
 )
 
 __all__ = [
-    "ERROR", "ERROR_STATUSES", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK", "OPS_FILE",
-    "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
+    "ERROR", "ERROR_STATUSES", "KEY_FIELD", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK",
+    "OPS_FILE", "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
     "OUTCOME_WARMUP", "REDIRECT", "RUN_STATUSES", "SCHEMA_VERSION", "STATUSES", "STATUS_CODE",
     "STRAY_REASON", "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest",
     "OpsArrays", "iter_run_dirs", "iter_stray_dirs", "new_manifest", "outcome",

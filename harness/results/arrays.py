@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from harness.errors import ResultsError
-from harness.results.schema import OPS_SCHEMA, STATUSES
+from harness.results.schema import KEY_FIELD, OPS_SCHEMA, STATUSES
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,9 @@ class OpsArrays:
     """Per-op records as parallel numpy arrays (the in-memory form of ops.parquet).
 
     `op` and `status` are small integer codes into `op_names` and `STATUSES`;
-    `intended_ns` is -1 where the op had no intended start (closed loop).
+    `intended_ns` is -1 where the op had no intended start (closed loop). `key` is the
+    key number of each op (-1: unknown) where the run recorded keys (`run.record_keys`),
+    else None: ops.parquet then has no `key` column.
     """
 
     op_names: tuple[str, ...]
@@ -31,6 +33,7 @@ class OpsArrays:
     status: np.ndarray
     nbytes: np.ndarray
     warmup: np.ndarray
+    key: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -46,6 +49,10 @@ class OpsArrays:
         for p in parts:
             if p.op_names != names:
                 raise ResultsError(f"op names differ between parts: {p.op_names} vs {names}")
+
+        keyed = {p.key is not None for p in parts}
+        if len(keyed) > 1:
+            raise ResultsError("some parts recorded keys and some did not")
 
         def cat(attr: str, dtype: Any) -> np.ndarray:
             arrays = [getattr(p, attr) for p in parts]
@@ -63,6 +70,7 @@ class OpsArrays:
             status=cat("status", np.int8),
             nbytes=cat("nbytes", np.int64),
             warmup=cat("warmup", np.bool_),
+            key=cat("key", np.int64) if keyed == {True} else None,
         )
         order = np.argsort(merged.start_ns, kind="stable")
         return merged.take(order)
@@ -71,7 +79,15 @@ class OpsArrays:
         return OpsArrays(
             self.op_names,
             *(getattr(self, f)[idx] for f in _ARRAY_FIELDS),
+            key=self.key[idx] if self.key is not None else None,
         )
+
+    def with_keys(self, key: np.ndarray) -> OpsArrays:
+        """These records with each op's key number (-1: unknown)."""
+        key = np.asarray(key, np.int64)
+        if key.shape != self.start_ns.shape:
+            raise ResultsError(f"{key.shape[0]} keys for {len(self)} records")
+        return OpsArrays(self.op_names, *(getattr(self, f) for f in _ARRAY_FIELDS), key=key)
 
     def save_npz(self, path: Path) -> None:
         """The worker -> harness hand-over format (cheap, no Arrow needed)."""
@@ -79,17 +95,20 @@ class OpsArrays:
             path,
             op_names=np.array(self.op_names, dtype=object).astype(str),
             **{f: getattr(self, f) for f in _ARRAY_FIELDS},
+            **({"key": self.key} if self.key is not None else {}),
         )
 
     @classmethod
     def load_npz(cls, path: Path) -> OpsArrays:
         with np.load(path, allow_pickle=False) as z:
-            return cls(tuple(str(s) for s in z["op_names"]), *(z[f] for f in _ARRAY_FIELDS))
+            return cls(tuple(str(s) for s in z["op_names"]), *(z[f] for f in _ARRAY_FIELDS),
+                       key=z["key"] if "key" in z.files else None)
 
     def to_table(self) -> pa.Table:
         names = pa.array(list(self.op_names), pa.string())
         statuses = pa.array(list(STATUSES), pa.string())
         intended = pa.array(self.intended_ns, pa.int64(), mask=self.intended_ns < 0)
+        keyed = self.key is not None
         return pa.Table.from_arrays(
             [
                 pa.array(self.client, pa.int32()),
@@ -100,8 +119,9 @@ class OpsArrays:
                 pa.DictionaryArray.from_arrays(pa.array(self.status, pa.int8()), statuses),
                 pa.array(self.nbytes, pa.int64()),
                 pa.array(self.warmup, pa.bool_()),
+                *([pa.array(self.key, pa.int64(), mask=self.key < 0)] if keyed else []),
             ],
-            schema=OPS_SCHEMA,
+            schema=OPS_SCHEMA.append(KEY_FIELD) if keyed else OPS_SCHEMA,
         )
 
     def counts(self) -> dict[str, int]:

@@ -69,6 +69,7 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table) -> P
         data = manifest.to_dict()
         data["ops_file"] = {
             "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": table.num_rows,
+            "columns": list(table.schema.names),
         }
         if isinstance(ops, OpsArrays) and not data.get("counts"):
             data["counts"] = ops.counts()
@@ -119,12 +120,16 @@ def _check_footer(ops_path: Path, manifest: Manifest) -> None:
 
     Catches a file whose checksum was rewritten by hand but which no engine can read."""
     try:
-        rows = pq.read_metadata(ops_path).num_rows
+        meta = pq.read_metadata(ops_path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise ResultsError(f"{ops_path}: cannot read ops ({exc})") from None
     expected = manifest.ops_file.get("rows")
-    if expected is not None and rows != expected:
-        raise ResultsError(f"{ops_path}: {rows} rows, the manifest says {expected}")
+    if expected is not None and meta.num_rows != expected:
+        raise ResultsError(f"{ops_path}: {meta.num_rows} rows, the manifest says {expected}")
+    columns = manifest.ops_file.get("columns")
+    if columns is not None and list(meta.schema.names) != list(columns):
+        raise ResultsError(f"{ops_path}: columns {list(meta.schema.names)}, the manifest "
+                           f"says {list(columns)}")
 
 
 def read_ops(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:

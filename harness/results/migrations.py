@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.errors import ResultsError, SchemaVersionError
-from harness.results.schema import SCHEMA_VERSION
+from harness.results.schema import OPS_SCHEMA, SCHEMA_VERSION
 
 Step = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -83,6 +83,15 @@ def _add_telemetry(data: dict[str, Any]) -> dict[str, Any]:
     """v2 added `telemetry`; a v1 run has none (it was not measured): an empty one."""
     data["telemetry"] = {}
     data["schema_version"] = 2
+    return data
+
+
+@step(2)
+def _add_ops_columns(data: dict[str, Any]) -> dict[str, Any]:
+    """v3 names the ops file's columns; every v2 file had exactly OPS_SCHEMA's (no keys)."""
+    if isinstance(data.get("ops_file"), dict):
+        data["ops_file"] = {**data["ops_file"], "columns": list(OPS_SCHEMA.names)}
+    data["schema_version"] = 3
     return data
 
 

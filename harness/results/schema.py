@@ -14,7 +14,9 @@ import pyarrow as pa
 #: The version this kit writes; older ones are upgraded on read (`migrations`).
 #: 2: the manifest's `telemetry` (CPU of every client and server process, each
 #: machine's load, the servers' counters; `harness.telemetry`).
-SCHEMA_VERSION = 2
+#: 3: `ops_file.columns`, the columns ops.parquet holds: `OPS_SCHEMA`'s, and `key` after
+#: them where the run recorded keys (`run.record_keys`).
+SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
 OPS_FILE = "ops.parquet"
 TMP_PREFIX = ".tmp-"
@@ -45,6 +47,11 @@ OPS_SCHEMA = pa.schema(
         pa.field("warmup", pa.bool_(), nullable=False),
     ]
 )
+
+
+#: The optional last column: the key number each op touched (null: unknown), written
+#: only by runs with `run.record_keys`. Older runs and runs without it have none.
+KEY_FIELD = pa.field("key", pa.int64(), nullable=True)
 
 
 def outcome(status: int, nbytes: int) -> int:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from harness.services.base import Endpoint
 from harness.settings import Setting
 
@@ -61,6 +63,15 @@ class WorkloadClient(abc.ABC):
         it must behave like `issuer` and `execute`."""
         return None
 
+    def log_keys(self) -> None:  # noqa: B027 - optional hook
+        """`run.record_keys` is on: a client whose keys are not a function of the seq
+        alone starts noting them here, before the first op."""
+
+    def keynums(self, seqs: np.ndarray) -> np.ndarray | None:
+        """The key number (int64) each op `seqs[i]` touched, for `run.record_keys`; None:
+        this client cannot say (its workload has `records_keys` False)."""
+        return None
+
     def native_ops(self) -> NativeOps | None:
         """Optional: the ops as tables for the native core, whose connections are the
         ones `connect` returns (asyncio transports; the core reads and writes their
@@ -76,7 +87,7 @@ class NativeOps:
     (every other op, whose reply must be the protocol's stored/OK). Entry k of a table
     is `table[offsets[k]:offsets[k + 1]]` (offsets: native-endian uint32)."""
 
-    protocol: str  # "memcache" | "resp" | "kvtext"
+    protocol: str  # "memcache" | "resp" | "resp_hash" (gets are HGETALLs) | "kvtext"
     pattern: bytes
     get_op: int
     gets: bytes
@@ -89,9 +100,21 @@ class NativeOps:
     #: Sets of different sizes: a native-endian uint32 value size per entry of `sets`,
     #: added to `set_ok_outcome` (then `outcome(OK, 0)`); b"": every set is that.
     set_sizes: bytes = b""
+    #: With `set_sizes`, values of several sizes: -1 sends the whole `set_tail` after
+    #: every set; n >= 0 sends its last (entry's size + n) bytes, so `set_tail` is the
+    #: largest value followed by n bytes of framing (b"\r\n": 2).
+    set_tail_framing_bytes: int = -1
     #: A protocol spread over several servers: where each key's requests go, and the
     #: slow path for what the core hands back (refusals, lost servers). None: one server.
     router: NativeRouter | None = None
+
+
+def request_table(requests: list[bytes]) -> tuple[bytes, bytes]:
+    """Requests as a `NativeOps` table: their bytes joined, and the uint32 offsets of
+    each entry (entry k is `table[offsets[k]:offsets[k + 1]]`)."""
+    offsets = np.zeros(len(requests) + 1, np.uint32)
+    offsets[1:] = np.cumsum(np.fromiter(map(len, requests), np.int64, len(requests)))
+    return b"".join(requests), offsets.tobytes()
 
 
 class NativeRouter(abc.ABC):
@@ -160,6 +183,9 @@ class Workload(abc.ABC):
     #: Service kinds it can work against, whichever the spec has: exactly one service of
     #: any of these kinds in all (a workload with a data model per server kind).
     requires_one_of: tuple[str, ...] = ()
+    #: Its clients name each op's key number (`WorkloadClient.keynums`), so a spec may
+    #: set `run.record_keys`.
+    records_keys: bool = False
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
         """Cross-field problems beyond per-setting types (messages without a prefix)."""

@@ -19,7 +19,15 @@ from harness.errors import WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting, check_bounds
-from harness.workloads.base import Issue, NativeOps, Pipeline, Workload, WorkloadClient
+from harness.workloads import mix_dists
+from harness.workloads.base import (
+    Issue,
+    NativeOps,
+    Pipeline,
+    Workload,
+    WorkloadClient,
+    request_table,
+)
 
 OPS = ("get", "set")
 GET, SET = 0, 1
@@ -49,16 +57,18 @@ def op_pattern(get_ratio: float, rng: np.random.Generator) -> list[int]:
     return pattern.tolist()
 
 
-def key_picks(key_space: int, rng: np.random.Generator) -> list[int]:
-    """Uniform key numbers, one per op of a key-sequence period (plain ints: a list
-    lookup is the cheapest index in the hot path)."""
-    return rng.integers(0, key_space, KEY_SEQ_LEN).tolist()
+def value_tails(sizes: np.ndarray, set_tail: Callable[[bytes], bytes]) -> list[bytes]:
+    """The rest of each set request after its head, for value sizes `sizes`: one bytes
+    object per distinct size, shared by the entries of that size."""
+    by_size = {int(s): set_tail(b"x" * int(s)) for s in np.unique(sizes)}
+    return [by_size[s] for s in sizes.tolist()]
 
 
 class KeyValueMix(Workload):
     """A get/set mix over a key space that `prepare` loads; subclasses add the protocol."""
 
     ops = OPS
+    records_keys = True
     #: Set by subclasses: what keys start with, the server's limits, its name in messages.
     key_prefix: bytes
     max_key_bytes: int
@@ -71,14 +81,21 @@ class KeyValueMix(Workload):
     def mix_params(get_help: str, key_help: str, server: str, max_key_bytes: int,
                    max_value_bytes: int) -> dict[str, Setting]:
         limit = f"{server}'s limit"
+        return {**KeyValueMix._own_params(get_help, key_help, limit, max_key_bytes,
+                                          max_value_bytes),
+                **mix_dists.dist_params(max_value_bytes, server)}
+
+    @staticmethod
+    def _own_params(get_help: str, key_help: str, limit: str, max_key_bytes: int,
+                    max_value_bytes: int) -> dict[str, Setting]:
         return {
             "get_ratio": Setting((float,), 0.9, get_help, low=0, high=1),
             "key_space": Setting((int,), 10000, "number of distinct keys, all loaded by prepare",
                                  low=1, high=MAX_KEY_SPACE, why=KEY_SPACE_WHY),
             "key_size_bytes": Setting((int,), 16, key_help, low=1, high=max_key_bytes,
                                       why=limit),
-            "value_size_bytes": Setting((int,), 100, "length of every value", low=1,
-                                        high=max_value_bytes, why=limit),
+            "value_size_bytes": Setting((int,), 100, "length of every value (value_dist "
+                                        "fixed)", low=1, high=max_value_bytes, why=limit),
         }
 
     def key(self, i: int, key_size: int) -> bytes:
@@ -94,10 +111,17 @@ class KeyValueMix(Workload):
             return [v for v in grid.get(name, [params[name]]) if isinstance(v, int)]
 
         spaces, sizes = values("key_space"), values("key_size_bytes")
+        out = []
         if spaces and sizes and min(sizes) < self._min_key_size(max(spaces)):
-            return [f"key_size_bytes must be at least {self._min_key_size(max(spaces))} to "
-                    f"number {max(spaces)} keys"]
-        return []
+            out.append(f"key_size_bytes must be at least {self._min_key_size(max(spaces))} "
+                       f"to number {max(spaces)} keys")
+        # The distributions' settings together, for each grid value of the one that varies.
+        for name in ("value_dist", "value_sizes", "value_size_min_bytes",
+                     "value_size_max_bytes"):
+            for v in grid.get(name, [params.get(name)]):
+                out += [p for p in mix_dists.problems({**params, name: v}, self.max_value_bytes)
+                        if p not in out]
+        return out
 
     def check(self, params: Mapping[str, Any]) -> None:
         """The resolved params of one run, checked as a spec's are (prepare and client
@@ -118,14 +142,18 @@ class KeyValueMix(Workload):
         round trip per batch, not per key (the driver coalesces the writes)."""
         self.check(params)
         cls = self.client_class
-        size = params["value_size_bytes"]
-        tail = cls.set_tail(b"x" * size)
         keys = [self.key(i, params["key_size_bytes"]) for i in range(params["key_space"])]
+        # Each key's first value drawn from the run's value sizes (seeded, the same in
+        # every prepare), so gets return the sizes the spec asks for from the start.
+        sizes = mix_dists.value_sizes(params, np.random.default_rng([cls.seed, 1 << 32]),
+                                      len(keys), self.max_value_bytes)
+        tails = value_tails(sizes, cls.set_tail)
         conn = await cls.open(endpoints[self.requires[0]])
         try:
             for lo in range(0, len(keys), PREPARE_BATCH):
                 batch = keys[lo:lo + PREPARE_BATCH]
-                futs = [conn.call(cls.set_head(k, size) + tail) for k in batch]
+                futs = [conn.call(cls.set_head(k, int(sizes[lo + i])) + tails[lo + i])
+                        for i, k in enumerate(batch)]
                 for k, fut in zip(batch, futs, strict=True):
                     reply = await fut
                     if reply != cls.stored:
@@ -137,7 +165,7 @@ class KeyValueMix(Workload):
 class MixClient(WorkloadClient):
     """One process's client of a mix: requests encoded once per key, op pattern and key
     picks drawn once; `get_seq[j]` and `set_seq[j]` (a set request up to its value,
-    completed by `value_tail`) name the same key, indexed by `seq` modulo their length.
+    completed by `tail_seq[j]`) name the same key, indexed by `seq` modulo `period`.
     Both drivers take encoded requests (`send` with a reply callback, `call` for a
     future), so one client serves both; a subclass says how to encode and connect."""
 
@@ -150,24 +178,46 @@ class MixClient(WorkloadClient):
     key_prefix: bytes
     seed: int
 
+    #: The server's largest value (`KeyValueMix.max_value_bytes`).
+    max_value_bytes: int
+
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.endpoint = endpoint
         keys = [key_of(self.key_prefix, i, params["key_size_bytes"])
                 for i in range(params["key_space"])]
         rng = np.random.default_rng([self.seed, client_id])  # reproducible, distinct per client
-        self.size = params["value_size_bytes"]
         self.op_pattern: list[int] = op_pattern(params["get_ratio"], rng)
-        picks = key_picks(len(keys), rng)
-        # Encoded once per key; the sequences only hold references to these bytes.
+        #: Picks repeat after `period` ops (`mix_dists.pick_period`).
+        self.period = mix_dists.pick_period(params, len(keys), KEY_SEQ_LEN)
+        picks = mix_dists.key_picks(params, len(keys), rng, self.period)
+        fixed = params.get("value_dist", "fixed") == "fixed"
+        sizes = mix_dists.value_sizes(params, rng, 1 if fixed else self.period,
+                                      self.max_value_bytes)
+        #: The value size of each entry's set (one entry: every set's).
+        self.sizes: list[int] = sizes.tolist()
+        self.size = int(sizes[0]) if fixed else -1
+        # Encoded once per key (heads once per key and size); the sequences only hold
+        # references to these bytes.
         gets = [self.get_request(k) for k in keys]
-        heads = [self.set_head(k, self.size) for k in keys]
-        self.get_seq: list[bytes] = [gets[i] for i in picks]
-        self.set_seq: list[bytes] = [heads[i] for i in picks]
+        self.get_seq: list[bytes] = [gets[i] for i in picks.tolist()]
+        if fixed:
+            heads = [self.set_head(k, self.size) for k in keys]
+            self.set_seq: list[bytes] = [heads[i] for i in picks.tolist()]
+            self.value_tail = self.set_tail(b"x" * self.size)
+            self.tail_seq = [self.value_tail] * self.period
+        else:
+            self.set_seq = [self.set_head(keys[i], s)
+                            for i, s in zip(picks.tolist(), self.sizes, strict=True)]
+            self.tail_seq = value_tails(sizes, self.set_tail)
+            heads = self.set_seq
         # For `native_ops`: the per-key requests and the picks, so its tables are made
         # with numpy, not by walking the sequences (the worker's time to ready).
         self._per_key = (gets, heads)
-        self._picks = np.asarray(picks, np.int64)
-        self.value_tail = self.set_tail(b"x" * self.size)
+        self._picks = picks.astype(np.int64)
+
+    def set_size(self, seq: int) -> int:
+        """The value size of set `seq`."""
+        return self.size if self.size >= 0 else self.sizes[seq % self.period]
 
     # The encoders and `open` are static: `KeyValueMix.prepare` uses them without a client.
     @staticmethod
@@ -199,30 +249,39 @@ class MixClient(WorkloadClient):
     def next_op(self, seq: int) -> int:
         return self.op_pattern[seq & (OP_PATTERN_LEN - 1)]
 
+    def keynums(self, seqs: np.ndarray) -> np.ndarray:
+        """Op `seq`'s key is pick `seq % period` (gets and sets alike)."""
+        return self._picks[np.asarray(seqs, np.int64) % self.period]
+
     def _unexpected(self, reply: Any, op: str) -> BaseException:
         if isinstance(reply, OSError):
             return reply  # the connection failed
         return WorkloadError(f"{self.server} answered {reply!r} to {op}")
 
     async def execute(self, conn: Any, op: int, seq: int) -> tuple[int, int]:
+        j = seq % self.period
         if op == GET:
-            value = await conn.call(self.get_seq[seq % KEY_SEQ_LEN])
+            value = await conn.call(self.get_seq[j])
             if type(value) is bytes:
                 return OK, len(value)
             if value is None:
                 return MISS, 0
             raise self._unexpected(value, "get")
-        reply = await conn.call(self.set_seq[seq % KEY_SEQ_LEN] + self.value_tail)
+        reply = await conn.call(self.set_seq[j] + self.tail_seq[j])
         if reply != self.stored:
             raise self._unexpected(reply, "set")
-        return OK, self.size
+        return OK, self.set_size(seq)
 
     def issuer(self, done: Callable[[int], None],
                fail: Callable[[BaseException], None]) -> Issue:
-        get_seq, set_seq, tail, stored = self.get_seq, self.set_seq, self.value_tail, self.stored
-        pattern = self.op_pattern
-        hit, miss, set_ok = outcome(OK, 0), outcome(MISS, 0), outcome(OK, self.size)
+        get_seq, set_seq, tails, stored = self.get_seq, self.set_seq, self.tail_seq, self.stored
+        pattern, period = self.op_pattern, self.period
+        hit, miss = outcome(OK, 0), outcome(MISS, 0)
         unexpected = self._unexpected
+        sized = self.size < 0
+        set_ok = outcome(OK, max(self.size, 0))
+        # Sets of several sizes: a done per size, so the reply handler stays one call.
+        set_oks = {s: outcome(OK, s) for s in set(self.sizes)} if sized else {}
 
         def on_get(value: Any) -> None:
             if value.__class__ is bytes:
@@ -238,11 +297,23 @@ class MixClient(WorkloadClient):
             else:
                 fail(unexpected(reply, "set"))
 
+        def sized_on_set(code: int) -> Callable[[Any], None]:
+            def on_sized_set(reply: Any) -> None:
+                if reply == stored:
+                    done(code)
+                else:
+                    fail(unexpected(reply, "set"))
+            return on_sized_set
+
+        by_size = {s: sized_on_set(code) for s, code in set_oks.items()}
+        on_sets = [by_size[s] for s in self.sizes] if sized else []
+
         def issue(conn: Any, seq: int) -> int:
+            j = seq % period
             if pattern[seq & (OP_PATTERN_LEN - 1)] == GET:
-                conn.send(get_seq[seq % KEY_SEQ_LEN], on_get)
+                conn.send(get_seq[j], on_get)
                 return GET
-            conn.send(set_seq[seq % KEY_SEQ_LEN] + tail, on_set)
+            conn.send(set_seq[j] + tails[j], on_sets[j] if sized else on_set)
             return SET
 
         return issue
@@ -264,12 +335,29 @@ class MixClient(WorkloadClient):
             return b"".join([per_key[i] for i in picks.tolist()]), offsets.tobytes()
 
         gets, get_offsets = table(self._per_key[0])
-        sets, set_offsets = table(self._per_key[1])
-        return NativeOps(protocol=self.native_protocol,
-                         pattern=np.asarray(self.op_pattern, np.uint8).tobytes(), get_op=GET,
+        pattern = np.asarray(self.op_pattern, np.uint8).tobytes()
+        if self.size >= 0:
+            sets, set_offsets = table(self._per_key[1])
+            return NativeOps(protocol=self.native_protocol, pattern=pattern, get_op=GET,
+                             gets=gets, get_offsets=get_offsets, sets=sets,
+                             set_offsets=set_offsets, set_tail=self.value_tail,
+                             set_ok_outcome=outcome(OK, self.size))
+        # Sizes per entry: each entry is its request up to the value (the head and, as
+        # RESP's "$<size>", any of the tail before it); the core's tail is the largest
+        # value and the framing after a value, of which it sends each set's size + framing.
+        largest = max(self.sizes)
+        full = self.set_tail(b"x" * largest)
+        framing = len(full) - (full.rindex(b"x") + 1)
+        sets, set_offsets = request_table(
+            [head + tail[:len(tail) - size - framing] for head, tail, size
+             in zip(self.set_seq, self.tail_seq, self.sizes, strict=True)])
+        tail = b"x" * largest + full[len(full) - framing:]
+        return NativeOps(protocol=self.native_protocol, pattern=pattern, get_op=GET,
                          gets=gets, get_offsets=get_offsets, sets=sets,
-                         set_offsets=set_offsets, set_tail=self.value_tail,
-                         set_ok_outcome=outcome(OK, self.size))
+                         set_offsets=set_offsets, set_tail=tail,
+                         set_ok_outcome=outcome(OK, 0),
+                         set_sizes=np.asarray(self.sizes, np.uint32).tobytes(),
+                         set_tail_framing_bytes=framing)
 
 
 class MixPipeline(Pipeline):
@@ -278,19 +366,21 @@ class MixPipeline(Pipeline):
     def __init__(self, client: MixClient) -> None:
         self.client = client
         self.hit, self.miss = outcome(OK, 0) | GET, outcome(MISS, 0) | GET
-        self.set_ok = outcome(OK, client.size) | SET
+        self.set_ok = outcome(OK, max(client.size, 0)) | SET
 
     def send(self, conn: Any, seqs: range) -> None:
         c = self.client
-        pattern, get_seq, set_seq, tail = c.op_pattern, c.get_seq, c.set_seq, c.value_tail
+        pattern, get_seq, set_seq, tails = c.op_pattern, c.get_seq, c.set_seq, c.tail_seq
+        period = c.period
         conn.send_batch(b"".join([
-            get_seq[s % KEY_SEQ_LEN] if pattern[s & (OP_PATTERN_LEN - 1)] == GET
-            else set_seq[s % KEY_SEQ_LEN] + tail for s in seqs]), len(seqs))
+            get_seq[s % period] if pattern[s & (OP_PATTERN_LEN - 1)] == GET
+            else set_seq[s % period] + tails[s % period] for s in seqs]), len(seqs))
 
     def outcomes(self, replies: list[Any], seqs: list[int]) -> list[int | BaseException]:
         c = self.client
         pattern, stored, unexpected = c.op_pattern, c.stored, c._unexpected
         hit, miss, set_ok = self.hit, self.miss, self.set_ok
+        sized, period = (c.sizes if c.size < 0 else None), c.period
         out: list[int | BaseException] = []
         add = out.append
         for value, s in zip(replies, seqs, strict=True):
@@ -301,6 +391,8 @@ class MixPipeline(Pipeline):
                     add(miss)
                 else:
                     add(unexpected(value, "get"))
+            elif value != stored:
+                add(unexpected(value, "set"))
             else:
-                add(set_ok if value == stored else unexpected(value, "set"))
+                add(set_ok if sized is None else set_ok | sized[s % period] << OUTCOME_BYTES_SHIFT)
         return out

@@ -54,7 +54,13 @@ from harness.errors import WorkloadError
 from harness.results import ERROR, MISS, OK, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting, check_bounds
-from harness.workloads.base import NativeOps, NativeRouter, Workload, WorkloadClient
+from harness.workloads.base import (
+    NativeOps,
+    NativeRouter,
+    Workload,
+    WorkloadClient,
+    request_table,
+)
 
 OPS = ("put", "get")
 PUT, GET = range(2)
@@ -252,13 +258,9 @@ class KVClient(WorkloadClient):
         if any(b" " in k or b"\n" in k for k in keys):
             return None  # not one line per request: the Python client says why
 
-        def table(requests: list[bytes]) -> tuple[bytes, bytes]:
-            offsets = np.zeros(len(requests) + 1, np.uint32)
-            offsets[1:] = np.cumsum(np.fromiter(map(len, requests), np.int64, len(requests)))
-            return b"".join(requests), offsets.tobytes()
-
-        gets, get_offsets = table([b"get " + k + b"\r\n" for k in keys])
-        sets, set_offsets = table([b"put " + r.key + b" " + r.value for r in self.records])
+        gets, get_offsets = request_table([b"get " + k + b"\r\n" for k in keys])
+        sets, set_offsets = request_table([b"put " + r.key + b" " + r.value
+                                           for r in self.records])
         sizes = np.fromiter((len(r.value) for r in self.records), np.uint32, self.n)
         pattern = bytes([PUT]) * self.n + bytes([GET]) * (self.cycle - self.n)
         return NativeOps(protocol="kvtext", pattern=pattern, get_op=GET, gets=gets,

@@ -33,6 +33,7 @@ class MixClient(MixClientBase):
     native_protocol = "memcache"
     key_prefix = KEY_PREFIX
     seed = 0x6D6D
+    max_value_bytes = MAX_VALUE_BYTES
 
     @staticmethod
     def get_request(key: bytes) -> bytes:
@@ -53,7 +54,7 @@ class MixClient(MixClientBase):
 
 class MemcacheMix(KeyValueMix):
     name = "memcache_mix"
-    description = "memcached get/set mix over a preloaded key space, uniform keys"
+    description = "memcached get/set mix over a preloaded key space, drawn keys and sizes"
     requires = ("memcached",)
     key_prefix = KEY_PREFIX
     max_key_bytes = MAX_KEY_BYTES

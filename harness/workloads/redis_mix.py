@@ -42,6 +42,7 @@ class RedisMixClient(MixClientBase):
     native_protocol = "resp"
     key_prefix = KEY_PREFIX
     seed = 0x7264
+    max_value_bytes = MAX_BULK_BYTES
 
     @staticmethod
     def get_request(key: bytes) -> bytes:
@@ -62,7 +63,7 @@ class RedisMixClient(MixClientBase):
 
 class RedisMix(KeyValueMix):
     name = "redis_mix"
-    description = "Redis GET/SET mix over a preloaded key space, uniform keys"
+    description = "Redis GET/SET mix over a preloaded key space, drawn keys and sizes"
     requires = ("redis",)
     key_prefix = KEY_PREFIX
     max_key_bytes = MAX_BULK_BYTES

@@ -21,8 +21,13 @@ before inserts count, field choices and value offsets are drawn a chunk of ops a
 `latest` op and the redraw of a zipfian key not inserted yet are settled per op from the
 insert counter's acknowledged value, as YCSB's AcknowledgedCounterGenerator has it.
 
-Python load path only (awaited ops; no native core): a read-modify-write and a Redis scan
-are several round trips, as in YCSB's bindings.
+Engines: a run of reads and updates only (workloads A, B, C, or any proportions without
+inserts, scans and read-modify-writes) against Redis or memcached with uniform, zipfian
+or hotspot keys runs on the native core: its ops are tables of `NATIVE_CHUNKS` chunks
+(65,536 ops), after which the sequence repeats, on both engines alike (`periodic`).
+Everything else runs on the Python path (awaited ops): a read-modify-write and a Redis
+scan are several round trips, as in YCSB's bindings, and inserts and `latest` keys
+depend on the run so far.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from harness.errors import WorkloadError
-from harness.results import OK
+from harness.results import OK, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting, check_value
-from harness.workloads.base import Workload, WorkloadClient
+from harness.workloads.base import NativeOps, Workload, WorkloadClient, request_table
 from harness.workloads.ycsb_gen import (
     AcknowledgedCounter,
     KeyChooser,
@@ -65,6 +70,10 @@ INSERT_SHARE = 1 << 32
 #: Ops drawn at once, and chunks kept (a late op of an older chunk redraws it).
 CHUNK = 4096
 KEEP_CHUNKS = 4
+#: Chunks of a periodic client's op sequence (the native core's tables).
+NATIVE_CHUNKS = 16
+#: Request distributions whose keys do not depend on the run so far.
+_FIXED_KEYS = ("uniform", "zipfian", "hotspot")
 #: Characters of random text per client that values are cut from.
 POOL_CHARS = 1 << 20
 #: Offset between a record's fields in the text, so they differ.
@@ -144,6 +153,17 @@ class YcsbClient(WorkloadClient):
         self.scan_zipfian = (Zipfian.between(1, p.max_scan_length)
                              if p.scan_length_distribution == "zipfian" else None)
         self._chunks: dict[int, Chunk] = {}
+        #: seq -> the keynum its op touched, with `run.record_keys` (`log_keys`): a
+        #: latest-distribution read's and an insert's depend on the run so far.
+        self._keylog: dict[int, int] | None = None
+        #: Reads and updates only, keys fixed by their draws, on a store the core speaks:
+        #: the op sequence repeats after NATIVE_CHUNKS chunks, on both engines.
+        rates = dict(zip(OPS, p.proportions, strict=True))
+        self.periodic = (store.native_protocol(p.read_all_fields) is not None
+                         and p.request_distribution in _FIXED_KEYS
+                         and not any(rates[op] for op in OPS if op not in ("read", "update")))
+        self._table: tuple[list[int], list[bytes], list[bytes], list[int]] | None = None
+        self._keys: list[int] | None = None
 
     def _draw(self, index: int) -> Chunk:
         p, n = self.p, CHUNK
@@ -161,6 +181,8 @@ class YcsbClient(WorkloadClient):
 
     def _chunk(self, seq: int) -> tuple[Chunk, int]:
         index, j = divmod(seq, CHUNK)
+        if self.periodic:
+            index %= NATIVE_CHUNKS
         chunk = self._chunks.get(index)
         if chunk is None:
             chunk = self._chunks[index] = self._draw(index)
@@ -168,12 +190,81 @@ class YcsbClient(WorkloadClient):
                 del self._chunks[min(k for k in self._chunks if k != index)]
         return chunk, j
 
+    def global_keynum(self, keynum: int) -> int:
+        """A keynum as this process counts it -> the one naming its key (an own insert's
+        is in this process's share)."""
+        rc = self.p.record_count
+        return rc + self.client_id * INSERT_SHARE + (keynum - rc) if keynum >= rc else keynum
+
     def key(self, keynum: int) -> str:
         """The key of a keynum as this process knows it: an own insert's in its share."""
-        rc = self.p.record_count
-        if keynum >= rc:
-            keynum = rc + self.client_id * INSERT_SHARE + (keynum - rc)
-        return key_name(keynum, self.p.ordered)
+        return key_name(self.global_keynum(keynum), self.p.ordered)
+
+    def log_keys(self) -> None:
+        # A periodic client's keys follow from the seq (`_period_keys`): nothing to log.
+        if not self.periodic:
+            self._keylog = {}
+
+    def _period_keys(self) -> list[int]:
+        """A periodic client's keynum of each op of its sequence, settled once in seq
+        order: a zipfian draw past the loaded records is redrawn from a generator whose
+        state would otherwise depend on the order ops ran in."""
+        if self._keys is None:
+            last = self.counter.last
+            self._keys = [self.chooser.keynum(k, last) for index in range(NATIVE_CHUNKS)
+                          for k in self._draw(index).keys]
+        return self._keys
+
+    def _period(self) -> tuple[list[int], list[bytes], list[bytes], list[int]]:
+        """A periodic client's whole sequence: per op its code, read request (b"" for an
+        update), update request (b"" for a read) and the bytes the update writes, as
+        `execute` would send them (its keys: `_period_keys`)."""
+        if self._table is None:
+            p, store = self.p, self.store
+            ops, gets, sets, sizes = [], [], [], []
+            keys = self._period_keys()
+            for index in range(NATIVE_CHUNKS):
+                chunk = self._draw(index)
+                for j in range(CHUNK):
+                    key = self.key(keys[index * CHUNK + j])
+                    ops.append(chunk.ops[j])
+                    if chunk.ops[j] == READ:
+                        field = None if p.read_all_fields else chunk.fields[j]
+                        gets.append(store.read_request(key, field))
+                        sets.append(b"")
+                        sizes.append(0)
+                    else:
+                        request, size = store.update_request(
+                            key, self._values(chunk, j, chunk.fields[j]))
+                        gets.append(b"")
+                        sets.append(request)
+                        sizes.append(size)
+            self._table = (ops, gets, sets, sizes)
+        return self._table
+
+    def native_ops(self) -> NativeOps | None:
+        """A periodic client's sequence as the core's tables (see the module's doc)."""
+        if not self.periodic:
+            return None
+        ops, gets, sets, sizes = self._period()
+        get_table, get_offsets = request_table(gets)
+        set_table, set_offsets = request_table(sets)
+        return NativeOps(protocol=self.store.native_protocol(self.p.read_all_fields),
+                         pattern=np.asarray(ops, np.uint8).tobytes(), get_op=READ,
+                         gets=get_table, get_offsets=get_offsets, sets=set_table,
+                         set_offsets=set_offsets, set_tail=b"", set_ok_outcome=outcome(OK, 0),
+                         set_sizes=np.asarray(sizes, np.uint32).tobytes())
+
+    def keynums(self, seqs: np.ndarray) -> np.ndarray:
+        """The keynum (`global_keynum`, YCSB's before hashing) of each op; -1 where the
+        op failed before it chose one; a scan's is its start key's. A periodic client's
+        follow from the seq (the native core keeps no log)."""
+        if self.periodic:
+            keys = np.asarray(self._period_keys(), np.int64)
+            return keys[np.asarray(seqs, np.int64) % len(keys)]
+        log = self._keylog or {}
+        return np.fromiter((log.get(s, -1) for s in np.asarray(seqs).tolist()), np.int64,
+                           len(seqs))
 
     async def connect(self) -> Any:
         return await self.store.open(self.endpoint)
@@ -196,6 +287,8 @@ class YcsbClient(WorkloadClient):
         store = self.store
         if op == INSERT:
             keynum = self.counter.next()
+            if self._keylog is not None:
+                self._keylog[seq] = self.global_keynum(keynum)
             if keynum - self.p.record_count >= INSERT_SHARE:
                 raise WorkloadError(f"client {self.client_id} inserted its share of "
                                     f"{INSERT_SHARE:,} keys")
@@ -205,7 +298,13 @@ class YcsbClient(WorkloadClient):
                 return await store.insert(conn, record)
             finally:  # as YCSB: acknowledged whether or not it was stored
                 self.counter.acknowledge(keynum)
-        key = self.key(self.chooser.keynum(chunk.keys[j], self.counter.last))
+        if self.periodic:
+            keynum = self._period_keys()[seq % (CHUNK * NATIVE_CHUNKS)]
+        else:
+            keynum = self.chooser.keynum(chunk.keys[j], self.counter.last)
+        if self._keylog is not None:
+            self._keylog[seq] = self.global_keynum(keynum)
+        key = self.key(keynum)
         field = None if self.p.read_all_fields else chunk.fields[j]
         if op == READ:
             return await store.read(conn, key, field)
@@ -220,6 +319,7 @@ class YcsbClient(WorkloadClient):
 
 
 class Ycsb(Workload):
+    records_keys = True
     name = "ycsb"
     description = ("YCSB core workloads A-F (presets, every property a param) against "
                    "Redis, memcached or PostgreSQL with YCSB's data models")

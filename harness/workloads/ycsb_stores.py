@@ -87,6 +87,19 @@ class Store(abc.ABC):
         """Read up to `count` records in key order from `key`."""
         raise WorkloadError(f"{self.kind} has no scans")
 
+    def native_protocol(self, read_all_fields: bool) -> str | None:
+        """The native core's protocol for reads and updates (`read_request`,
+        `update_request`); None: this store runs on the Python path only."""
+        return None
+
+    def read_request(self, key: str, field: int | None) -> bytes:
+        """`read`'s request, encoded (stores with a `native_protocol`)."""
+        raise NotImplementedError
+
+    def update_request(self, key: str, values: Values) -> tuple[bytes, int]:
+        """`update`'s request, encoded, and the bytes it writes (as `update` counts)."""
+        raise NotImplementedError
+
 
 def _unexpected(server: str, reply: Any, what: str) -> WorkloadError:
     return WorkloadError(f"{server} answered {reply!r} to {what}")
@@ -142,6 +155,18 @@ class RedisStore(Store):
             if replies[0] != b"OK" or not isinstance(replies[1], int):
                 raise _unexpected("redis", replies, f"HMSET/ZADD of {key}")
 
+    def native_protocol(self, read_all_fields: bool) -> str | None:
+        # HGETALL's array counts its values only (every second element): resp_hash.
+        return "resp_hash" if read_all_fields else "resp"
+
+    def read_request(self, key: str, field: int | None) -> bytes:
+        if field is None:
+            return resp.encode((b"HGETALL", key.encode()))
+        return resp.encode((b"HMGET", key.encode(), self.fields[field].encode()))
+
+    def update_request(self, key: str, values: Values) -> tuple[bytes, int]:
+        return self._hmset(key, values), sum(map(len, values.values()))
+
     async def _read(self, conn: Any, key: bytes, field: int | None) -> tuple[int, int]:
         if field is None:
             reply = await conn.request(b"HGETALL", key)
@@ -157,10 +182,11 @@ class RedisStore(Store):
         return await self._read(conn, key.encode(), field)
 
     async def update(self, conn: Any, key: str, values: Values) -> tuple[int, int]:
-        reply = await conn.call(self._hmset(key, values))
+        request, size = self.update_request(key, values)
+        reply = await conn.call(request)
         if reply != b"OK":
             raise _unexpected("redis", reply, "HMSET")
-        return OK, sum(map(len, values.values()))
+        return OK, size
 
     async def insert(self, conn: Any, record: Record) -> tuple[int, int]:
         key, values = record
@@ -226,9 +252,19 @@ class MemcachedStore(Store):
             if (reply := await fut) != b"STORED":
                 raise _unexpected("memcached", reply, f"add {key}")
 
+    def native_protocol(self, read_all_fields: bool) -> str | None:
+        return "memcache"
+
+    def read_request(self, key: str, field: int | None) -> bytes:
+        return memcache.get_request(self.item_key(key))
+
+    def update_request(self, key: str, values: Values) -> tuple[bytes, int]:
+        doc = self.document(values)
+        return self._store(b"replace", key, doc), len(doc)
+
     async def read(self, conn: Any, key: str, field: int | None) -> tuple[int, int]:
         # One value holds every field: a one-field read gets the whole document too.
-        value = await conn.call(memcache.get_request(self.item_key(key)))
+        value = await conn.call(self.read_request(key, field))
         if value is None:
             return MISS, 0
         if type(value) is not bytes:
@@ -236,13 +272,13 @@ class MemcachedStore(Store):
         return OK, len(value)
 
     async def update(self, conn: Any, key: str, values: Values) -> tuple[int, int]:
-        doc = self.document(values)
-        reply = await conn.call(self._store(b"replace", key, doc))
+        request, size = self.update_request(key, values)
+        reply = await conn.call(request)
         if reply == b"NOT_STORED":  # no such record
             return MISS, 0
         if reply != b"STORED":
             raise _unexpected("memcached", reply, "replace")
-        return OK, len(doc)
+        return OK, size
 
     async def insert(self, conn: Any, record: Record) -> tuple[int, int]:
         key, values = record

@@ -18,6 +18,7 @@ from harness.analysis.load import load
 from harness.analysis.summary_table import summary_table
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (
+    KEY_FIELD,
     KNOWN_SCHEMA_VERSIONS,
     MANIFEST,
     OPS_SCHEMA,
@@ -54,7 +55,9 @@ def test_old_run_directories_read_in_the_current_version(version: int) -> None:
         man = verify_run(run_dir)
         assert man.schema_version == SCHEMA_VERSION
         table = read_ops(run_dir)
-        assert table.schema.equals(OPS_SCHEMA), run_dir
+        assert table.schema.names == man.ops_file["columns"], run_dir
+        expected = OPS_SCHEMA.append(KEY_FIELD) if "key" in table.schema.names else OPS_SCHEMA
+        assert table.schema.equals(expected), run_dir
         assert table.num_rows == man.ops_file["rows"] == man.counts["total"]
         measured = pq.read_table(run_dir / "ops.parquet", filters=[("warmup", "=", False)])
         assert man.counts["measured"] == measured.num_rows
@@ -79,6 +82,23 @@ def test_v1_runs_read_with_an_empty_telemetry_and_v2_runs_with_theirs() -> None:
     assert {h["host"] for h in tele["hosts"]} == {"client", "server"}
     hits = tele["counters"]["cache"]["delta"]["get_hits"]
     assert hits == v2["datastore_vs_memcache"].counts["total"]  # warm-up included
+
+
+def test_v3_names_the_ops_columns_and_keeps_keys_where_recorded() -> None:
+    """v2 -> v3 names the ops file's columns (a v2 file had OPS_SCHEMA's, no keys); a v3
+    run with `run.record_keys` holds a key per op, and analysis reads a null key for the
+    runs without."""
+    for version in (1, 2):
+        for d in iter_run_dirs(_version_dirs()[version]):
+            assert read_manifest(d).ops_file["columns"] == list(OPS_SCHEMA.names)
+    root = _version_dirs()[3]
+    keyed = next(d for d in iter_run_dirs(root) if read_manifest(d).experiment == "mix_keys")
+    keys = read_ops(keyed, ["key"]).column("key").to_numpy()
+    assert keys.min() >= 0 and keys.max() < 50  # key_space 50
+    ops = load(root, columns=["op", "key"]).ops
+    assert ops["key"].notna().sum() == read_manifest(keyed).counts["measured"]
+    assert ops["key"].isna().sum() == sum(read_manifest(d).counts["measured"]
+                                          for d in iter_run_dirs(root) if d != keyed)
 
 
 # The upgrade machinery, on a chain of toy steps (the kit's own is v1 -> v2).

@@ -19,6 +19,7 @@ from harness.settings import check_settings
 from harness.workloads import WORKLOADS
 from harness.workloads.kv_mix import GET, SET
 from harness.workloads.memcache_mix import MixClient, key_of
+from tests.fixtures.client_runs import run_client
 
 WL = WORKLOADS.get("memcache_mix")
 PARAMS = {"get_ratio": 0.9, "key_space": 500, "key_size_bytes": 16, "value_size_bytes": 100}
@@ -121,17 +122,8 @@ def _config(endpoint: Endpoint, **kw: Any) -> ClientConfig:
 
 
 def _run(cfg: ClientConfig, prepare: bool = True) -> tuple[ClientRun, OpsArrays]:
-    async def go() -> ClientRun:
-        eps = cfg.endpoint_objects()
-        if prepare:
-            await WL.prepare(eps, cfg.params)
-        run = ClientRun(cfg, WL.client(eps, cfg.params, cfg.client_id))
-        await run.connect_all()
-        await run.run()
-        return run
-
-    run = asyncio.run(go())
-    return run, run.rec.to_arrays(WL.ops, cfg.client_id, 0)
+    run = run_client(WL, cfg, prepare=prepare)
+    return run, run.arrays(WL.ops)
 
 
 def _stats(endpoint: Endpoint) -> dict[str, int]:

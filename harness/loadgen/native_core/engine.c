@@ -100,11 +100,17 @@ static int append_request(Engine *e, Conn *c, int64_t seq) {
     int get = op_of(e, seq) == e->get_op;
     if (get) { src = e->gets + e->get_off[k]; len = e->get_off[k + 1] - e->get_off[k]; }
     else { src = e->sets + e->set_off[k]; len = e->set_off[k + 1] - e->set_off[k]; }
-    size_t need = c->out_len + len + (get ? 0 : (size_t)e->tail_len);
+    /* a sized tail is the end of the largest value's: this set's size + framing bytes */
+    size_t tl = get ? 0 : e->framing < 0 ? (size_t)e->tail_len
+                                         : (size_t)e->set_size[k] + (size_t)e->framing;
+    size_t need = c->out_len + len + tl;
     if (grow_buf(&c->out, &c->out_cap, need) < 0) return -1;
     memcpy(c->out + c->out_len, src, len);
     c->out_len += len;
-    if (!get) { memcpy(c->out + c->out_len, e->tail, e->tail_len); c->out_len += e->tail_len; }
+    if (tl) {
+        memcpy(c->out + c->out_len, e->tail + (e->tail_len - (Py_ssize_t)tl), tl);
+        c->out_len += tl;
+    }
     return 0;
 }
 
@@ -279,6 +285,7 @@ static void on_readable(Engine *e, int ci) {
                                                << e->bytes_shift)
                                : e->set_ok;
         else if (!get && e->proto == PROTO_KVTEXT) code = e->err;  /* put_error: a status */
+        else if (!get && kind == R_MISS) code = e->miss;  /* memcached's NOT_STORED */
         else {
             char msg[MSG_LEN];
             describe(e, msg, line, line_len, get);

@@ -42,7 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { PROTO_MEMCACHE = 0, PROTO_RESP = 1, PROTO_KVTEXT = 2 };
+/* PROTO_RESP_HASH: RESP whose gets are HGETALLs: a value is the field/value array's
+ * values (every second element), as the ycsb workload's Python client counts them. */
+enum { PROTO_MEMCACHE = 0, PROTO_RESP = 1, PROTO_KVTEXT = 2, PROTO_RESP_HASH = 3 };
 /* What one reply is, across protocols. R_REFUSED: the course protocol's refusals
  * (server_not_responsible, server_write_lock, server_stopped), which Python follows. */
 enum { R_VALUE, R_MISS, R_STORED, R_OTHER, R_REFUSED };
@@ -96,6 +98,7 @@ typedef struct {
     int get_op;
     const char *gets, *sets, *tail;
     Py_ssize_t tail_len;
+    int framing;  /* -1: every set sends the whole tail; n: its last set_size[k] + n bytes */
     const uint32_t *get_off, *set_off;
     Py_ssize_t nkeys;
     PyObject *keep; /* the objects the pointers above point into */
@@ -118,7 +121,7 @@ typedef struct {
      * earlier of that and stop_ns until then, stop_ns after (one compare per dispatch) */
     int64_t measured_seq, measured_ns, gate_ns, dropped;
     /* records: the Recorder's columns during a run */
-    int64_t *c_start, *c_end, *c_out, *c_int;
+    int64_t *c_start, *c_end, *c_out, *c_int, *c_seq;
     int64_t n, cap;
     /* `n` as published to other threads (Engine.published): stored with release order
      * once per pass of the loop, not per op, so a reader that loads it with acquire
@@ -155,6 +158,7 @@ static inline void record(Engine *e, int64_t seq, int64_t t0, int64_t t1, int64_
     e->c_end[i] = t1;
     e->c_out[i] = seq < e->warm_ops ? code | e->warm_flag : code;
     if (e->open_loop) e->c_int[i] = intended;
+    if (e->c_seq) e->c_seq[i] = seq;  /* NULL: no keys asked for, no column */
 }
 
 static inline int op_of(Engine *e, int64_t seq) {

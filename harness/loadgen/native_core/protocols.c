@@ -60,6 +60,39 @@ static size_t parse_kvtext(const char *buf, size_t len, int *kind, int64_t *size
     return (size_t)(nl - buf) + 1;
 }
 
+/* An array of bulk strings (HMGET's, HGETALL's): R_VALUE of the sum of its elements'
+ * sizes (PROTO_RESP_HASH: of every second one, the values of field/value pairs); R_MISS
+ * if empty or its one element is null (no such hash or field). `ll`: its first line's
+ * length. 0 if incomplete. */
+static size_t parse_resp_array(int proto, const char *buf, size_t len, size_t ll, int *kind,
+                               int64_t *size) {
+    const char *end = buf + len;
+    int ok;
+    int64_t n = parse_int(buf + 1, buf + ll, &ok);
+    size_t pos = ll + 2;
+    *kind = R_OTHER;
+    if (!ok) return pos;
+    if (n <= 0) { *kind = R_MISS; return pos; }
+    int64_t total = 0;
+    int nulls = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const char *eol = find_eol(buf + pos, end);
+        if (!eol) return 0;
+        size_t el = (size_t)(eol - (buf + pos));
+        if (el < 2 || buf[pos] != '$') return pos + el + 2;  /* not bulk: R_OTHER */
+        int64_t m = parse_int(buf + pos + 1, eol, &ok);
+        if (!ok) return pos + el + 2;
+        pos += el + 2;
+        if (m < 0) { nulls++; continue; }
+        if (len < pos + (size_t)m + 2) return 0;
+        if (proto != PROTO_RESP_HASH || i % 2 == 1) total += m;
+        pos += (size_t)m + 2;
+    }
+    *kind = n == 1 && nulls == 1 ? R_MISS : R_VALUE;
+    *size = total;
+    return pos;
+}
+
 /* One reply at buf[0..len): its kind, its value size (R_VALUE) and its length in bytes;
  * 0 if incomplete. `line`/`line_len`: the reply's first line, for error messages. */
 size_t parse_reply(int proto, const char *buf, size_t len, int *kind, int64_t *size,
@@ -84,6 +117,8 @@ size_t parse_reply(int proto, const char *buf, size_t len, int *kind, int64_t *s
         }
         if (ll == 3 && memcmp(buf, "END", 3) == 0) *kind = R_MISS;
         else if (ll == 6 && memcmp(buf, "STORED", 6) == 0) *kind = R_STORED;
+        /* a replace of a key that is not there (ycsb's update): a miss, as in Python */
+        else if (ll == 10 && memcmp(buf, "NOT_STORED", 10) == 0) *kind = R_MISS;
         else *kind = R_OTHER;
         return ll + 2;
     }
@@ -98,14 +133,15 @@ size_t parse_reply(int proto, const char *buf, size_t len, int *kind, int64_t *s
         *kind = R_VALUE; *size = n;
         return total;
     }
+    if (ll >= 1 && buf[0] == '*') return parse_resp_array(proto, buf, len, ll, kind, size);
     if (ll == 3 && memcmp(buf, "+OK", 3) == 0) *kind = R_STORED;
-    else *kind = R_OTHER;  /* an error, an integer, an array: not a GET/SET reply here */
+    else *kind = R_OTHER;  /* an error, an integer: not a GET/SET reply here */
     return ll + 2;
 }
 
 const char *server_name(const Engine *e) {
     return e->proto == PROTO_MEMCACHE ? "memcached"
-         : e->proto == PROTO_RESP ? "redis" : "the kv server";
+         : e->proto == PROTO_RESP || e->proto == PROTO_RESP_HASH ? "redis" : "the kv server";
 }
 
 /* Does the get_success line name the key op `seq` asked for? (its request is

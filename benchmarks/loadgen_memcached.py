@@ -233,7 +233,8 @@ def recorder_overhead_ns(iterations: int = 200_000, repeats: int = 15) -> float:
             try:
                 start_v[i] = t0
             except (IndexError, ValueError):
-                start_v, end_v, outcome_v, _, seq_v = rec.views_for(i)
+                i = rec.room(i)
+                start_v, end_v, outcome_v, _, seq_v = rec.views
                 start_v[i] = t0
             end_v[i] = t1
             outcome_v[i] = code | tag

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +23,7 @@ from harness.agentctl import REQUEST_TIMEOUT_S, AgentPool, Pending
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, LocalHost, Process
 from harness.loadgen import ClientConfig
-from harness.results import OpsArrays
+from harness.results import OpsParts
 from harness.services.base import Endpoint
 from harness.spec import RunPlan
 from harness.transfer import PendingRecords, fetch_records
@@ -49,7 +51,8 @@ class Worker:
 class Collected:
     """What came back from a run's client processes."""
 
-    ops: OpsArrays
+    #: The records' verified local copies (`close` removes them once written).
+    ops: OpsParts
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -58,6 +61,24 @@ class Collected:
     #: host name -> files on it whose contents are copied and verified (or were never
     #: written): removed by `ClientGroup.discard` once the run is written.
     discardable: dict[str, list[str]] = field(default_factory=dict)
+
+
+#: Records per chunk the workers spill (`loadgen.spill`); tests set it small to spill
+#: runs of a few thousand ops through every path a long run takes.
+CHUNK_ENV = "KVBENCH_CHUNK_RECORDS"
+
+
+def _chunk_records() -> int | None:
+    value = os.environ.get(CHUNK_ENV)
+    if not value:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise HarnessError(f"{CHUNK_ENV}={value!r}: not a whole number of records") from None
+    if n < 64:
+        raise HarnessError(f"{CHUNK_ENV}={n}: at least 64 records per chunk")
+    return n
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -119,7 +140,7 @@ class ClientGroup:
                 max_consecutive_errors=size.max_consecutive_errors, files=files,
                 rate_ops_s=size.rate_ops_s / n if size.rate_ops_s else None,
                 arrival=size.arrival, phase=i / n, seed=size.seed * 1000 + i,
-                record_keys=size.record_keys,
+                record_keys=size.record_keys, chunk_records=_chunk_records(),
             )
             link = self.agents.get(host)
             argv = [host.python, "-m", "harness.worker", f"{base}.json"]
@@ -284,23 +305,27 @@ class ClientGroup:
         stay where they are, listed in `Collected.pending` (`harness collect` fetches
         them later). Machines are collected from in parallel."""
         by_id = {w.client_id: w for w in self.workers}
-        got = Collected(OpsArrays.empty(self.op_names))
         prefix = "run-" if self.scratch else "harness-collect-"
-        with tempfile.TemporaryDirectory(prefix=prefix, dir=self.scratch) as tmp:
+        tmp = tempfile.mkdtemp(prefix=prefix, dir=self.scratch)
+        # The copies stay until the run is written from them (`OpsParts.close`).
+        got = Collected(OpsParts(self.op_names, cleanup=lambda: shutil.rmtree(
+            tmp, ignore_errors=True)))
+        try:
             fetched = _parallel({name: (lambda ws=ws: fetch_records(
                 ws[0].host, [(w.client_id, w.files) for w in ws], Path(tmp),
                 log_tail=lambda cid: self._log_tail(by_id[cid]), spec_path=self.spec_path,
                 info=self._agent_info(ws[0].host)))
                 for name, ws in self._by_host().items()})
-            parts: list[OpsArrays] = []
-            for name, f in fetched.items():
-                parts += f.parts
-                got.workers += f.statuses
-                got.errors += f.errors
-                got.pending += f.pending
-                got.discardable[name] = f.discardable
-            got.workers.sort(key=lambda s: s["client"])
-            got.ops = OpsArrays.concat(parts, self.op_names)
+        except BaseException:
+            got.ops.close()
+            raise
+        for name, f in fetched.items():
+            got.ops.items += f.parts
+            got.workers += f.statuses
+            got.errors += f.errors
+            got.pending += f.pending
+            got.discardable[name] = f.discardable
+        got.workers.sort(key=lambda s: s["client"])
         return got
 
     def _agent_info(self, host: Host) -> Callable[[list[str], list[str]], tuple[dict, dict]]:

@@ -31,9 +31,11 @@ from harness.results import (
     TMP_PREFIX,
     Manifest,
     OpsArrays,
+    OpsParts,
     iter_run_dirs,
     read_manifest,
     read_ops,
+    tally,
     verify_run,
     write_run,
 )
@@ -87,7 +89,7 @@ def _without(error: str | None, lines: list[str]) -> str | None:
     return "\n".join(kept) or None
 
 
-def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays) -> Path:
+def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays | OpsParts) -> Path:
     """Write `manifest` + `ops` as the run `run_dir` (same run id). The new directory is
     written and verified next to the old one first; the old one is removed last."""
     exp_dir = run_dir.parent
@@ -137,13 +139,15 @@ def collect_pending(spec: Spec, out_dir: Path,
                 except HostError as exc:
                     hosts[name] = None
                     say(f"{name}: cannot connect ({exc}); its records stay there")
-            parts: list[OpsArrays] = []
+            parts: list[Path] = []
             left: list[dict[str, Any]] = []
             resolved: list[str] = []
             new_errors: list[str] = []
             statuses: dict[int, dict[str, Any]] = {}
             discard: dict[str, list[str]] = {}
-            with tempfile.TemporaryDirectory(prefix="harness-collect-") as tmp:
+            # The copies stay until the run is written again from them.
+            tmp = tempfile.mkdtemp(prefix="harness-collect-")
+            try:
                 for name in sorted({p["host"] for p in pending}):
                     mine = [p for p in pending if p["host"] == name]
                     host = hosts[name]
@@ -165,49 +169,64 @@ def collect_pending(spec: Spec, out_dir: Path,
                     still += len(left)
                     continue
                 old_ops = ops_from_table(read_ops(run_dir), op_names)
-                ops = OpsArrays.concat([old_ops, *parts], op_names)
-            error = _without(man.error, [p["error"] for p in pending])
-            errors = [e for e in (error or "").split("\n") if e]
-            errors += [e for e in new_errors if e not in (man.error or "")]
-            errors += [p["error"] for p in left]
-            workers = [statuses.get(w.get("client"), w) if w.get("client") in statuses
-                       else w for w in man.loadgen.get("workers", [])]
-            n, rate, *_, err = quick_stats(ops)
-            plan = plans.get((man.config_id, 1))
-            if plan is None:
-                raise HarnessError(f"{run_dir}: configuration {man.config_id} is not in "
-                                   f"{spec.path} any more; collect with the spec it ran")
-            # Decided again from all the records: the policy's and the no-ops line.
-            errors = [e for e in errors if not e.startswith(("error rate ", "no measured ops: "))]
-            interrupted = any(e.startswith("interrupted") for e in errors)
-            status = run_status(plan, n, err, errors, workers, interrupted, ops=ops)
-            when = datetime.now(UTC).isoformat(timespec="milliseconds")
-            extra = {k: v for k, v in man.extra.items() if k != PENDING}
-            if left:
-                extra[PENDING] = left
-            extra["collected_later"] = [*man.typed_extra.collected_later,
-                                        {"utc": when, "clients": sorted(statuses)}]
-            loadgen = {**man.loadgen, "workers": workers,
-                       "achieved_rate_ops_s": rate if n else None,
-                       "target_met": target_met(plan, rate) if plan.size.open_loop
-                       else None,
-                       "send_lag_p99_ms": send_lag_p99_ms(ops) if plan.size.open_loop
-                       else None}
-            new = replace(man, status=status, error="\n".join(errors) or None,
-                          loadgen=loadgen, extra=extra,
-                          counts=run_counts(plan, ops, workers), ops_file={})
-            _replace_run(run_dir, new, ops)
-            # Written and verified here: the copies on the machines can go.
-            for name, files in discard.items():
-                host = hosts[name]
-                if host is not None:
-                    remove_files(host, files)
-            completed += status == "complete"
-            still += len(left)
-            say(f"{run_dir.name}: {len(resolved)} record file(s) collected; now {status}")
+                ops = OpsParts(op_names, [old_ops, *parts])
+                if _finish_collected(run_dir, man, ops, plans, spec, statuses, new_errors,
+                                     left, pending, resolved, discard, hosts, say):
+                    completed += 1
+                still += len(left)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     finally:
         for h in hosts.values():
             if h is not None:
                 with contextlib.suppress(HostError):
                     h.close()
     return CollectReport(len(runs), completed, still)
+
+
+def _finish_collected(run_dir: Path, man: Manifest, ops: OpsParts,
+                      plans: dict[tuple[str, int], RunPlan], spec: Spec,
+                      statuses: dict[int, dict[str, Any]], new_errors: list[str],
+                      left: list[dict[str, Any]], pending: list[dict[str, Any]],
+                      resolved: list[str], discard: dict[str, list[str]],
+                      hosts: dict[str, Host | None], say: Callable[[str], None]) -> bool:
+    """Write `run_dir` again with the records collected now; True if now complete."""
+    error = _without(man.error, [p["error"] for p in pending])
+    errors = [e for e in (error or "").split("\n") if e]
+    errors += [e for e in new_errors if e not in (man.error or "")]
+    errors += [p["error"] for p in left]
+    workers = [statuses.get(w.get("client"), w) if w.get("client") in statuses
+               else w for w in man.loadgen.get("workers", [])]
+    summed = tally(ops)  # once, in passes over the parts
+    n, rate, *_, err = quick_stats(summed)
+    plan = plans.get((man.config_id, 1))
+    if plan is None:
+        raise HarnessError(f"{run_dir}: configuration {man.config_id} is not in "
+                           f"{spec.path} any more; collect with the spec it ran")
+    # Decided again from all the records: the policy's and the no-ops line.
+    errors = [e for e in errors if not e.startswith(("error rate ", "no measured ops: "))]
+    interrupted = any(e.startswith("interrupted") for e in errors)
+    status = run_status(plan, n, err, errors, workers, interrupted, ops=summed)
+    when = datetime.now(UTC).isoformat(timespec="milliseconds")
+    extra = {k: v for k, v in man.extra.items() if k != PENDING}
+    if left:
+        extra[PENDING] = left
+    extra["collected_later"] = [*man.typed_extra.collected_later,
+                                {"utc": when, "clients": sorted(statuses)}]
+    loadgen = {**man.loadgen, "workers": workers,
+               "achieved_rate_ops_s": rate if n else None,
+               "target_met": target_met(plan, rate) if plan.size.open_loop
+               else None,
+               "send_lag_p99_ms": send_lag_p99_ms(summed) if plan.size.open_loop
+               else None}
+    new = replace(man, status=status, error="\n".join(errors) or None,
+                  loadgen=loadgen, extra=extra,
+                  counts=run_counts(plan, summed, workers), ops_file={})
+    _replace_run(run_dir, new, ops)
+    # Written and verified here: the copies on the machines can go.
+    for name, files in discard.items():
+        host = hosts[name]
+        if host is not None:
+            remove_files(host, files)
+    say(f"{run_dir.name}: {len(resolved)} record file(s) collected; now {status}")
+    return status == "complete"

@@ -37,7 +37,7 @@ from harness.results import (
     MANIFEST,
     TMP_PREFIX,
     Manifest,
-    OpsArrays,
+    OpsParts,
     verify_run,
     write_run,
 )
@@ -211,29 +211,39 @@ def _recover_run(run: InFlight, spec: Spec, out_dir: Path, hosts: _Hosts,
         say(f"run {run.run_id} ({run.label}): written already")
         return True
     op_names = WORKLOADS.get(spec.workload).ops
-    parts: list[OpsArrays] = []
+    # The copies stay until the run is written from them (`OpsParts.close`).
+    tmp = tempfile.mkdtemp(prefix="harness-recover-")
+    ops = OpsParts(op_names, cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True))
+    try:
+        return _recover_from(tmp, ops, run, spec, hosts, out_dir, by, say, by_host)
+    finally:
+        ops.close()
+
+
+def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Hosts,
+                  out_dir: Path, by: str, say: Callable[[str], None],
+                  by_host: dict[str, list[WorkerEntry]]) -> bool:
+    """`_recover_run` once the records' copies have a place (`tmp`) and a holder (`ops`)."""
     statuses: list[dict[str, Any]] = []
     errors: list[str] = []
     unreachable: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="harness-recover-") as tmp:
-        for name, workers in sorted(by_host.items()):
-            host = hosts.get(name)
-            if host is None:
-                unreachable.append(name)
-                continue
-            got = fetch_records(host, [(w.client, w.files) for w in workers], Path(tmp),
-                                spec_path=str(spec.path), unfinished_pending=True)
-            if got.pending:
-                unreachable.append(f"{name} ({got.pending[0].error.split('(')[-1]}")
-                continue
-            parts += got.parts
-            statuses += got.statuses
-            errors += got.errors
-        if unreachable:
-            say(f"run {run.run_id} ({run.label}): records on {', '.join(unreachable)} "
-                "could not be fetched now; they stay there, listed for the next attempt")
-            return False
-        ops = OpsArrays.concat(parts, op_names)
+    for name, workers in sorted(by_host.items()):
+        host = hosts.get(name)
+        if host is None:
+            unreachable.append(name)
+            continue
+        got = fetch_records(host, [(w.client, w.files) for w in workers], Path(tmp),
+                            spec_path=str(spec.path), unfinished_pending=True)
+        if got.pending:
+            unreachable.append(f"{name} ({got.pending[0].error.split('(')[-1]}")
+            continue
+        ops.items += got.parts
+        statuses += got.statuses
+        errors += got.errors
+    if unreachable:
+        say(f"run {run.run_id} ({run.label}): records on {', '.join(unreachable)} "
+            "could not be fetched now; they stay there, listed for the next attempt")
+        return False
     if not len(ops):
         _remove_worker_files(by_host, hosts)
         say(f"run {run.run_id} ({run.label}): no records were made; nothing to write "

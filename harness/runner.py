@@ -37,7 +37,16 @@ from harness.loadgen.native import engine_of_workers
 from harness.preflight import kit_problems, loopback_problems, python_problems
 from harness.recollect import collect_pending
 from harness.recovery import recover
-from harness.results import Loadgen, Manifest, OpsArrays, iter_run_dirs, new_manifest, write_run
+from harness.results import (
+    Loadgen,
+    Manifest,
+    OpsArrays,
+    OpsParts,
+    iter_run_dirs,
+    new_manifest,
+    tally,
+    write_run,
+)
 from harness.results.outdir import check_out_dir
 from harness.runstatus import finish_manifest, quick_stats, target_met
 from harness.serverpool import ServerPool, capacity_for, count_starts
@@ -546,7 +555,7 @@ class Runner:
         started = utcnow()
         run_id = run_id_for(plan)
         draft = self._draft(plan, run_id, started, ctx, sinfo)
-        ops = OpsArrays.empty(self.workload.ops)
+        ops: OpsArrays | OpsParts = OpsArrays.empty(self.workload.ops)
         errors: list[str] = []
         workers: list[dict[str, Any]] = []
         interrupted = False
@@ -603,7 +612,7 @@ class Runner:
     def _finish(self, plan: RunPlan, ctx: _Context, group: ClientGroup, draft: Manifest,
                 running: dict[str, RunningService], gone: list[str], errors: list[str],
                 interrupted: bool, live: LiveStatus | None, timeline: Timeline | None,
-                baseline: Any, ops: OpsArrays, workers: list[dict[str, Any]],
+                baseline: Any, ops: OpsArrays | OpsParts, workers: list[dict[str, Any]],
                 telemetry: RunTelemetry) -> RunOutcome:
         """Collect the records, write the run, then remove the clients' copies."""
         telemetry.end()  # first: the clients have exited, nothing else has run since
@@ -612,40 +621,57 @@ class Runner:
         if timeline is not None:
             timeline.finish()
             errors += timeline.errors
-        pending: list[dict[str, Any]] = []
         got: Collected | None = None
         try:
             got = group.collect()
             ops, workers = got.ops, got.workers
+        except (HarnessError, OSError) as exc:
+            errors.append(f"collecting records: {exc}")
+        try:
+            return self._write(plan, ctx, group, draft, running, gone, errors, interrupted,
+                               timeline, baseline, ops, workers, telemetry, got)
+        finally:
+            if got is not None:  # written, or kept on the clients: the copies here go
+                got.ops.close()
+
+    def _write(self, plan: RunPlan, ctx: _Context, group: ClientGroup, draft: Manifest,
+               running: dict[str, RunningService], gone: list[str], errors: list[str],
+               interrupted: bool, timeline: Timeline | None, baseline: Any,
+               ops: OpsArrays | OpsParts, workers: list[dict[str, Any]],
+               telemetry: RunTelemetry, got: Collected | None) -> RunOutcome:
+        """Write the run from what was collected (`got`), then remove the clients'
+        copies."""
+        pending: list[dict[str, Any]] = []
+        if got is not None:
             errors += got.errors
             pending = [asdict(p) for p in got.pending]
             ctx.keep_workdirs.update(p.host for p in got.pending)
-        except (HarnessError, OSError) as exc:
-            errors.append(f"collecting records: {exc}")
+        # Counted, timed and its percentiles taken once, in passes over the parts.
+        summed = tally(ops)
         dead = [n for n, s in running.items() if n not in gone and not s.alive()]
         if dead:
             errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
         manifest = finish_manifest(
-            draft, plan, ops, workers=workers, errors=errors, notes=group.notes,
+            draft, plan, summed, workers=workers, errors=errors, notes=group.notes,
             interrupted=interrupted, ended_utc=utcnow(),
             engine=engine_of_workers(workers), clock_offsets=group.clock_offsets,
             extra={**({"baseline": baseline} if baseline else {}),
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},
-            telemetry=telemetry.result(workers, ops))
+            telemetry=telemetry.result(workers, summed))
         try:
             run_dir = write_run(self.out_dir, manifest, ops)
         except OSError as exc:
             ctx.lock.update_run(manifest.run_id, manifest=manifest.to_dict(), final=True,
                                 reason=f"could not be written ({exc.strerror or exc})")
-            raise self._write_failure(ctx, plan, manifest, len(ops), exc) from None
+            raise self._write_failure(ctx, plan, manifest, summed.records, exc) from None
         if got is not None:  # written and fsynced: the copies on the clients can go
             group.discard(got)
         ctx.lock.end_run(manifest.run_id)
         if interrupted:
             raise KeyboardInterrupt
-        n, rate, p50, p99, err = quick_stats(ops)
+        n, rate, p50, p99, err = quick_stats(summed)
         return RunOutcome(plan, run_dir, manifest.status, n, rate, p50, p99, err,
                           manifest.error, unsent=manifest.typed_counts.unsent,
                           send_lag_p99_ms=manifest.loadgen.get("send_lag_p99_ms"))

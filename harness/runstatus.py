@@ -8,26 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from harness.results import ERROR, REDIRECT, TIMEOUT, Manifest, OpsArrays
+from harness.results import Manifest
+from harness.results.stream import Ops, tally
 from harness.spec import RunPlan
 
 
-def quick_stats(ops: OpsArrays) -> tuple[int, float, float, float, float]:
-    """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary."""
-    # Redirected attempts are not ops: the op's own record spans its retries.
-    m = ~ops.warmup & (ops.status != REDIRECT)
-    n = int(m.sum())
-    if n == 0:
-        return 0, 0.0, float("nan"), float("nan"), float("nan")
-    # Open loop: latency counts from the intended start, so the op begins there.
-    begin = np.where(ops.intended_ns >= 0, ops.intended_ns, ops.start_ns)
-    start, lat = begin[m], ops.latency_ns[m]
-    wall_ns = int((start + lat).max() - start.min())
-    p50, p99 = np.percentile(lat, [50, 99]) / 1e6
-    err = float(np.isin(ops.status[m], (ERROR, TIMEOUT)).mean())
-    return n, n / (wall_ns / 1e9) if wall_ns > 0 else float("nan"), float(p50), float(p99), err
+def quick_stats(ops: Ops) -> tuple[int, float, float, float, float]:
+    """Measured ops, ops/s, p50 ms, p99 ms, error rate: the console's one-line summary.
+    Redirected attempts are not ops (the op's own record spans its retries); in open
+    loop an op begins at its intended start, from which its latency counts."""
+    return tally(ops).quick()
 
 
 def unsent_of(workers: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
@@ -37,48 +27,46 @@ def unsent_of(workers: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
             sum(int(w.get("unsent_warmup") or 0) for w in workers))
 
 
-def send_lag_p99_ms(ops: OpsArrays) -> float | None:
+def send_lag_p99_ms(ops: Ops) -> float | None:
     """Open loop: the p99 of how late the measured ops were sent (start - intended), in
     ms: the clients' backlog, apart from the server's time. None without such ops."""
-    m = ~ops.warmup & (ops.status != REDIRECT) & (ops.intended_ns >= 0)
-    if not m.any():
-        return None
-    return float(np.percentile(ops.start_ns[m] - ops.intended_ns[m], 99) / 1e6)
+    return tally(ops).send_lag_p99_ms
 
 
-def run_counts(plan: RunPlan, ops: OpsArrays,
+def run_counts(plan: RunPlan, ops: Ops,
                workers: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """The manifest's counts (`Counts`): the records', and in open loop the ops never
     sent (counted, 0 included, so a reader can tell "none" from "not counted")."""
-    counts = ops.counts()
+    counts = dict(tally(ops).counts)
     if plan.size.open_loop:
         counts["unsent"], counts["unsent_warmup"] = unsent_of(workers)
     return counts
 
 
-def no_measured_ops(ops: OpsArrays, workers: Sequence[Mapping[str, Any]]) -> str:
+def no_measured_ops(ops: Ops, workers: Sequence[Mapping[str, Any]]) -> str:
     """The error line of a run without a measured op: why, as far as the records and
     the workers' counts tell."""
+    t = tally(ops)
     unsent, unsent_warmup = unsent_of(workers)
     if unsent:
         return (f"no measured ops: none of the {unsent:,} ops intended in the measured "
                 "window was sent by its end: the clients were still busy with earlier ops "
                 "(a server far slower than rate_ops_s, or stalled)")
-    if not len(ops):
+    if not t.records:
         return "no measured ops: no client process recorded an op"
-    warm = int(ops.warmup.sum())
-    if warm == len(ops):
+    warm = t.warm
+    if warm == t.records:
         return (f"no measured ops: all {warm:,} records are warm-up"
                 + (f" ({unsent_warmup:,} more warm-up ops were never sent)"
                    if unsent_warmup else "")
                 + "; the run ended before its measured part")
-    return (f"no measured ops: the {len(ops) - warm:,} records after the warm-up are all "
+    return (f"no measured ops: the {t.records - warm:,} records after the warm-up are all "
             "redirected attempts, none an op")
 
 
 def run_status(plan: RunPlan, measured: int, error_rate: float, errors: list[str],
                workers: list[dict[str, Any]], interrupted: bool = False,
-               ops: OpsArrays | None = None) -> str:
+               ops: Ops | None = None) -> str:
     """complete, partial or failed; a policy failure puts its reason first in `errors`,
     and so does a run without a measured op and no error saying why (given its `ops`)."""
     limit = plan.size.fail_if_error_rate_above
@@ -119,7 +107,7 @@ def target_held(rate_ops_s: float, achieved_ops_s: float, arrival: str = "fixed"
     return bool(achieved_ops_s >= floor)
 
 
-def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,
+def finish_manifest(draft: Manifest, plan: RunPlan, ops: Ops, *,
                     workers: list[dict[str, Any]], errors: list[str], interrupted: bool,
                     ended_utc: str, notes: Sequence[str] = (), engine: str | None = None,
                     clock_offsets: Mapping[str, Any] | None = None,
@@ -130,6 +118,7 @@ def finish_manifest(draft: Manifest, plan: RunPlan, ops: OpsArrays, *,
     left nobody to read the machines at the end). Used by the runner and by the recovery
     of a run a killed harness left (`harness.recovery`), so both decide alike."""
     errors = list(errors)
+    ops = tally(ops)  # once: a long run's records are read in passes over its parts
     n, rate, *_, err = quick_stats(ops)
     status = run_status(plan, n, err, errors, workers, interrupted, ops=ops)
     if interrupted:

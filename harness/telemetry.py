@@ -37,14 +37,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from harness import procstat
 from harness.agentctl import AgentLink, AgentPool
 from harness.clients import ClientGroup
 from harness.errors import HarnessError
 from harness.hosts import Host, LocalHost
-from harness.results import OpsArrays
+from harness.results.stream import Ops, tally
 from harness.services import SERVICES
 from harness.services.base import RunningService
 
@@ -200,7 +198,7 @@ class RunTelemetry:
         return self.hosts.get(host_name) or svc.host
 
     # -- the manifest's section ---------------------------------------------------------
-    def result(self, workers: Sequence[Mapping[str, Any]], ops: OpsArrays) -> dict[str, Any]:
+    def result(self, workers: Sequence[Mapping[str, Any]], ops: Ops) -> dict[str, Any]:
         """The manifest's ``telemetry`` (empty if the run never reached its start)."""
         try:
             return self._result(workers, ops)
@@ -208,8 +206,7 @@ class RunTelemetry:
             return {"notes": [*self.notes, f"telemetry not assembled: "
                                            f"{type(exc).__name__}: {exc}"]}
 
-    def _result(self, workers: Sequence[Mapping[str, Any]], ops: OpsArrays
-                ) -> dict[str, Any]:
+    def _result(self, workers: Sequence[Mapping[str, Any]], ops: Ops) -> dict[str, Any]:
         snapped = {n: m for n, m in self.machines.items() if m.start and m.end}
         window = window_s(workers, ops)
         if window is None and snapped:  # no client said: the snapshots' interval
@@ -288,16 +285,14 @@ class RunTelemetry:
         return out
 
 
-def window_s(workers: Sequence[Mapping[str, Any]], ops: OpsArrays) -> float | None:
+def window_s(workers: Sequence[Mapping[str, Any]], ops: Ops) -> float | None:
     """The common start to the end of the last client's loop, as the clients measured it;
     else the end of the last record; None if neither is known."""
     ran = [float(w["cpu"]["ran_s"]) for w in workers if isinstance(w.get("cpu"), dict)]
     if ran:
         return max(ran)
-    if len(ops):
-        begin = np.where(ops.intended_ns >= 0, ops.intended_ns, ops.start_ns)
-        return float((begin + ops.latency_ns).max()) / 1e9
-    return None
+    last = tally(ops).last_end_ns
+    return float(last) / 1e9 if last is not None else None
 
 
 def client_entries(workers: Iterable[Mapping[str, Any]], window: float

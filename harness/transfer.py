@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from harness.errors import HostError
 from harness.hosts import Host
-from harness.results import OpsArrays, sha256_file
+from harness.results import sha256_file
 
 T = TypeVar("T")
 
@@ -48,7 +50,9 @@ class PendingRecords:
 
 @dataclass
 class Fetched:
-    parts: list[OpsArrays] = field(default_factory=list)
+    #: Verified local copies of the records files, in order: each client's parts (the
+    #: chunks it spilled while it ran) and then its records file.
+    parts: list[Path] = field(default_factory=list)
     statuses: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pending: list[PendingRecords] = field(default_factory=list)
@@ -65,9 +69,11 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
                   spec_path: str = "SPEC", unfinished_pending: bool = False,
                   info: Callable[[list[str], list[str]], tuple[dict, dict]] | None = None
                   ) -> Fetched:
-    """Copy the records of `clients` (client id, its files) from `host` into `tmp` and
-    load them. Each copy is checked against the sha256 that `workerctl digest` computes
-    on the host (and the one the worker wrote into its status, if any); only then are
+    """Copy the records of `clients` (client id, its files) from `host` into `tmp`: the
+    parts each spilled while it ran (`loadgen.spill`, listed in its status with their
+    sha256) and its records file. Each copy of a records file is checked against the
+    sha256 that `workerctl digest` computes on the host (and the one the worker wrote
+    into its status, if any), a part's against the one its status gives; only then are
     that client's files listed as `discardable` (removed once the run is written).
     Whatever cannot be copied is `pending`,
     with an error naming the machine and the path. With `unfinished_pending`, a client
@@ -108,33 +114,58 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
             "state": "failed", "error": "no status file (the process died)"})
         out.statuses.append(status)
         remote = digests.get(files["out"])
+        spilled = [p for p in status.get("parts") or [] if isinstance(p, dict)]
         if remote is None:  # no records file: the status says why
             done.append(cid)
         else:
-            expected = {remote["sha256"], *([status["out"]["sha256"]]
-                                             if isinstance(status.get("out"), dict) else [])}
-            local = tmp / f"{host.name}-c{cid}.npz"
-            why = _copy_verified(host, files["out"], local, expected)
+            # (remote file, local copy, the sha256s it may have): the parts, then `out`.
+            copies = [(str(p["file"]), tmp / f"{host.name}-c{cid}.part{k:05d}.npz",
+                       {str(p["sha256"])}) for k, p in enumerate(spilled)]
+            copies.append((files["out"], tmp / f"{host.name}-c{cid}.npz", {
+                remote["sha256"], *([status["out"]["sha256"]]
+                                    if isinstance(status.get("out"), dict) else [])}))
+            local: list[Path] = []
+            why = bad = None
+            for remote_path, copy, expected in copies:
+                why = _copy_verified(host, remote_path, copy, expected)
+                if why is not None:
+                    break
+                try:
+                    _check_npz(copy)
+                except (OSError, ValueError, KeyError) as exc:
+                    # An intact copy of a bad file: keep the original for inspection.
+                    bad = (f"client {cid} on {host.name}: records file {remote_path} is "
+                           f"unreadable ({exc}); left there")
+                    break
+                local.append(copy)
             if why is not None:
                 status["collected"] = False
                 pending(cid, files, why)
                 continue
-            try:
-                out.parts.append(OpsArrays.load_npz(local))
-            except (OSError, ValueError, KeyError) as exc:
-                # An intact copy of a bad file: keep the original for inspection.
-                out.errors.append(f"client {cid} on {host.name}: records file "
-                                  f"{files['out']} is unreadable ({exc}); left there")
+            if bad is not None:
+                out.errors.append(bad)
                 continue
+            out.parts += local
             done.append(cid)
         if status.get("state") in ("failed", "aborted"):
             tail = log_tail(cid) if log_tail and status["state"] == "failed" else ""
             out.errors.append(f"client {cid} on {host.name}: {status.get('error')}"
                               + (f"\n{tail}" if tail else ""))
     files_of = dict(clients)
-    out.discardable = [files_of[cid][k] for cid in done
-                       for k in ("ready", "go", "status", "out", "alive") if k in files_of[cid]]
+    parts_of = {s["client"]: [str(p["file"]) for p in s.get("parts") or []
+                              if isinstance(p, dict)] for s in out.statuses}
+    out.discardable = [f for cid in done for f in (
+        *(files_of[cid][k] for k in ("ready", "go", "status", "out", "alive")
+          if k in files_of[cid]), *parts_of.get(cid, []))]
     return out
+
+
+def _check_npz(path: Path) -> None:
+    """The copy is a records file numpy can read (its members are read when written)."""
+    with np.load(path, allow_pickle=False) as z:
+        missing = {"op_names", "start_ns", "latency_ns"} - set(z.files)
+        if missing:
+            raise KeyError(f"no {', '.join(sorted(missing))}")
 
 
 def remove_files(host: Host, files: Sequence[str]) -> None:

@@ -3,7 +3,9 @@
 Started by the runner on a client host (locally or over SSH). It connects, creates the
 `ready` file, waits for the `go` file (which holds the common start time, Unix ns),
 runs, and writes its records (`.npz`) and a status JSON. SIGTERM stops it early; what
-was measured so far is still written.
+was measured so far is still written. Records are spilled to part files in chunks while
+it runs (`loadgen.spill`); the records file holds the last ones, the status lists the
+parts.
 
 Its status also says what CPU it used from the common start until its loop ended
 (getrusage: every thread, the native core's too, to the microsecond) and how long that
@@ -30,6 +32,9 @@ from typing import Any
 
 from harness.loadgen import ClientConfig, ClientRun
 from harness.loadgen.live import Sampler
+from harness.loadgen.recorder import CHUNK_RECORDS
+from harness.loadgen.spill import Spiller
+from harness.results import OpsArrays
 from harness.workerctl import sha256_of
 
 GO_WAIT_S = 300.0
@@ -101,7 +106,10 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
 
     workload = WORKLOADS.get(cfg.workload)
     client = workload.client(cfg.endpoint_objects(), cfg.params, cfg.client_id)
-    run = ClientRun(cfg, client)
+    run = ClientRun(cfg, client, chunk_records=cfg.chunk_records or CHUNK_RECORDS)
+    # Full chunks of records go to disk as the run goes: memory stays flat.
+    spiller = Spiller(run, cfg.files["out"], workload.ops)
+    run.rec.sink = spiller.sink
     loop = asyncio.get_running_loop()
 
     loop.add_signal_handler(signal.SIGTERM, run.stop)
@@ -113,10 +121,11 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     alive = cfg.files.get("alive")
     while not go.exists():
         if run.stopping or time.monotonic() > deadline:
-            return _finish(run, workload.ops, 0, "stopped", "never got the go signal")
+            return _finish(run, spiller, workload.ops, 0, "stopped",
+                           "never got the go signal")
         if _unwatched_s(alive) > ORPHAN_BEFORE_GO_S:
-            return _finish(run, workload.ops, 0, "stopped", "never got the go signal: "
-                           "the harness that started it is gone")
+            return _finish(run, spiller, workload.ops, 0, "stopped", "never got the go "
+                           "signal: the harness that started it is gone")
         await asyncio.sleep(0.002)
     start_at_ns = int(go.read_text())
     delay = (start_at_ns - time.time_ns()) / 1e9
@@ -130,6 +139,7 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     # Align records of all processes on the common start (same clock on one host; hosts'
     # clock offsets are estimated by the runner).
     lag_ns = time.time_ns() - start_at_ns
+    spiller.offset_ns = lag_ns
     cpu0 = _cpu_s()
     error: str | None = None
     # Live numbers (`harness run` without --quiet): a timer reading the records, none per op.
@@ -147,22 +157,32 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     if sampler is not None:
         sampler.stop()
     state = "aborted" if run.aborted or error else ("stopped" if run.stopping else "complete")
-    return _finish(run, workload.ops, lag_ns, state, error or watchdog.fired or (
+    return _finish(run, spiller, workload.ops, lag_ns, state, error or watchdog.fired or (
         run.last_error if run.aborted else None), cpu)
 
 
-def _finish(run: ClientRun, ops: tuple[str, ...], lag_ns: int, state: str,
+def _finish(run: ClientRun, spiller: Spiller, ops: tuple[str, ...], lag_ns: int, state: str,
             error: str | None, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the records not yet spilled to the records file, and say what is where."""
+    parts = spiller.close()
+    # A chunk that could not be written is still in memory: it goes into the records
+    # file with the rest (ahead of them, in record order).
+    left = [run.arrays(ops, lag_ns, c) for c in spiller.unwritten()]
     arrays = run.arrays(ops, lag_ns)
+    if left:
+        arrays = OpsArrays.concat([*left, arrays], ops)
     arrays.save_npz(Path(run.cfg.files["out"]))
     unsent, unsent_warmup = run.unsent_counts()
     return {
         # Checked against the harness's copy before the file here is removed.
         "out": sha256_of(run.cfg.files["out"]),
+        # Chunks written while it ran, in record order, before `out` (`loadgen.spill`).
+        **({"parts": parts} if parts else {}),
+        **({"spill_errors": spiller.errors} if spiller.errors else {}),
         "state": state,
         "error": error,
         "last_error": run.last_error,
-        "records": len(arrays),
+        "records": len(arrays) + sum(int(p["records"]) for p in parts),
         # Open loop: ops intended before the end and never sent (the runner sums them).
         "unsent": unsent,
         "unsent_warmup": unsent_warmup,

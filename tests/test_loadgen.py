@@ -51,11 +51,15 @@ async def _prepare_mc(eps: dict[str, Endpoint]) -> None:
     mc.close()
 
 
-def test_recorder_grows_in_place() -> None:
+def test_recorder_grows_keeping_its_records() -> None:
     rec = Recorder(16)
-    col = rec.start
+    rec.start[:16] = np.arange(16)
+    view = rec.views[0]
     rec.grow()
-    assert rec.capacity == 32 and rec.start is col and len(col) == 32
+    assert rec.capacity == 32 and len(rec.start) == 32
+    assert list(rec.start[:16]) == list(range(16))
+    with pytest.raises(ValueError):  # a writer's old view: it takes the new ones
+        view[0] = 1
 
 
 @pytest.mark.parametrize(("connections", "inflight"), [(1, 1), (2, 4)])

@@ -19,9 +19,11 @@ static int get_col(PyObject *obj, Py_buffer *view, int64_t **ptr, Py_ssize_t *le
 
 static PyObject *Engine_run(Engine *e, PyObject *args) {
     PyObject *cols[5];
-    long long n;
-    if (!PyArg_ParseTuple(args, "OOOOOL", &cols[0], &cols[1], &cols[2], &cols[3], &cols[4],
-                          &n))
+    long long n, base = 0;
+    /* base: the run's records before these columns (a recorder that spills chunks), so
+     * that failure accounting counts the run's records, not the columns' */
+    if (!PyArg_ParseTuple(args, "OOOOOL|L", &cols[0], &cols[1], &cols[2], &cols[3], &cols[4],
+                          &n, &base))
         return NULL;
     if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine already running"); return NULL; }
     Py_buffer views[5];
@@ -41,6 +43,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     e->cap = lens[0];
     for (k = 1; k < ncols; k++) if (lens[k] < e->cap) e->cap = lens[k];
     e->n = n;
+    e->n_base = base;
     __atomic_store_n(&e->published, n, __ATOMIC_RELEASE);
     e->running = 1;
     int ev;
@@ -200,6 +203,15 @@ static PyObject *Engine_state(Engine *e, PyObject *Py_UNUSED(ignored)) {
  * written (see `published`); `n` itself is the loop's and may be mid-update. */
 static PyObject *Engine_published(Engine *e, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromLongLong(__atomic_load_n(&e->published, __ATOMIC_ACQUIRE));
+}
+
+/* Between runs: the columns were sealed and others come next; until `run` starts on
+ * them, `published` must not count the old ones' records. */
+static PyObject *Engine_rewind(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine running"); return NULL; }
+    e->n = 0;
+    __atomic_store_n(&e->published, 0, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
 }
 
 static void Engine_dealloc(Engine *e) {
@@ -443,6 +455,8 @@ static PyMethodDef Engine_methods[] = {
     {"feed", (PyCFunction)Engine_feed, METH_VARARGS,
      "feed(intended, first_seq, last): the next chunk of the open-loop schedule"},
     {"state", (PyCFunction)Engine_state, METH_NOARGS, "state() -> dict of counters"},
+    {"rewind", (PyCFunction)Engine_rewind, METH_NOARGS,
+     "rewind() -> None; between runs: no record written yet (the next run's columns)"},
     {"published", (PyCFunction)Engine_published, METH_NOARGS,
      "published() -> records written so far; any thread, while it runs (acquire order)"},
     {NULL, NULL, 0, NULL},

@@ -34,6 +34,8 @@ class ClientConfig:
     seed: int = 0
     #: Keep each op's key number (`run.record_keys`).
     record_keys: bool = False
+    #: Records per chunk the worker spills to disk (`loadgen.spill`); None: its default.
+    chunk_records: int | None = None
     files: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,7 +53,7 @@ class ClientConfig:
 
 
 #: Fields added after the first workers (`ClientConfig.to_dict`), with their defaults.
-_ADDED_FIELDS: dict[str, Any] = {"record_keys": False}
+_ADDED_FIELDS: dict[str, Any] = {"record_keys": False, "chunk_records": None}
 
 #: An open-loop op released by the pacer: (seq, intended start); closed loop: (seq, 0).
 Ticket = tuple[int, int]

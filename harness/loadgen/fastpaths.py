@@ -88,8 +88,9 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         rec.n = i + 1
         try:
             start_v[i] = t0
-        except (IndexError, ValueError):  # full, or grown by another writer
-            start_v, end_v, outcome_v, _, seq_v = rec.views_for(i)
+        except (IndexError, ValueError):  # full, or sealed or grown by another writer
+            i = rec.room(i)
+            start_v, end_v, outcome_v, _, seq_v = rec.views
             start_v[i] = t0
         end_v[i] = t1
         outcome_v[i] = code | tag
@@ -119,7 +120,8 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
         try:
             start_v[i] = t0
         except (IndexError, ValueError):
-            start_v, end_v, outcome_v, intended_v, seq_v = rec.views_for(i)
+            i = rec.room(i)
+            start_v, end_v, outcome_v, intended_v, seq_v = rec.views
             start_v[i] = t0
         end_v[i] = t1
         outcome_v[i] = code | tag
@@ -312,8 +314,9 @@ def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None
         rec.n = i + k
         try:
             start_v[i + k - 1] = 0  # room for the whole batch?
-        except (IndexError, ValueError):  # full, or grown by another writer
-            start_v, end_v, outcome_v, _, seq_v = rec.views_for(i + k - 1)
+        except (IndexError, ValueError):  # full, or sealed or grown by another writer
+            i = rec.room(i, k)
+            start_v, end_v, outcome_v, _, seq_v = rec.views
         failure: BaseException | None = None
         for code, seq in zip(codes, batch, strict=True):
             start_v[i] = pop_t0()

@@ -103,25 +103,35 @@ def percentile_ns(hist: Mapping[int, int], q: float) -> float | None:
 
 
 def summarize(run: ClientRun, first: int, last: int) -> tuple[int, int, int, list[list[int]]]:
-    """(ops, errors, warm-up ops, histogram) of records [first, last) of `run`'s columns.
+    """(ops, errors, warm-up ops, histogram) of records [first, last) of the run (run
+    indices: `Recorder.segments` finds them in sealed chunks and the current columns).
     Latency as `Recorder.to_arrays` has it: end - start, or end - intended in open loop."""
     rec = run.rec
     if last <= first:
         return 0, 0, 0, []
-    # Views of the columns for this call only: an exported array cannot grow, and the
-    # Python paths grow them from this same thread (so never while this runs).
     step = -(-(last - first) // HIST_SAMPLE)
-    end = np.frombuffer(rec.end, np.int64, count=last)[first::step]
-    begin = np.frombuffer(rec.intended if rec.open_loop else rec.start, np.int64,
-                          count=last)[first::step]
-    packed = np.frombuffer(rec.outcome, np.int64, count=last)[first:]
-    # Counted over every record, in bytes: the status byte, the op byte (warm-up flag).
-    status = (packed >> OUTCOME_STATUS_SHIFT).astype(np.uint8)
-    errors = int(np.count_nonzero(status == ERROR) + np.count_nonzero(status == TIMEOUT))
-    warm = int(np.count_nonzero(packed.astype(np.uint8) & OUTCOME_WARMUP))
-    hist = histogram(end - begin, step)
-    del end, begin, packed
-    return last - first, errors, warm, hist
+    ops = errors = warm = 0
+    hists: list[list[list[int]]] = []
+    for holder, lo, hi in rec.segments(first, last):
+        # Slices for this call only, dropped before the columns can be taken again.
+        end = holder.end[lo:hi:step]
+        begin = (holder.intended if rec.open_loop else holder.start)[lo:hi:step]
+        packed = holder.outcome[lo:hi]
+        # Counted over every record, in bytes: the status byte, the op byte (warm-up flag).
+        status = (packed >> OUTCOME_STATUS_SHIFT).astype(np.uint8)
+        errors += int(np.count_nonzero(status == ERROR) + np.count_nonzero(status == TIMEOUT))
+        warm += int(np.count_nonzero(packed.astype(np.uint8) & OUTCOME_WARMUP))
+        ops += hi - lo
+        hists.append(histogram(end - begin, step))
+        del end, begin, packed
+    merged = merge(hists)
+    return ops, errors, warm, [[b, merged[b]] for b in sorted(merged)]
+
+
+def last_end_ns(run: ClientRun, first: int, last: int) -> int | None:
+    """The latest reply of records [first, last) still held (None: none is)."""
+    ends = [int(holder.end[lo:hi].max()) for holder, lo, hi in run.rec.segments(first, last)]
+    return max(ends) if ends else None
 
 
 class Sampler:
@@ -148,6 +158,8 @@ class Sampler:
         self.t0_loop = loop.time()
         self.prev_ns = time.perf_counter_ns()
         self.prev_n = self.run.published()
+        # Sealed chunks wait for this reader before their columns are freed.
+        self.run.rec.read(self.prev_n)
         self.handle = loop.call_at(self.t0_loop + self.interval_s, self._tick)
 
     def _tick(self) -> None:
@@ -162,6 +174,7 @@ class Sampler:
             self.handle.cancel()
             self.handle = None
         self._guarded(final=True)
+        self.run.rec.read(None)  # no reader any more: written chunks may go
 
     def _guarded(self, final: bool) -> None:
         """`sample`, whose failure goes to the process's log: it must never cost the run
@@ -178,14 +191,15 @@ class Sampler:
         if final and n > self.prev_n:
             # The last interval ends with its last reply, not with the teardown after it
             # (closing connections): its rate is the rate the ops ran at.
-            last_end = int(np.frombuffer(self.run.rec.end, np.int64, count=n)[self.prev_n:]
-                           .max())
-            now = max(self.prev_ns + 1, min(now, last_end))
+            last_end = last_end_ns(self.run, self.prev_n, n)
+            if last_end is not None:
+                now = max(self.prev_ns + 1, min(now, last_end))
         self.k += 1
         self.intervals.append(json.dumps(asdict(Interval(self.k, now - self.prev_ns, ops,
                                                          errors, warm, hist, final))))
         del self.intervals[:-KEEP]
         self.prev_n, self.prev_ns = n, now
+        self.run.rec.read(n)
         tmp = f"{self.path}.tmp"
         try:
             Path(tmp).write_text('{"intervals": [' + ", ".join(self.intervals) + "]}")

@@ -10,9 +10,10 @@ The core runs one process's connections in a thread without the GIL (`Engine.run
 writes every record straight into the Recorder's columns; it comes back here only for
 the slow path, handled as `ClientRun` does for the Python paths: a failed connection
 (back off, drop it, reconnect; a failed reconnect is an error record of the next op),
-full columns (grow them), the open-loop schedule's next chunk, the end; and, for a
-protocol spread over servers (`NativeOps.router`), the ops it hands back (a refusal, a
-lost server), which are done the awaited way and recorded through the core.
+full columns (grow them, or seal them as a chunk to spill), the open-loop schedule's
+next chunk, the end; and, for a protocol spread over servers (`NativeOps.router`), the
+ops it hands back (a refusal, a lost server), which are done the awaited way and
+recorded through the core.
 """
 
 from __future__ import annotations
@@ -328,7 +329,7 @@ class NativeRun:
             while True:
                 running = loop.run_in_executor(
                     None, eng.run, rec.start, rec.end, rec.outcome, rec.intended,
-                    rec.seq if rec.keep_seq else None, rec.n)
+                    rec.seq if rec.keep_seq else None, rec.n, rec.base)
                 events = await asyncio.shield(running)
                 self._sync()
                 if events & _native.EV_SLOW:
@@ -338,7 +339,14 @@ class NativeRun:
                     for i, kind, message in eng.take_failed():
                         self._spawn(self._replace(i, _failure(kind, message)))
                 if events & _native.EV_FULL:
-                    rec.grow()
+                    if rec.chunk_records and rec.n:
+                        # Sealed and handed to the spill thread; the core goes on at
+                        # once in other columns. (Empty columns too small for the ops
+                        # in flight grow instead, and so do later chunks.)
+                        rec.seal(rec.n)
+                        eng.rewind()
+                    else:
+                        rec.grow()
                 if events & _native.EV_TICKETS:
                     self._feed()
                 if events & _native.EV_DONE:

@@ -33,7 +33,7 @@ from harness.errors import WorkloadError
 from harness.loadgen import native
 from harness.loadgen.config import ClientConfig, Ticket
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
-from harness.loadgen.recorder import Recorder
+from harness.loadgen.recorder import Chunk, Recorder
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, OpsArrays
 from harness.schedule import Schedule
 from harness.workloads.base import WorkloadClient
@@ -237,14 +237,17 @@ class ClientRun:
     handles that: back-off, replacing the connection, reconnecting the awaited way.
     """
 
-    def __init__(self, cfg: ClientConfig, client: WorkloadClient) -> None:
+    def __init__(self, cfg: ClientConfig, client: WorkloadClient,
+                 chunk_records: int | None = None) -> None:
+        """`chunk_records`: seal the records in chunks of that many (`Recorder`), for a
+        sink that spills them (`harness.worker`); None keeps the whole run in memory."""
         self.cfg = cfg
         self.client = client
         if cfg.record_keys:
             client.log_keys()
         warm = cfg.warmup_ops
         self.total = warm + cfg.ops if cfg.ops is not None else None
-        self.rec = Recorder(self.total if self.total is not None else 1 << 16)
+        self.rec = Recorder(self.total if self.total is not None else 1 << 16, chunk_records)
         self.schedule = (Schedule(cfg.rate_ops_s, cfg.arrival, seed=cfg.seed, phase=cfg.phase)
                          if cfg.rate_ops_s else None)
         self.rec.open_loop = self.schedule is not None
@@ -293,13 +296,15 @@ class ClientRun:
         if self.native_run is not None:
             self.native_run.stop()
 
-    def arrays(self, op_names: tuple[str, ...], offset_ns: int = 0) -> OpsArrays:
-        """This process's records (`Recorder.to_arrays`), with each op's key number when
-        the run records keys (`run.record_keys`): the client maps its seqs to keys."""
-        arrays = self.rec.to_arrays(op_names, self.cfg.client_id, offset_ns)
+    def arrays(self, op_names: tuple[str, ...], offset_ns: int = 0,
+               chunk: Chunk | None = None) -> OpsArrays:
+        """The records of `chunk`, or of the current columns (`Recorder.to_arrays`), with
+        each op's key number when the run records keys (`run.record_keys`): the client
+        maps its seqs to keys."""
+        arrays = self.rec.to_arrays(op_names, self.cfg.client_id, offset_ns, chunk)
         if not self.cfg.record_keys:
             return arrays
-        keys = self.client.keynums(self.rec.seqs())
+        keys = self.client.keynums(self.rec.seqs(chunk))
         if keys is None:  # the spec refuses this; a hand-made config may not
             raise WorkloadError(f"{self.cfg.workload}: its clients do not name their keys")
         return arrays.with_keys(keys)
@@ -329,11 +334,13 @@ class ClientRun:
         return measured, warmup
 
     def published(self) -> int:
-        """How many records are whole and may be read now (`loadgen.live`): the count the
+        """How many records of the run are whole and may be read now (`loadgen.live`,
+        through `Recorder.segments`): sealed chunks', then the count the
         native core publishes (release order) while it writes from its own thread, else
         `rec.n` (the Python paths write on this thread)."""
         engine = self.native_run.engine if self.native_run is not None else None
-        return engine.published() if engine is not None else self.rec.n
+        rec = self.rec
+        return rec.base + (engine.published() if engine is not None else rec.n)
 
     def record_attempt(self, op: int, seq: int, start_ns: int, end_ns: int,
                        status: int) -> None:
@@ -544,7 +551,7 @@ class ClientRun:
         needs no bookkeeping of its own: the count restarts when ops were served since
         the previous failure."""
         self.failures += 1
-        served = self.rec.n - self.failures
+        served = self.rec.count - self.failures
         if served != self._served_at_failure:
             self._served_at_failure = served
             self.consecutive_errors = 0

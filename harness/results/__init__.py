@@ -46,13 +46,14 @@ from harness.results.schema import (
     outcome,
     unpack_outcomes,
 )
+from harness.results.stream import OpsParts, RunTally, tally
 
 __all__ = [
     "ERROR", "ERROR_STATUSES", "KEY_FIELD", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK",
     "OPS_FILE", "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
     "OUTCOME_WARMUP", "REDIRECT", "RUN_STATUSES", "SCHEMA_VERSION", "STATUSES", "STATUS_CODE",
     "STRAY_REASON", "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest",
-    "OpsArrays", "iter_run_dirs", "iter_stray_dirs", "new_manifest", "outcome",
-    "read_manifest", "read_ops", "sha256_file", "unpack_outcomes", "upgrade", "verify_run",
-    "write_run",
+    "OpsArrays", "OpsParts", "RunTally", "iter_run_dirs", "iter_stray_dirs", "new_manifest",
+    "outcome", "read_manifest", "read_ops", "sha256_file", "tally", "unpack_outcomes", "upgrade",
+    "verify_run", "write_run",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -89,8 +89,9 @@ class OpsArrays:
             raise ResultsError(f"{key.shape[0]} keys for {len(self)} records")
         return OpsArrays(self.op_names, *(getattr(self, f) for f in _ARRAY_FIELDS), key=key)
 
-    def save_npz(self, path: Path) -> None:
-        """The worker -> harness hand-over format (cheap, no Arrow needed)."""
+    def save_npz(self, path: Path | BinaryIO) -> None:
+        """The worker -> harness hand-over format (cheap, no Arrow needed); a path or
+        an open file."""
         np.savez(
             path,
             op_names=np.array(self.op_names, dtype=object).astype(str),

@@ -21,6 +21,7 @@ from harness.errors import ResultsError
 from harness.results.arrays import OpsArrays
 from harness.results.manifest import Manifest
 from harness.results.schema import MANIFEST, OPS_FILE, TMP_PREFIX
+from harness.results.stream import OpsParts, sorted_parts, tally
 
 
 def _fsync_file(path: Path) -> None:
@@ -47,10 +48,43 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table) -> Path:
+#: Rows per Parquet row group when a run is written in parts.
+ROW_GROUP_ROWS = 1 << 20
+
+
+def _write_ops(ops: OpsArrays | pa.Table | OpsParts, path: Path) -> tuple[int, list[str]]:
+    """ops.parquet from `ops`; (rows, column names). Parts are written one after the
+    other, row groups of at most `ROW_GROUP_ROWS`, never all in memory."""
+    if not isinstance(ops, OpsParts):
+        table = ops.to_table() if isinstance(ops, OpsArrays) else ops
+        pq.write_table(table, path, compression="zstd")
+        return table.num_rows, list(table.schema.names)
+    writer: pq.ParquetWriter | None = None
+    rows = 0
+    try:
+        for part in sorted_parts(ops):
+            table = part.to_table()
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            if table.num_rows:
+                writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            rows += table.num_rows
+            del table, part
+        if writer is None:  # no part at all
+            table = OpsArrays.empty(ops.op_names).to_table()
+            writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+        names = list(writer.schema.names)
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows, names
+
+
+def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table | OpsParts) -> Path:
     """Write one run atomically and return its final directory.
 
     The manifest's `ops_file` and `counts` are filled in here from what was written.
+    Records in parts (`results.stream`) are written a part at a time.
     """
     exp_dir = Path(raw_dir) / manifest.experiment
     final = exp_dir / manifest.run_id
@@ -62,17 +96,15 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table) -> P
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        table = ops.to_table() if isinstance(ops, OpsArrays) else ops
         ops_path = tmp / OPS_FILE
-        pq.write_table(table, ops_path, compression="zstd")
+        rows, names = _write_ops(ops, ops_path)
         _fsync_file(ops_path)
         data = manifest.to_dict()
         data["ops_file"] = {
-            "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": table.num_rows,
-            "columns": list(table.schema.names),
+            "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": rows, "columns": names,
         }
-        if isinstance(ops, OpsArrays) and not data.get("counts"):
-            data["counts"] = ops.counts()
+        if isinstance(ops, OpsArrays | OpsParts) and not data.get("counts"):
+            data["counts"] = tally(ops).counts
         man_path = tmp / MANIFEST
         man_path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
         _fsync_file(man_path)

@@ -7,7 +7,7 @@
 
 static void count_failure(Engine *e) {
     e->failures++;
-    int64_t served = e->n - e->failures;
+    int64_t served = e->n_base + e->n - e->failures;
     if (served != e->served_at) { e->served_at = served; e->consec = 0; }
     if (++e->consec >= e->max_consec) { e->aborted = 1; e->stopping = 1; }
 }

@@ -123,6 +123,8 @@ typedef struct {
     /* records: the Recorder's columns during a run */
     int64_t *c_start, *c_end, *c_out, *c_int, *c_seq;
     int64_t n, cap;
+    /* the run's records before the current columns (Engine.run's base) */
+    int64_t n_base;
     /* `n` as published to other threads (Engine.published): stored with release order
      * once per pass of the loop, not per op, so a reader that loads it with acquire
      * order may read every record below it while the loop writes the next ones. */

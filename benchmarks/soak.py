@@ -2,7 +2,11 @@
 op record kept?
 
 Usage: python benchmarks/soak.py [--minutes 30] [--run-seconds 20] [--processes 4]
-                                 [--out DIR] [--keep]
+                                 [--connections 1] [--studies a,b] [--out DIR] [--keep]
+
+A one-hour soak at full speed, one run that keeps every record:
+    python benchmarks/soak.py --minutes 60 --run-seconds 3600 --processes 1 \
+        --connections 32 --studies memcache_mix
 
 In this one process, `harness.runner.Runner` runs duration-based runs back to back, in
 rounds of about a minute per study (`--round-runs`), until the time is up:
@@ -134,7 +138,8 @@ def write_spec(spec_dir: Path, name: str, reps: int, args: argparse.Namespace,
     data = {
         "name": f"soak-{name}", "workload": study["workload"],
         "hosts": {"localhost": "localhost"}, "services": study["services"],
-        "clients": {"hosts": ["localhost"], "processes": args.processes, "connections": 1},
+        "clients": {"hosts": ["localhost"], "processes": args.processes,
+                    "connections": args.connections},
         "params": study["params"], "grid": study.get("grid", {}),
         "repetitions": reps,
         "run": {"duration_s": args.run_seconds, "timeout_s": 5, "seed": round_no},
@@ -205,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--run-seconds", type=float, default=20.0, help="duration of each run")
     ap.add_argument("--processes", type=int, default=4, help="client processes per run")
+    ap.add_argument("--connections", type=int, default=1, help="connections per process")
+    ap.add_argument("--studies", help="comma-separated: only these (default: all)")
     ap.add_argument("--round-runs", type=int,
                     help="runs per study per round (default: about a minute of runs)")
     ap.add_argument("--sample-s", type=float, default=2.0, help="RSS sampling interval")
@@ -216,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     from harness.spec import load_spec
 
     names = []
-    for name in STUDIES:
+    wanted = args.studies.split(",") if args.studies else list(STUDIES)
+    unknown = set(wanted) - set(STUDIES)
+    if unknown:
+        ap.error(f"--studies: no {', '.join(sorted(unknown))}; known: {', '.join(STUDIES)}")
+    for name in wanted:
         why = available(name)
         if why:
             print(f"skipping {name}: {why}", file=sys.stderr)

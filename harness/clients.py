@@ -127,7 +127,9 @@ class ClientGroup:
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
             # `alive`: touched by the machine's agent while it is there; a worker whose
             # agent is gone for long stops by itself (`harness.worker`).
-            files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log", "alive")}
+            # `parts`: the chunks written so far, for a process that dies (`loadgen.spill`).
+            files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log", "alive",
+                                                 "parts")}
             files["out"] = f"{base}.npz"
             if self.live:
                 files["live"] = f"{base}.live"

@@ -90,7 +90,8 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
         out.pending.append(PendingRecords(host.name, cid, dict(files), line))
 
     try:
-        status_files = [f["status"] for _, f in clients]
+        # The parts index of each process too: what one that died had spilled.
+        status_files = [f[k] for _, f in clients for k in ("status", "parts") if k in f]
         out_files = [f["out"] for _, f in clients]
         if info is not None:  # over an agent link
             found, digests = info(status_files, out_files)
@@ -110,20 +111,28 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
             pending(cid, files, "the client process has not finished: no status file yet")
             continue
         status: dict[str, Any] = {"client": cid, "host": host.name}
+        died = found.get(files["status"]) is None
         status.update(found.get(files["status"]) or {
             "state": "failed", "error": "no status file (the process died)"})
         out.statuses.append(status)
         remote = digests.get(files["out"])
-        spilled = [p for p in status.get("parts") or [] if isinstance(p, dict)]
-        if remote is None:  # no records file: the status says why
-            done.append(cid)
-        else:
-            # (remote file, local copy, the sha256s it may have): the parts, then `out`.
-            copies = [(str(p["file"]), tmp / f"{host.name}-c{cid}.part{k:05d}.npz",
-                       {str(p["sha256"])}) for k, p in enumerate(spilled)]
+        index = status.get("parts") if not died else found.get(files.get("parts", ""))
+        spilled = [p for p in index or [] if isinstance(p, dict)]
+        if died and spilled:  # what it had written before it died is kept
+            status["parts"] = spilled
+            status["records"] = sum(int(p.get("records", 0)) for p in spilled)
+            status["error"] += (f"; the {status['records']:,} records it had written "
+                                f"({len(spilled)} parts) are kept")
+        # (remote file, local copy, the sha256s it may have): the parts, then `out`.
+        copies = [(str(p["file"]), tmp / f"{host.name}-c{cid}.part{k:05d}.npz",
+                   {str(p["sha256"])}) for k, p in enumerate(spilled)]
+        if remote is not None:
             copies.append((files["out"], tmp / f"{host.name}-c{cid}.npz", {
                 remote["sha256"], *([status["out"]["sha256"]]
                                     if isinstance(status.get("out"), dict) else [])}))
+        if not copies:  # no records file: the status says why
+            done.append(cid)
+        else:
             local: list[Path] = []
             why = bad = None
             for remote_path, copy, expected in copies:
@@ -155,7 +164,7 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
     parts_of = {s["client"]: [str(p["file"]) for p in s.get("parts") or []
                               if isinstance(p, dict)] for s in out.statuses}
     out.discardable = [f for cid in done for f in (
-        *(files_of[cid][k] for k in ("ready", "go", "status", "out", "alive")
+        *(files_of[cid][k] for k in ("ready", "go", "status", "out", "alive", "parts")
           if k in files_of[cid]), *parts_of.get(cid, []))]
     return out
 

@@ -108,7 +108,7 @@ async def _main(cfg: ClientConfig) -> dict[str, Any]:
     client = workload.client(cfg.endpoint_objects(), cfg.params, cfg.client_id)
     run = ClientRun(cfg, client, chunk_records=cfg.chunk_records or CHUNK_RECORDS)
     # Full chunks of records go to disk as the run goes: memory stays flat.
-    spiller = Spiller(run, cfg.files["out"], workload.ops)
+    spiller = Spiller(run, cfg.files["out"], workload.ops, cfg.files.get("parts"))
     run.rec.sink = spiller.sink
     loop = asyncio.get_running_loop()
 

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +132,54 @@ def test_a_spilled_run_across_machines(tmp_path: Path, machines: TestBed,
         res = cli.run(["ls", "--", *files], check=False)
         assert res.returncode != 0 and all(f in res.stderr for f in files), res.stdout
     assert json.dumps(got["man"].to_dict()).count(".part") >= 6
+
+
+def _workers_tagged(tag: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (b"harness.worker" in (proc / "cmdline").read_bytes()
+                    and f"SPILL_TEST_TAG={tag}".encode()
+                    in (proc / "environ").read_bytes().split(b"\0")):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_the_parts_of_a_client_killed_mid_run_are_kept(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL takes one of two client processes 1.5 s into a 4 s run: it writes no
+    status and no records file, but the parts it had spilled are listed in its index,
+    copied, checked and written; the run is partial and says how many were kept."""
+    require_service("memcached", LocalHost())
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("SPILL_TEST_TAG", tag)  # the local workers inherit it
+    monkeypatch.setenv(CHUNK_ENV, "500")
+    killed: list[int] = []
+
+    def kill_one(plan: Any, running: Any) -> None:
+        def later() -> None:
+            time.sleep(1.5)
+            pid = min(_workers_tagged(tag))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        threading.Thread(target=later, daemon=True).start()
+
+    raw = tmp_path / "raw"
+    spec = _spec(tmp_path, {"server": "localhost", "client": "localhost"},
+                 {"duration_s": 4, "warmup_s": 0.2})
+    [outcome] = Runner(load_spec(spec), raw, progress=False, on_run_start=kill_one).run()
+    assert killed and outcome.status == "partial"
+    [run_dir] = list(iter_run_dirs(raw))
+    man = read_manifest(run_dir)
+    verify_run(run_dir, man)
+    dead, alive = sorted(man.loadgen["workers"], key=lambda w: w["state"] == "complete")
+    assert dead["state"] == "failed" and alive["state"] == "complete"
+    assert len(dead["parts"]) >= 3 and dead["records"] == sum(p["records"]
+                                                               for p in dead["parts"])
+    assert f"the {dead['records']:,} records it had written" in man.error
+    clients = read_ops(run_dir).column("client").to_numpy()
+    for w in (dead, alive):
+        assert int(np.count_nonzero(clients == w["client"])) == w["records"] > 0
+    assert not any(Path(p["file"]).exists() for p in dead["parts"])

@@ -16,6 +16,7 @@ lose a few ms once per chunk.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,9 +39,13 @@ def part_path(out: str | Path, k: int) -> Path:
 class Spiller:
     """The sink of a spilling `Recorder`: writes each sealed chunk in a thread."""
 
-    def __init__(self, run: ClientRun, out: str | Path, op_names: tuple[str, ...]) -> None:
+    def __init__(self, run: ClientRun, out: str | Path, op_names: tuple[str, ...],
+                 index: str | None = None) -> None:
+        """`index`: a JSON file rewritten after each part with the parts so far, so the
+        parts of a process that dies (no status file) are still found and kept."""
         self.run = run
         self.out = Path(out)
+        self.index = index
         self.op_names = op_names
         #: The process's start lag (`harness.worker`): set before the first op.
         self.offset_ns = 0
@@ -77,6 +82,14 @@ class Spiller:
             return
         with self._lock:
             self.parts.append(entry)
+            listed = sorted(self.parts, key=lambda p: p["file"])
+        if self.index:
+            try:
+                tmp = f"{self.index}.tmp"
+                Path(tmp).write_text(json.dumps(listed))
+                os.replace(tmp, self.index)
+            except OSError:
+                pass  # the status file lists the parts too; this is for a crash only
         self.run.rec.written(chunk)
 
     def close(self) -> list[dict[str, Any]]:

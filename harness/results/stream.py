@@ -23,8 +23,8 @@ from harness.results.arrays import OpsArrays
 from harness.results.schema import ERROR, REDIRECT, STATUSES, TIMEOUT
 
 #: Up to this many records a run is joined in memory (sorted by start, written at once,
-#: percentiles by numpy): ~60 bytes each, ~500 MB. Above, it streams.
-IN_MEMORY_RECORDS = 1 << 23
+#: percentiles by numpy): ~60 bytes each, ~130 MB at most. Above, it streams.
+IN_MEMORY_RECORDS = 1 << 21
 
 
 def _npz_len(path: Path) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli_main
+from harness.clients import CHUNK_ENV
 from harness.hosts import LocalHost
 from harness.inflight import STATE_DIR, STATE_FILE
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
@@ -271,12 +272,16 @@ def _start_and_wait_until_measuring(cmd: list[str], tag: str) -> tuple[subproces
     return proc, workers
 
 
+@pytest.mark.parametrize("chunk", [None, "1000"], ids=["whole", "spilled"])
 def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
-        tmp_path: Path) -> None:
+        tmp_path: Path, chunk: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """kill -9 while the clients measure: the local agent's input closes, so the clients
     stop by themselves and save what they measured; memcached stays until `harness
     cleanup`, which stops it (and only it), writes the run as partial and removes the
-    work directory; --resume then measures what is missing."""
+    work directory; --resume then measures what is missing. Spilled: the clients had
+    written chunks of 1,000 records as they went; cleanup copies those parts too."""
+    if chunk:
+        monkeypatch.setenv(CHUNK_ENV, chunk)
     path = write_spec(tmp_path, run="{duration_s: 30}")
     raw = tmp_path / "raw"
     tag = uuid.uuid4().hex
@@ -309,6 +314,11 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
     assert man.counts["ok"] > 1000
     assert {w["state"] for w in man.loadgen["workers"]} == {"stopped"}
     assert "the harness stopped during this run" in man.error
+    rows = read_ops(man_dir := next(iter_run_dirs(raw))).num_rows
+    verify_run(man_dir)
+    assert rows == sum(w["records"] for w in man.loadgen["workers"]) == man.counts["total"]
+    spilled = [len(w.get("parts") or []) for w in man.loadgen["workers"]]
+    assert (min(spilled) >= 2) if chunk else spilled == [0, 0]
     again = harness("cleanup", str(path), "--out", str(raw))
     assert again.returncode == 0 and "0 process(es) stopped, 0 run(s) written" in again.stdout
 

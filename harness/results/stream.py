@@ -66,15 +66,6 @@ class OpsParts:
                 with np.load(item, allow_pickle=False) as z:
                     yield {n: z[n] for n in names}
 
-    @property
-    def keyed(self) -> bool:
-        for item in self.items:
-            if isinstance(item, OpsArrays):
-                return item.key is not None
-            with np.load(item, allow_pickle=False) as z:
-                return "key" in z.files
-        return False
-
     def in_memory(self) -> bool:
         return len(self) <= IN_MEMORY_RECORDS
 

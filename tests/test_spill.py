@@ -122,3 +122,28 @@ def test_chunks_hold_every_record_of_the_run(memcached_server: RunningService,
     assert firsts == sorted(firsts)
     if rate is not None:
         assert np.all(got.intended_ns >= 0)
+
+
+def test_ycsb_keys_logged_per_op_leave_the_log_as_chunks_are_written(
+        redis_server: RunningService) -> None:
+    """YCSB's workload D (inserts, reads of the latest) runs on the Python path, whose
+    client logs each op's key: spilled in chunks of 500, every record has its key and
+    the log is empty at the end (it does not grow with the run)."""
+    wl = WORKLOADS.get("ycsb")
+    params = {"workload": "d", "record_count": 300}
+    cfg = ClientConfig(workload="ycsb", params=params, client_id=0,
+                       endpoints={"redis": redis_server.endpoint.to_dict()},
+                       connections=2, ops=3000, record_keys=True)
+    parts: list[OpsArrays] = []
+
+    def sink(run: ClientRun, chunk: Chunk) -> None:
+        parts.append(run.arrays(wl.ops, 0, chunk))
+        run.rec.written(chunk)
+
+    run = run_client(wl, cfg, prepare=True, chunk_records=500, sink=sink)
+    got = OpsArrays.concat([*parts, run.arrays(wl.ops, 0)], wl.ops)
+    assert run.engine == "python" and len(parts) == 5 and len(got) == 3000
+    assert set(got.status.tolist()) == {OK} and int((got.key < 0).sum()) == 0
+    inserts = got.key[got.op == wl.ops.index("insert")]
+    assert len(inserts) > 50 and np.all(inserts >= 300)
+    assert run.client._keylog == {}

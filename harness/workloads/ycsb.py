@@ -262,8 +262,10 @@ class YcsbClient(WorkloadClient):
         if self.periodic:
             keys = np.asarray(self._period_keys(), np.int64)
             return keys[np.asarray(seqs, np.int64) % len(keys)]
+        # Each op is recorded once, and a spilling worker asks for each chunk's keys once
+        # (`loadgen.spill`): taken out of the log, so it does not grow with the run.
         log = self._keylog or {}
-        return np.fromiter((log.get(s, -1) for s in np.asarray(seqs).tolist()), np.int64,
+        return np.fromiter((log.pop(s, -1) for s in np.asarray(seqs).tolist()), np.int64,
                            len(seqs))
 
     async def connect(self) -> Any:

@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import yaml
+from soak import rss_kib  # this script's directory is first on sys.path
 
 SERVICES = {
     "memcache_mix": {"cache": {"kind": "memcached", "host": "localhost",
@@ -36,16 +37,6 @@ SERVICES = {
     "redis_mix": {"store": {"kind": "redis", "host": "localhost"}},
 }
 GOAL_MIB = 64.0
-
-
-def rss_kib(pid: int | str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def tagged(tag: bytes) -> dict[int, str]:

@@ -176,16 +176,13 @@ class Recorder:
 
     def _free(self) -> None:
         with self._lock:
-            self._free_locked()
-
-    def _free_locked(self) -> None:
-        upto = self.read_upto
-        while self.sealed and self.sealed[0].written and (
-                upto is None or upto >= self.sealed[0].base + self.sealed[0].n):
-            chunk = self.sealed.pop(0)
-            if len(self.free) < 2 and len(chunk.start) == self.capacity:
-                self.free.append((chunk.start, chunk.end, chunk.outcome, chunk.intended,
-                                  *((chunk.seq,) if chunk.seq is not None else ())))
+            upto = self.read_upto
+            while self.sealed and self.sealed[0].written and (
+                    upto is None or upto >= self.sealed[0].base + self.sealed[0].n):
+                chunk = self.sealed.pop(0)
+                if len(self.free) < 2 and len(chunk.start) == self.capacity:
+                    self.free.append((chunk.start, chunk.end, chunk.outcome, chunk.intended,
+                                      *((chunk.seq,) if chunk.seq is not None else ())))
 
     def segments(self, first: int, last: int) -> list[tuple[Chunk | Recorder, int, int]]:
         """Where records [first, last) of the run are: (holder, lo, hi) with indices in

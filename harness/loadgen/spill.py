@@ -99,7 +99,7 @@ class Spiller:
         for f in self._pending:
             f.result()
         self._pool.shutdown(wait=True)
-        for chunk in [c for c in self.run.rec.sealed if not c.written]:
+        for chunk in self.unwritten():
             self._write(chunk)
         self.parts.sort(key=lambda p: p["file"])
         return list(self.parts)

@@ -41,6 +41,8 @@ class OpsParts:
     items: list[OpsArrays | Path] = field(default_factory=list)
     cleanup: Callable[[], None] | None = None
     _len: int | None = None
+    #: A run small enough, joined once (`joined`): read from memory from then on.
+    _joined: OpsArrays | None = None
 
     @classmethod
     def of(cls, ops: OpsArrays | OpsParts) -> OpsParts:
@@ -58,8 +60,9 @@ class OpsParts:
             yield item if isinstance(item, OpsArrays) else OpsArrays.load_npz(item)
 
     def columns(self, names: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
-        """Only the named columns of each part (an npz member is read alone)."""
-        for item in self.items:
+        """Only the named columns of each part (an npz member is read alone), or of
+        the records joined once they are (`joined`)."""
+        for item in [self._joined] if self._joined is not None else self.items:
             if isinstance(item, OpsArrays):
                 yield {n: getattr(item, n) for n in names}
             else:
@@ -70,10 +73,14 @@ class OpsParts:
         return len(self) <= IN_MEMORY_RECORDS
 
     def joined(self) -> OpsArrays:
-        """All records in one `OpsArrays`, sorted by start (a run small enough)."""
-        return OpsArrays.concat(list(self.parts()), self.op_names)
+        """All records in one `OpsArrays`, sorted by start (a run small enough); read
+        from the parts once, kept until `close`."""
+        if self._joined is None:
+            self._joined = OpsArrays.concat(list(self.parts()), self.op_names)
+        return self._joined
 
     def close(self) -> None:
+        self._joined = None
         if self.cleanup is not None:
             self.cleanup()
             self.cleanup = None
@@ -215,6 +222,8 @@ def tally(ops: Ops) -> RunTally:
     if isinstance(ops, RunTally):
         return ops
     parts = OpsParts.of(ops)
+    if parts.in_memory():  # read the parts once: the passes below and `write_run` share it
+        parts.joined()
     by_status = np.zeros(len(STATUSES), np.int64)
     records = warm = measured = errors = lagged = 0
     first = last = last_any = None
@@ -250,7 +259,7 @@ def tally(ops: Ops) -> RunTally:
             open_m = _masks(c)[2]
             yield c["start_ns"][open_m] - c["intended_ns"][open_m]
 
-    if parts.in_memory():  # one pass, numpy's percentile as ever
+    if parts.in_memory():  # numpy's percentile as ever
         lat = np.concatenate(list(latencies()))
         p50, p99 = (float(v) for v in np.percentile(lat, [50, 99]))
         lag = (float(np.percentile(np.concatenate(list(lags())), 99)) if lagged else None)

@@ -15,6 +15,7 @@ Traffic goes to 127.0.0.1 only. The server is stopped on exit, error and Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import resource
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from spilled import CHUNK_RECORDS, Spilled  # this script's directory is first on sys.path
 
 from harness.hosts import LocalHost
 from harness.loadgen import ClientConfig, ClientRun, Recorder, native
@@ -80,6 +82,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="also run each engine with live numbers on (harness.loadgen.live), "
                         "alternating with them off, and compare")
     p.add_argument("--skip-memcaslap", action="store_true", help="harness trials only")
+    p.add_argument("--inflight", type=int, default=1,
+                   help="requests in flight per connection (pipelined) for the harness and "
+                        "memtier_benchmark (default 1; memcaslap cannot: it is left out above 1)")
+    p.add_argument("--memtier", default=shutil.which("memtier_benchmark"),
+                   help="a memtier_benchmark binary to run beside (default: the one on PATH, "
+                        "if any; built by hand from RedisLabs/memtier_benchmark)")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python; "
                         "see harness.loadgen.native)")
@@ -95,6 +103,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--connections needs positive integers")
     if args.repeats < 1 or args.duration <= 0:
         p.error("--repeats and --duration must be positive")
+    if args.inflight < 1:
+        p.error("--inflight must be at least 1")
+    if args.inflight > 1:
+        args.skip_memcaslap = True
     if args.key_size < 16:
         p.error("--key-size must be at least 16 (memcaslap's minimum)")
     return args
@@ -108,10 +120,12 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                  duration_s: float, engine: str = "native", live: bool = False) -> Trial:
-    """One client process's timed loop, in this process on uvloop, every op recorded, on
-    `engine` ("native" or "python", as KVBENCH_ENGINE selects it); with `live`, the
-    worker's once-a-second sampler runs beside it as under `harness run`."""
+                  duration_s: float, engine: str = "native", live: bool = False,
+                  inflight: int = 1) -> Trial:
+    """One client process's timed loop, in this process on uvloop, every op recorded and
+    written to disk as a worker does (`spilled`), on `engine` ("native" or "python", as
+    KVBENCH_ENGINE selects it); with `live`, the worker's once-a-second sampler runs
+    beside it as under `harness run`."""
     import uvloop
 
     from harness.loadgen.live import Sampler
@@ -122,12 +136,14 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
     workload = WORKLOADS.get(WORKLOAD)
     cfg = ClientConfig(workload=WORKLOAD, params=params,
                        endpoints={"memcached": endpoint.to_dict()}, client_id=0,
-                       connections=connections, inflight=1, duration_s=duration_s)
+                       connections=connections, inflight=inflight, duration_s=duration_s)
 
     async def go() -> tuple[ClientRun, float, float]:
         # Reload the key space, in case anything evicted some of it.
         await workload.prepare(cfg.endpoint_objects(), params)
-        run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
+        run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0),
+                        chunk_records=CHUNK_RECORDS)
+        spilled = held["spilled"] = Spilled(run, workload.ops)
         await run.connect_all()
         cpu0, user0 = cpu_seconds(resource.RUSAGE_SELF), user_seconds(resource.RUSAGE_SELF)
         sampler = None
@@ -135,19 +151,26 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
             sampler = Sampler(run, str(Path(tempfile.gettempdir()) / f"bench-{os.getpid()}.live"))
             sampler.start()
         await run.run()
+        elapsed_s = (time.perf_counter_ns() - run.base_ns) / 1e9
+        spilled.close()
         if sampler is not None:
             sampler.stop()
             os.unlink(sampler.path)
             tick_ms[0] = sampler.cpu_ns / 1e6 / max(sampler.k, 1)
         cpu_s = cpu_seconds(resource.RUSAGE_SELF) - cpu0
         user[0] = user_seconds(resource.RUSAGE_SELF) - user0
-        return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
+        return run, elapsed_s, cpu_s
 
     user, tick_ms = [0.0], [0.0]
-    run, elapsed_s, cpu_s = uvloop.run(go())
-    if run.engine != engine:
-        raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
-    ops = run.rec.to_arrays(workload.ops, 0, 0)
+    held: dict[str, Spilled] = {}
+    try:
+        run, elapsed_s, cpu_s = uvloop.run(go())
+        if run.engine != engine:
+            raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
+        ops = held["spilled"].records()
+    finally:
+        if "spilled" in held:
+            held["spilled"].remove()
     done = (ops.status == OK) | (ops.status == MISS)
     lat_us = ops.latency_ns[done] / 1e3
     return Trial(
@@ -206,6 +229,58 @@ def memcaslap_trial(args: argparse.Namespace, port: int, cfg_path: str,
     return Trial("memcaslap", connections, ops / run_s, cpu_s * 1e6 / max(ops, 1),
                  user_s * 1e6 / max(ops, 1),
                  misses=int(misses.group(1)) if misses else 0)
+
+
+# -- the memtier_benchmark side -----------------------------------------------------------
+
+def memtier_argv(args: argparse.Namespace, port: int) -> list[str]:
+    """What both memtier runs share: one thread, memcached's text protocol, keys
+    1..--key-space with a prefix that makes the longest --key-size bytes, values
+    --value-size bytes."""
+    prefix = "k" * max(1, args.key_size - len(str(args.key_space)))
+    return [args.memtier, "-s", "127.0.0.1", "-p", str(port), "--protocol=memcache_text",
+            "-t", "1", f"--key-prefix={prefix}", "--key-minimum=1",
+            f"--key-maximum={args.key_space}", "-d", str(args.value_size), "--hide-histogram"]
+
+
+def memtier_ratio(get_ratio: float) -> str:
+    """memtier's --ratio (sets:gets, integers) for a share of gets, in tenths."""
+    gets = round(get_ratio * 10)
+    sets = 10 - gets
+    div = math.gcd(sets, gets) or 1
+    return f"{sets // div}:{gets // div}"
+
+
+def memtier_load(args: argparse.Namespace, port: int) -> None:
+    """Every memtier key, once (so its gets hit, as the harness's do after `prepare`)."""
+    subprocess.run([*memtier_argv(args, port), "-c", "1", "--ratio=1:0", "--key-pattern=P:P",
+                    f"--requests={args.key_space}"], capture_output=True, check=True,
+                   timeout=300)
+
+
+def memtier_trial(args: argparse.Namespace, port: int, connections: int, pin: bool) -> Trial:
+    """memtier_benchmark at C connections x --inflight (`--pipeline`), the same mix,
+    random keys, for --duration seconds."""
+    argv = [*memtier_argv(args, port), "-c", str(connections), f"--pipeline={args.inflight}",
+            f"--ratio={memtier_ratio(args.get_ratio)}", "--key-pattern=R:R",
+            f"--test-time={args.duration}", "--print-percentiles=50,99"]
+    if pin:
+        argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
+    cpu0, user0 = cpu_seconds(resource.RUSAGE_CHILDREN), user_seconds(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
+    cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
+    user_s = user_seconds(resource.RUSAGE_CHILDREN) - user0
+    totals = [line.split() for line in proc.stdout.splitlines() if line.startswith("Totals")]
+    if proc.returncode != 0 or not totals:
+        raise RuntimeError(f"memtier_benchmark failed (exit {proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    # Totals  ops/s  hits/s  misses/s  avg-ms  p50-ms  p99-ms  KB/s
+    row = totals[-1]
+    ops_s, misses_s = float(row[1]), float(row[3])
+    ops = ops_s * args.duration
+    return Trial("memtier", connections, ops_s, cpu_s * 1e6 / ops, user_s * 1e6 / ops,
+                 float(row[5]) * 1e3, float(row[6]) * 1e3,
+                 misses=round(misses_s * args.duration))
 
 
 # -- what recording costs ----------------------------------------------------------------
@@ -277,7 +352,7 @@ def can_pin() -> bool:
 
 
 def print_table(trials: list[Trial], connections: list[int], repeats: int,
-                engines: list[str]) -> None:
+                engines: list[str], inflight: int = 1) -> None:
     def pick(tool: str, c: int) -> list[Trial]:
         return [t for t in trials if t.tool == tool and t.connections == c]
 
@@ -289,13 +364,14 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
         return "" if v is None else format(v, fmt)
 
     tools = [f"harness/{e}" for e in engines]
-    print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / memcaslap median")
+    print(f"\nmedians of {repeats} trial(s) per row, {inflight} in flight per connection; "
+          "ratio = harness median / memcaslap median")
     print(f"{'conns':>5}  {'tool':<15} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
           f"{'user us':>7}  {'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
     for c in connections:
         m = pick("memcaslap", c)
         m_ops = med(m, "ops_per_s")
-        for tool in (*tools, "memcaslap"):
+        for tool in (*tools, "memcaslap", "memtier"):
             ts = pick(tool, c)
             if not ts:
                 continue
@@ -315,6 +391,17 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
                 print(f"{'':>5}  {tool} per-repeat ratios: ops/s "
                       f"{', '.join(f'{r:.2f}' for r in paired)}; CPU per op "
                       f"{', '.join(f'{r:.2f}' for r in cpu)}")
+            mt = pick("memtier", c)
+            ours = pick(tool, c)
+            if mt and ours:
+                ops_r = [a.ops_per_s / b.ops_per_s for a, b in zip(ours, mt, strict=False)]
+                cpu_r = [a.cpu_us_per_op / b.cpu_us_per_op
+                         for a, b in zip(ours, mt, strict=False)]
+                print(f"{'':>5}  {tool} / memtier: ops/s median "
+                      f"{statistics.median(ops_r):.2f} (per repeat "
+                      f"{', '.join(f'{r:.2f}' for r in ops_r)}), CPU per op median "
+                      f"{statistics.median(cpu_r):.2f} (per repeat "
+                      f"{', '.join(f'{r:.2f}' for r in cpu_r)})")
 
 
 def variants(args: argparse.Namespace) -> list[str]:
@@ -377,15 +464,21 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[
                     tools = [f"harness/{e}" for e in variants(args)]
                     if not args.skip_memcaslap:
                         tools.append("memcaslap")
+                    if args.memtier:
+                        tools.append("memtier")
                     order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
-                        if tool != "memcaslap":
+                        if tool == "memcaslap":
+                            t = memcaslap_trial(args, svc.endpoint.port, cfg_path, c, pin)
+                        elif tool == "memtier":
+                            memtier_load(args, svc.endpoint.port)
+                            t = memtier_trial(args, svc.endpoint.port, c, pin)
+                        else:
                             engine = tool.split("/")[1]
                             t = harness_trial(svc.endpoint, params, c, args.duration,
                                               engine.removesuffix("+live"),
-                                              live=engine.endswith("+live"))
-                        else:
-                            t = memcaslap_trial(args, svc.endpoint.port, cfg_path, c, pin)
+                                              live=engine.endswith("+live"),
+                                              inflight=args.inflight)
                         trials.append(t)
                         log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<15} "
                             f"{t.ops_per_s:>10,.0f} ops/s")
@@ -412,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: server stopped")
         return 130
-    print_table(trials, args.connections, args.repeats, variants(args))
+    print_table(trials, args.connections, args.repeats, variants(args), args.inflight)
     if args.live:
         print_live(trials, args.connections, args.repeats, args.engines)
     overhead = recorder_overhead_ns()

@@ -45,6 +45,7 @@ from loadgen_memcached import (
     pin_cpus,
     recorder_overhead_ns,
 )
+from spilled import CHUNK_RECORDS, Spilled  # this script's directory is first on sys.path
 
 from harness.hosts import LocalHost
 from harness.loadgen import ClientConfig, ClientRun, native
@@ -154,8 +155,9 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
                  pipeline: int, duration_s: float, rate_ops_s: float | None = None,
                  engine: str = "native") -> tuple[Any, float, float]:
-    """One client process's timed loop in this process on uvloop, every op recorded:
-    (the records, wall seconds of the loop, CPU seconds of this process meanwhile)."""
+    """One client process's timed loop in this process on uvloop, every op recorded and
+    written to disk as a worker does (`spilled`): (the records, wall seconds of the
+    loop, CPU seconds of this process meanwhile, the spill thread's included)."""
     import uvloop
 
     from harness.workloads import WORKLOADS
@@ -171,17 +173,25 @@ def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
     async def go() -> tuple[ClientRun, float, float]:
         # Reload the key space, so every GET hits even after redis-benchmark's SETs.
         await workload.prepare(cfg.endpoint_objects(), params)
-        run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0))
+        run = ClientRun(cfg, workload.client(cfg.endpoint_objects(), params, 0),
+                        chunk_records=CHUNK_RECORDS)
+        spilled = held["spilled"] = Spilled(run, workload.ops)
         await run.connect_all()
         cpu0 = cpu_seconds(resource.RUSAGE_SELF)
         await run.run()
-        cpu_s = cpu_seconds(resource.RUSAGE_SELF) - cpu0
-        return run, (time.perf_counter_ns() - run.base_ns) / 1e9, cpu_s
+        elapsed_s = (time.perf_counter_ns() - run.base_ns) / 1e9
+        spilled.close()
+        return run, elapsed_s, cpu_seconds(resource.RUSAGE_SELF) - cpu0
 
-    run, elapsed_s, cpu_s = uvloop.run(go())
-    if run.engine != engine:
-        raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
-    return run.rec.to_arrays(workload.ops, 0, 0), elapsed_s, cpu_s
+    held: dict[str, Spilled] = {}
+    try:
+        run, elapsed_s, cpu_s = uvloop.run(go())
+        if run.engine != engine:
+            raise SystemExit(f"asked for the {engine} engine, {run.engine} ran")
+        return held["spilled"].records(), elapsed_s, cpu_s
+    finally:
+        if "spilled" in held:
+            held["spilled"].remove()
 
 
 def _pct(values_ns: np.ndarray, q: float) -> float | None:

@@ -21,6 +21,7 @@ import numpy as np
 from harness.errors import HostError
 from harness.hosts import Host
 from harness.results import sha256_file
+from harness.results.columns import is_columns
 
 T = TypeVar("T")
 
@@ -172,7 +173,9 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
 def _check_npz(path: Path) -> None:
     """The copy is a records file numpy can read (its members are read when written)."""
     with np.load(path, allow_pickle=False) as z:
-        missing = {"op_names", "start_ns", "latency_ns"} - set(z.files)
+        names = {"op_names", "start", "end", "outcome"} if is_columns(z.files) else {
+            "op_names", "start_ns", "latency_ns"}
+        missing = names - set(z.files)
         if missing:
             raise KeyError(f"no {', '.join(sorted(missing))}")
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.results import OpsArrays, outcome, unpack_outcomes
+from harness.results import OpsArrays, outcome
+from harness.results.columns import RecordColumns
 
 Views = tuple[memoryview, memoryview, memoryview, memoryview, memoryview]
 
@@ -48,10 +49,10 @@ class Recorder:
     memoryviews (a store through a view costs about half of one into the array): the
     start and end as raw clock readings, and the outcome packed into one integer (op,
     warm-up flag, status and bytes: `results.outcome`). Everything derived is computed
-    per column in `to_arrays`: start relative to `base_ns`, latency (end - start, or end -
-    intended in open loop), and the time-based half of the warm-up flag (start, or
-    intended, before `warmup_end_ns`); the packed flag is only the count-based half
-    (seq < warmup_ops).
+    per column later (`results.columns.RecordColumns.to_arrays`): start relative to
+    `base_ns`, latency (end - start, or end - intended in open loop), and the time-based
+    half of the warm-up flag (start, or intended, before `warmup_end_ns`); the packed flag
+    is only the count-based half (seq < warmup_ops).
 
     Without `chunk_records` the columns grow (double) until the run ends. With it, full
     columns are sealed as a `Chunk` (records `base` .. `base + n` of the run) and handed
@@ -233,31 +234,19 @@ class Recorder:
         assert src.seq is not None
         return src.seq[:src.n].copy()
 
-    def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int,
-                  chunk: Chunk | None = None) -> OpsArrays:
-        """The records of `chunk`, or of the current columns (the whole run when it
-        does not spill), with everything derived (see the class)."""
+    def columns(self, op_names: tuple[str, ...], client_id: int, offset_ns: int,
+                chunk: Chunk | None = None) -> RecordColumns:
+        """The raw columns of `chunk`, or of the current columns (the whole run when it
+        does not spill): slices, not copies."""
         src = chunk if chunk is not None else self
         n = src.n
-        # Slices, not copies: every array below is computed from them, none aliases the
-        # columns (which a spilling recorder takes again for later records).
-        start, end, packed = src.start[:n], src.end[:n], src.outcome[:n]
-        if self.open_loop:
-            intended = src.intended[:n]
-            latency, timed_warm = end - intended, intended < self.warmup_end_ns
-            intended_ns = intended - self.base_ns + offset_ns
-        else:
-            latency, timed_warm = end - start, start < self.warmup_end_ns
-            intended_ns = np.full(n, -1, np.int64)
-        op, status, nbytes, counted_warm = unpack_outcomes(packed)
-        return OpsArrays(
-            op_names=op_names,
-            client=np.full(n, client_id, np.int32),
-            op=op,
-            start_ns=start - self.base_ns + offset_ns,
-            latency_ns=latency,
-            intended_ns=intended_ns,
-            status=status,
-            nbytes=nbytes,
-            warmup=counted_warm | timed_warm,
-        )
+        return RecordColumns(op_names, client_id, src.start[:n], src.end[:n],
+                             src.outcome[:n], src.intended[:n] if self.open_loop else None,
+                             self.base_ns, self.warmup_end_ns, offset_ns)
+
+    def to_arrays(self, op_names: tuple[str, ...], client_id: int, offset_ns: int,
+                  chunk: Chunk | None = None) -> OpsArrays:
+        """The records of `chunk`, or of the current columns, with everything derived
+        (`RecordColumns.to_arrays`: no array aliases the columns, which a spilling
+        recorder takes again for later records)."""
+        return self.columns(op_names, client_id, offset_ns, chunk).to_arrays()

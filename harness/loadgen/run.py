@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from harness.errors import WorkloadError
 from harness.loadgen import native
@@ -35,6 +38,7 @@ from harness.loadgen.config import ClientConfig, Ticket
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.recorder import Chunk, Recorder
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, OpsArrays
+from harness.results.columns import RecordColumns
 from harness.schedule import Schedule
 from harness.workloads.base import WorkloadClient
 
@@ -296,18 +300,23 @@ class ClientRun:
         if self.native_run is not None:
             self.native_run.stop()
 
-    def arrays(self, op_names: tuple[str, ...], offset_ns: int = 0,
-               chunk: Chunk | None = None) -> OpsArrays:
-        """The records of `chunk`, or of the current columns (`Recorder.to_arrays`), with
-        each op's key number when the run records keys (`run.record_keys`): the client
-        maps its seqs to keys."""
-        arrays = self.rec.to_arrays(op_names, self.cfg.client_id, offset_ns, chunk)
+    def columns(self, op_names: tuple[str, ...], offset_ns: int = 0,
+                chunk: Chunk | None = None) -> RecordColumns:
+        """The raw columns of `chunk`, or of the current columns (`Recorder.columns`),
+        with each op's key number when the run records keys (`run.record_keys`): the
+        client maps its seqs to keys."""
+        cols = self.rec.columns(op_names, self.cfg.client_id, offset_ns, chunk)
         if not self.cfg.record_keys:
-            return arrays
+            return cols
         keys = self.client.keynums(self.rec.seqs(chunk))
         if keys is None:  # the spec refuses this; a hand-made config may not
             raise WorkloadError(f"{self.cfg.workload}: its clients do not name their keys")
-        return arrays.with_keys(keys)
+        return dataclasses.replace(cols, key=np.asarray(keys, np.int64))
+
+    def arrays(self, op_names: tuple[str, ...], offset_ns: int = 0,
+               chunk: Chunk | None = None) -> OpsArrays:
+        """The records of `chunk`, or of the current columns, everything derived."""
+        return self.columns(op_names, offset_ns, chunk).to_arrays()
 
     def unsent_counts(self) -> tuple[int, int]:
         """Open loop, after `run`: (measured, warm-up) ops intended before the run's end

@@ -1,30 +1,34 @@
 """Writing a client process's records to disk in chunks while it runs (`Spiller`).
 
 A worker's `Recorder` seals its columns every `CHUNK_RECORDS` records (`Recorder.seal`)
-and hands the `Chunk` to `Spiller.sink`; a thread of its own turns it into records
-(`ClientRun.arrays`) and writes it beside the run's records file (`part_path`), with
-its sha256, then frees the columns for later records. The last, partly filled columns
-go to the records file itself at the end (`harness.worker`), so a run short enough for
-one chunk has no part files and nothing changes for it. The status file lists the parts
-in order (`parts`): the harness copies each, checks it and writes them into ops.parquet
-one after the other (`harness.transfer`, `harness.results.stream`).
+and hands the `Chunk` to `Spiller.sink`; a thread of its own writes its raw columns
+(`results.columns.RecordColumns`: 24 bytes an op in closed loop) beside the run's
+records file (`part_path`), hashing them as they are written, then frees the columns
+for later records. The records are derived from the columns where they are read, on
+the harness's machine, not on the client's core the load generator needs. The last,
+partly filled columns go to the records file itself at the end (`harness.worker`), so
+a run short enough for one chunk has no part files and nothing changes for it. The
+status file lists the parts in order (`parts`): the harness copies each, checks it and
+writes them into ops.parquet one after the other (`harness.transfer`,
+`harness.results.stream`).
 
-The thread holds the GIL only to convert a chunk (numpy, a few ms per million records)
-and releases it to write: the native core runs without the GIL, and the Python paths
+The thread holds the GIL only briefly (zipfile's calls per member; numpy, hashlib and
+the writes release it): the native core runs without the GIL, and the Python paths
 lose a few ms once per chunk.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from harness.loadgen.recorder import Chunk
-from harness.workerctl import sha256_of
 
 if TYPE_CHECKING:
     from harness.loadgen.run import ClientRun
@@ -34,6 +38,33 @@ def part_path(out: str | Path, k: int) -> Path:
     """The file of chunk `k` of the records file `out` (``c3.npz`` -> ``c3.part00000.npz``)."""
     out = Path(out)
     return out.with_name(f"{out.stem}.part{k:05d}.npz")
+
+
+class _HashingWriter:
+    """A file written front to back, hashed as it goes: the part's sha256 without
+    reading it back. It has no `seek`, so zipfile (numpy's npz) writes each member's
+    sizes after its data instead of going back to its header, and the bytes hashed are
+    the file's."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.bytes += memoryview(data).nbytes
+        return self.f.write(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def read(self, size: int = -1) -> bytes:
+        # numpy takes an object with `read` for a file rather than a path
+        raise io.UnsupportedOperation("written only")
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 class Spiller:
@@ -65,17 +96,16 @@ class Spiller:
     def _write(self, chunk: Chunk) -> None:
         path = part_path(self.out, chunk.k)
         try:
-            arrays = self.run.arrays(self.op_names, self.offset_ns, chunk)
+            cols = self.run.columns(self.op_names, self.offset_ns, chunk)
             tmp = path.with_name(path.name + ".tmp")
             with open(tmp, "wb") as f:
-                arrays.save_npz(f)
+                hashed = _HashingWriter(f)
+                cols.save_npz(hashed)  # type: ignore[arg-type]
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            digest = sha256_of(str(path))
-            if digest is None:
-                raise OSError(f"{path}: written, then not readable")
-            entry = {"file": str(path), **digest, "records": len(arrays)}
+            entry = {"file": str(path), "sha256": hashed.sha256.hexdigest(),
+                     "bytes": hashed.bytes, "records": len(cols)}
         except Exception as exc:  # noqa: BLE001 - kept in memory, tried again at close
             with self._lock:
                 self.errors.append(f"chunk {chunk.k} ({path}): {type(exc).__name__}: {exc}")

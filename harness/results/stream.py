@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.results.arrays import OpsArrays
+from harness.results.columns import load_records, records_columns, records_len
 from harness.results.schema import ERROR, REDIRECT, STATUSES, TIMEOUT
 
 #: Up to this many records a run is joined in memory (sorted by start, written at once,
@@ -27,14 +28,9 @@ from harness.results.schema import ERROR, REDIRECT, STATUSES, TIMEOUT
 IN_MEMORY_RECORDS = 1 << 21
 
 
-def _npz_len(path: Path) -> int:
-    with np.load(path, allow_pickle=False) as z:
-        return int(z["start_ns"].shape[0])
-
-
 @dataclass
 class OpsParts:
-    """A run's records: parts in memory or npz files (`OpsArrays.save_npz`), in order.
+    """A run's records: parts in memory or a worker's npz files (`load_records`), in order.
     `cleanup` is called once they are written (removes the local copies)."""
 
     op_names: tuple[str, ...]
@@ -50,14 +46,14 @@ class OpsParts:
 
     def __len__(self) -> int:
         if self._len is None:
-            self._len = sum(len(i) if isinstance(i, OpsArrays) else _npz_len(i)
+            self._len = sum(len(i) if isinstance(i, OpsArrays) else records_len(i)
                             for i in self.items)
         return self._len
 
     def parts(self) -> Iterator[OpsArrays]:
         """Each part in turn, loaded when its turn comes."""
         for item in self.items:
-            yield item if isinstance(item, OpsArrays) else OpsArrays.load_npz(item)
+            yield item if isinstance(item, OpsArrays) else load_records(item)
 
     def columns(self, names: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
         """Only the named columns of each part (an npz member is read alone), or of
@@ -66,8 +62,7 @@ class OpsParts:
             if isinstance(item, OpsArrays):
                 yield {n: getattr(item, n) for n in names}
             else:
-                with np.load(item, allow_pickle=False) as z:
-                    yield {n: z[n] for n in names}
+                yield records_columns(item, names)
 
     def in_memory(self) -> bool:
         return len(self) <= IN_MEMORY_RECORDS

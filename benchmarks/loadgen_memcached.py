@@ -343,7 +343,8 @@ def native_record_cost_ns(iterations: int = 1_000_000, repeats: int = 15) -> flo
 # -- orchestration -----------------------------------------------------------------------
 
 def pin_cpus(pid: int, cpu: int) -> None:
-    subprocess.run(["taskset", "-pc", str(cpu), str(pid)], check=True, capture_output=True)
+    # -a: every thread (memcached serves from its worker threads, not the main one)
+    subprocess.run(["taskset", "-a", "-pc", str(cpu), str(pid)], check=True, capture_output=True)
 
 
 def can_pin() -> bool:

@@ -446,7 +446,10 @@ def test_a_busy_client_pinned_to_one_core_uses_about_one_cpu(
     print(f"pinned: cpu_util {client['cpu_util']:.3f}, schedstat run "
           f"{w.run_s / window:.3f} wait {w.wait_s / window:.3f}")
     assert -RUN_BELOW <= client["cpu_util"] - w.run_s / window <= RUN_ABOVE
-    assert 0.88 <= client["cpu_util"] + w.wait_s / window <= 1.01
+    # Up to 1.15, not 1.0: loopback traffic's softirq work on the client's core is
+    # charged to the client's CPU time and, run by ksoftirqd, to its wait too (1.05-1.14
+    # on a 2-core VM with kernel 6.18, 26 Nov 2026); a wait counted twice would be ~2.
+    assert 0.88 <= client["cpu_util"] + w.wait_s / window <= 1.15
     assert 0.75 <= client["cpu_util"] <= 1.0
 
 

@@ -270,17 +270,21 @@ def memtier_trial(args: argparse.Namespace, port: int, connections: int, pin: bo
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
     cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
     user_s = user_seconds(resource.RUSAGE_CHILDREN) - user0
+    ops_s, misses_s, p50_us, p99_us = memtier_totals(proc)
+    ops = ops_s * args.duration
+    return Trial("memtier", connections, ops_s, cpu_s * 1e6 / ops, user_s * 1e6 / ops,
+                 p50_us, p99_us, misses=round(misses_s * args.duration))
+
+
+def memtier_totals(proc: subprocess.CompletedProcess) -> tuple[float, float, float, float]:
+    """ops/s, misses/s, p50 and p99 (us) from memtier_benchmark's last Totals line."""
     totals = [line.split() for line in proc.stdout.splitlines() if line.startswith("Totals")]
     if proc.returncode != 0 or not totals:
         raise RuntimeError(f"memtier_benchmark failed (exit {proc.returncode}):\n"
                            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     # Totals  ops/s  hits/s  misses/s  avg-ms  p50-ms  p99-ms  KB/s
     row = totals[-1]
-    ops_s, misses_s = float(row[1]), float(row[3])
-    ops = ops_s * args.duration
-    return Trial("memtier", connections, ops_s, cpu_s * 1e6 / ops, user_s * 1e6 / ops,
-                 float(row[5]) * 1e3, float(row[6]) * 1e3,
-                 misses=round(misses_s * args.duration))
+    return float(row[1]), float(row[3]), float(row[5]) * 1e3, float(row[6]) * 1e3
 
 
 # -- what recording costs ----------------------------------------------------------------

@@ -41,6 +41,7 @@ from loadgen_memcached import (
     SERVER_CPU,
     can_pin,
     cpu_seconds,
+    memtier_totals,
     native_record_cost_ns,
     pin_cpus,
     recorder_overhead_ns,
@@ -272,16 +273,9 @@ def memtier(args: argparse.Namespace, port: int, connections: int, pipeline: int
     proc = subprocess.run(argv, capture_output=True, text=True,
                           timeout=max(60.0, 10 * args.duration + 60))
     cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
-    totals = [line.split() for line in proc.stdout.splitlines() if line.startswith("Totals")]
-    if proc.returncode != 0 or not totals:
-        raise RuntimeError(f"memtier_benchmark failed (exit {proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    # Totals  ops/s  hits/s  misses/s  avg-ms  p50-ms  p99-ms  KB/s
-    row = totals[-1]
-    ops_s, misses_s = float(row[1]), float(row[3])
+    ops_s, misses_s, p50_us, p99_us = memtier_totals(proc)
     ops = ops_s * max(1, round(args.duration))
-    return Trial("memtier", connections, pipeline, ops_s, cpu_s * 1e6 / ops,
-                 float(row[5]) * 1e3, float(row[6]) * 1e3,
+    return Trial("memtier", connections, pipeline, ops_s, cpu_s * 1e6 / ops, p50_us, p99_us,
                  misses=round(misses_s * max(1, round(args.duration))))
 
 

@@ -88,6 +88,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memtier", default=shutil.which("memtier_benchmark"),
                    help="a memtier_benchmark binary to run beside (default: the one on PATH, "
                         "if any; built by hand from RedisLabs/memtier_benchmark)")
+    p.add_argument("--pause-us", default="0",
+                   help="comma-separated clients.pause_us values for the native engine: each "
+                        "non-zero one is a row of its own, harness/native+pauseN (default 0)")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python; "
                         "see harness.loadgen.native)")
@@ -105,6 +108,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--repeats and --duration must be positive")
     if args.inflight < 1:
         p.error("--inflight must be at least 1")
+    try:
+        args.pause_us = sorted({float(v) for v in args.pause_us.split(",") if v.strip()})
+    except ValueError:
+        p.error("--pause-us takes comma-separated numbers of microseconds")
+    if not args.pause_us or min(args.pause_us) < 0:
+        p.error("--pause-us needs numbers of microseconds, 0 or more")
     if args.inflight > 1:
         args.skip_memcaslap = True
     if args.key_size < 16:
@@ -121,11 +130,11 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
                   duration_s: float, engine: str = "native", live: bool = False,
-                  inflight: int = 1) -> Trial:
+                  inflight: int = 1, pause_us: float = 0.0) -> Trial:
     """One client process's timed loop, in this process on uvloop, every op recorded and
     written to disk as a worker does (`spilled`), on `engine` ("native" or "python", as
     KVBENCH_ENGINE selects it); with `live`, the worker's once-a-second sampler runs
-    beside it as under `harness run`."""
+    beside it as under `harness run`; `pause_us` is clients.pause_us."""
     import uvloop
 
     from harness.loadgen.live import Sampler
@@ -136,7 +145,8 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
     workload = WORKLOADS.get(WORKLOAD)
     cfg = ClientConfig(workload=WORKLOAD, params=params,
                        endpoints={"memcached": endpoint.to_dict()}, client_id=0,
-                       connections=connections, inflight=inflight, duration_s=duration_s)
+                       connections=connections, inflight=inflight, duration_s=duration_s,
+                       pause_us=pause_us)
 
     async def go() -> tuple[ClientRun, float, float]:
         # Reload the key space, in case anything evicted some of it.
@@ -174,7 +184,7 @@ def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
     done = (ops.status == OK) | (ops.status == MISS)
     lat_us = ops.latency_ns[done] / 1e3
     return Trial(
-        f"harness/{engine}{'+live' if live else ''}", connections, int(done.sum()) / elapsed_s,
+        "harness/" + variant_name(engine, live, pause_us), connections, int(done.sum()) / elapsed_s,
         cpu_s * 1e6 / max(len(ops), 1), user[0] * 1e6 / max(len(ops), 1),
         float(np.percentile(lat_us, 50)) if lat_us.size else None,
         float(np.percentile(lat_us, 99)) if lat_us.size else None,
@@ -371,7 +381,7 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
     tools = [f"harness/{e}" for e in engines]
     print(f"\nmedians of {repeats} trial(s) per row, {inflight} in flight per connection; "
           "ratio = harness median / memcaslap median")
-    print(f"{'conns':>5}  {'tool':<15} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
+    print(f"{'conns':>5}  {'tool':<24} {'ops/s':>9}  {'ratio':>5}  {'CPU us/op':>9}  "
           f"{'user us':>7}  {'p50 us':>7}  {'p99 us':>7}  {'misses':>6}  {'errors':>6}")
     for c in connections:
         m = pick("memcaslap", c)
@@ -382,7 +392,7 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
                 continue
             t_ops = med(ts, "ops_per_s")
             ratio = t_ops / m_ops if tool != "memcaslap" and t_ops and m_ops else None
-            print(f"{c:>5}  {tool:<15} {cell(t_ops, ',.0f'):>9}  "
+            print(f"{c:>5}  {tool:<24} {cell(t_ops, ',.0f'):>9}  "
                   f"{cell(ratio, '.2f'):>5}  {cell(med(ts, 'cpu_us_per_op'), '.1f'):>9}  "
                   f"{cell(med(ts, 'user_us_per_op'), '.2f'):>7}  "
                   f"{cell(med(ts, 'p50_us'), '.1f'):>7}  {cell(med(ts, 'p99_us'), '.1f'):>7}  "
@@ -409,9 +419,24 @@ def print_table(trials: list[Trial], connections: list[int], repeats: int,
                       f"{', '.join(f'{r:.2f}' for r in cpu_r)})")
 
 
+def variant_name(engine: str, live: bool = False, pause_us: float = 0.0) -> str:
+    """A harness row's name: the engine, +pauseN (clients.pause_us), +live."""
+    return engine + (f"+pause{pause_us:g}" if pause_us else "") + ("+live" if live else "")
+
+
+def parse_variant(name: str) -> tuple[str, bool, float]:
+    """(engine, live, pause_us) of a `variant_name`."""
+    engine, *tags = name.split("+")
+    pause = [float(t.removeprefix("pause")) for t in tags if t.startswith("pause")]
+    return engine, "live" in tags, pause[0] if pause else 0.0
+
+
 def variants(args: argparse.Namespace) -> list[str]:
-    """The harness rows: each engine, and with --live each engine with live numbers on."""
-    return [v for e in args.engines for v in ((e, f"{e}+live") if args.live else (e,))]
+    """The harness rows: each engine (the native one at each --pause-us), and with --live
+    each with live numbers on."""
+    return [variant_name(e, live, p) for e in args.engines
+            for p in (args.pause_us if e == "native" else (0.0,))
+            for live in ((False, True) if args.live else (False,))]
 
 
 def print_live(trials: list[Trial], connections: list[int], repeats: int,
@@ -479,13 +504,12 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None]) -> list[
                             memtier_load(args, svc.endpoint.port)
                             t = memtier_trial(args, svc.endpoint.port, c, pin)
                         else:
-                            engine = tool.split("/")[1]
+                            engine, live, pause = parse_variant(tool.split("/")[1])
                             t = harness_trial(svc.endpoint, params, c, args.duration,
-                                              engine.removesuffix("+live"),
-                                              live=engine.endswith("+live"),
-                                              inflight=args.inflight)
+                                              engine, live=live, inflight=args.inflight,
+                                              pause_us=pause)
                         trials.append(t)
-                        log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<15} "
+                        log(f"  repeat {rep + 1}  conns {c:>3}  {tool:<24} "
                             f"{t.ops_per_s:>10,.0f} ops/s")
     finally:
         if svc is not None:

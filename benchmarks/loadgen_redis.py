@@ -43,8 +43,10 @@ from loadgen_memcached import (
     cpu_seconds,
     memtier_totals,
     native_record_cost_ns,
+    parse_variant,
     pin_cpus,
     recorder_overhead_ns,
+    variant_name,
 )
 from spilled import CHUNK_RECORDS, Spilled  # this script's directory is first on sys.path
 
@@ -124,7 +126,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python)")
+    p.add_argument("--pause-us", default="0",
+                   help="comma-separated clients.pause_us values for the native engine: each "
+                        "non-zero one is a row of its own, harness/native+pauseN (default 0)")
     args = p.parse_args(argv)
+    try:
+        args.pause_us = sorted({float(v) for v in args.pause_us.split(",") if v.strip()})
+    except ValueError:
+        p.error("--pause-us takes comma-separated numbers of microseconds")
+    if not args.pause_us or min(args.pause_us) < 0:
+        p.error("--pause-us needs numbers of microseconds, 0 or more")
+    args.variants = [variant_name(e, False, u) for e in args.engines.split(",") if e.strip()
+                     for u in (args.pause_us if e.strip() == "native" else (0.0,))]
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if not args.engines or set(args.engines) - set(native.ENGINES):
         p.error(f"--engines takes {', '.join(native.ENGINES)}")
@@ -155,7 +168,7 @@ def workload_params(args: argparse.Namespace) -> dict[str, Any]:
 
 def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
                  pipeline: int, duration_s: float, rate_ops_s: float | None = None,
-                 engine: str = "native") -> tuple[Any, float, float]:
+                 engine: str = "native", pause_us: float = 0.0) -> tuple[Any, float, float]:
     """One client process's timed loop in this process on uvloop, every op recorded and
     written to disk as a worker does (`spilled`): (the records, wall seconds of the
     loop, CPU seconds of this process meanwhile, the spill thread's included)."""
@@ -169,7 +182,7 @@ def _harness_run(endpoint: Endpoint, params: dict[str, Any], connections: int,
     cfg = ClientConfig(workload=WORKLOAD, params=params,
                        endpoints={"redis": endpoint.to_dict()}, client_id=0,
                        connections=connections, inflight=pipeline, duration_s=duration_s,
-                       rate_ops_s=rate_ops_s)
+                       rate_ops_s=rate_ops_s, pause_us=pause_us)
 
     async def go() -> tuple[ClientRun, float, float]:
         # Reload the key space, so every GET hits even after redis-benchmark's SETs.
@@ -200,12 +213,14 @@ def _pct(values_ns: np.ndarray, q: float) -> float | None:
 
 
 def harness_trial(endpoint: Endpoint, params: dict[str, Any], connections: int,
-                  pipeline: int, duration_s: float, engine: str = "native") -> Trial:
+                  pipeline: int, duration_s: float, engine: str = "native",
+                  pause_us: float = 0.0) -> Trial:
     ops, elapsed_s, cpu_s = _harness_run(endpoint, params, connections, pipeline, duration_s,
-                                         engine=engine)
+                                         engine=engine, pause_us=pause_us)
     done = (ops.status == OK) | (ops.status == MISS)
     lat = ops.latency_ns[done]
-    return Trial(f"harness/{engine}", connections, pipeline, int(done.sum()) / elapsed_s,
+    return Trial("harness/" + variant_name(engine, False, pause_us), connections, pipeline,
+                 int(done.sum()) / elapsed_s,
                  cpu_s * 1e6 / max(len(ops), 1), _pct(lat, 50), _pct(lat, 99),
                  errors=int((~done).sum()), misses=int((ops.status == MISS).sum()))
 
@@ -321,7 +336,7 @@ def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: in
     tools = [f"harness/{e}" for e in engines]
     print(f"\nmedians of {repeats} trial(s) per row; ratio = harness median / "
           "redis-benchmark median")
-    print(f"{'conns':>5} {'P':>3}  {'tool':<15} {'ops/s':>10}  {'ratio':>5}  "
+    print(f"{'conns':>5} {'P':>3}  {'tool':<24} {'ops/s':>10}  {'ratio':>5}  "
           f"{'CPU us/op':>9}  {'p50 us':>8}  {'p99 us':>8}  {'misses':>6}  {'errors':>6}")
     for c, p in configs:
         r = pick("redis-benchmark", c, p)
@@ -332,7 +347,7 @@ def print_table(trials: list[Trial], configs: list[tuple[int, int]], repeats: in
                 continue
             t_ops = _med(ts, "ops_per_s")
             ratio = t_ops / r_ops if tool != "redis-benchmark" and t_ops and r_ops else None
-            print(f"{c:>5} {p:>3}  {tool:<15} {_cell(t_ops, ',.0f'):>10}  "
+            print(f"{c:>5} {p:>3}  {tool:<24} {_cell(t_ops, ',.0f'):>10}  "
                   f"{_cell(ratio, '.2f'):>5}  {_cell(_med(ts, 'cpu_us_per_op'), '.2f'):>9}  "
                   f"{_cell(_med(ts, 'p50_us'), '.1f'):>8}  {_cell(_med(ts, 'p99_us'), '.1f'):>8}"
                   f"  {sum(t.misses for t in ts):>6}  {sum(t.errors for t in ts):>6}")
@@ -417,7 +432,7 @@ def latency_check(args: argparse.Namespace, endpoint: Endpoint, params: dict[str
                                     args.engines[0]))
             r1.append(redis_benchmark(args, endpoint.port, 1, 1, n, pin))
     for tool, ts in ((f"harness/{args.engines[0]}", h1), ("redis-benchmark", r1)):
-        lines.append(f"  {tool:<15} C=1 closed loop (median of {len(ts)}): "
+        lines.append(f"  {tool:<24} C=1 closed loop (median of {len(ts)}): "
                      f"{_med(ts, 'ops_per_s'):,.0f} ops/s; p50 {_med(ts, 'p50_us'):.1f} us, "
                      f"p99 {_med(ts, 'p99_us'):.1f} us")
     lines += _ratios(_med(h1, "p50_us"), _med(h1, "p99_us"), _med(r1, "p50_us"),
@@ -461,7 +476,7 @@ def run_benchmark(args: argparse.Namespace,
             for rep in range(args.repeats):
                 for c, p in args.configs:
                     # Alternate the order so neither tool always runs second.
-                    tools = [*(f"harness/{e}" for e in args.engines), "redis-benchmark",
+                    tools = [*(f"harness/{v}" for v in args.variants), "redis-benchmark",
                              *(("memtier",) if args.memtier else ())]
                     order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
@@ -469,13 +484,14 @@ def run_benchmark(args: argparse.Namespace,
                             memtier_load(args, svc.endpoint.port)
                             t = memtier(args, svc.endpoint.port, c, p, pin)
                         elif tool != "redis-benchmark":
+                            engine, _, pause = parse_variant(tool.split("/")[1])
                             t = harness_trial(svc.endpoint, params, c, p, args.duration,
-                                              tool.split("/")[1])
+                                              engine, pause)
                         else:
                             t = redis_benchmark(args, svc.endpoint.port, c, p,
                                                 requests[c, p], pin)
                         trials.append(t)
-                        log(f"  repeat {rep + 1}  C {c:>3} P {p:>2}  {tool:<15} "
+                        log(f"  repeat {rep + 1}  C {c:>3} P {p:>2}  {tool:<24} "
                             f"{t.ops_per_s:>11,.0f} ops/s  {t.cpu_us_per_op:6.2f} CPU us/op")
             if not args.no_latency_check:
                 latency = latency_check(args, svc.endpoint, params, trials, pin, log)
@@ -501,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: server stopped")
         return 130
-    print_table(trials, args.configs, args.repeats, args.engines)
+    print_table(trials, args.configs, args.repeats, args.variants)
     for line in latency:
         print(line)
     print("\nrecorder overhead per op (2 clock reads + the record block), thread CPU time:")

@@ -511,7 +511,8 @@ class Runner:
                 duration_s=plan.size.duration_s, warmup_ops=plan.size.warmup_ops,
                 warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
                 more={"arrival": plan.size.arrival if plan.size.open_loop else None,
-                      "client_hosts": list(plan.clients.hosts)}),
+                      "client_hosts": list(plan.clients.hosts),
+                      "pause_us": plan.clients.pause_us}),
             # The spec itself (overrides applied) travels with every run: the file may be
             # edited or gone when the report is made.
             kit=ctx.kit, spec_file=str(self.spec.path.resolve()),

@@ -40,6 +40,7 @@ from harness.speclimits import (
     MAX_CONNECTIONS,
     MAX_CONSECUTIVE_ERRORS,
     MAX_INFLIGHT,
+    MAX_PAUSE_US,
     MAX_PROCESSES,
     MAX_RATE_OPS_S,
     MAX_RUN_RECORDS,
@@ -57,7 +58,7 @@ TOP_LEVEL = {
     "inventory": "YAML file mapping host names to targets",
     "hosts": "name -> 'localhost' | 'user@host:port' | inventory/ssh-config name | mapping",
     "services": "name -> {kind, host, settings}",
-    "clients": "{hosts, processes, connections, inflight}",
+    "clients": "{hosts, processes, connections, inflight, pause_us}",
     "params": "fixed workload parameters",
     "grid": "parameter -> list of values; every combination is one configuration",
     "repetitions": "runs per configuration",
@@ -90,6 +91,11 @@ CLIENT_FIELDS: dict[str, Setting] = {
                            high=MAX_CONNECTIONS, why="sockets of one event loop"),
     "inflight": Setting((int,), 1, "requests in flight per connection", low=1,
                         high=MAX_INFLIGHT, why="beyond any server's pipelining"),
+    "pause_us": Setting((int, float), 0, "closed loop, native core: the load generator "
+                        "sleeps this long before each wait while requests are in flight, so "
+                        "replies and requests travel in batches (a server at its pipelined "
+                        "limit serves more); each latency includes up to this much. 0: never",
+                        low=0, high=MAX_PAUSE_US, why="longer is think time, not batching"),
 }
 _RECORDS = "records a run may hold in memory; measure longer with run.duration_s"
 _DAYS = f"{MAX_SECONDS // 86400} days"
@@ -119,6 +125,8 @@ RUN_FIELDS: dict[str, Setting] = {
         "a run whose share of error and timeout ops exceeds this (0..1) is `failed`, its "
         "records kept; null: only a run without records fails"),
 }
+#: Client fields a grid may vary (`grid: {clients.inflight: [1, 16]}`).
+GRID_CLIENT_FIELDS = ("processes", "connections", "inflight", "pause_us")
 #: Run fields a grid may vary (`grid: {run.rate_ops_s: [...]}`: an offered-load sweep).
 GRID_RUN_FIELDS = ("rate_ops_s",)
 #: The most values a sweep shorthand may make (more is surely a mistake).
@@ -143,6 +151,7 @@ class ClientSpec:
     processes: int
     connections: int
     inflight: int
+    pause_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -550,6 +559,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     if workload is not None and isinstance(raw_params, Mapping):
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)
+    _check_pause(clients_d["pause_us"], grid, run_d, "search" in data, bad)
     exclude = _validate_exclude(data.get("exclude"), grid, bad)
     until = _validate_until(data.get("until"), reps, bad)
     if "search" in data:
@@ -567,7 +577,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         path=path, name=name, description=str(data.get("description", "")).strip(),
         workload=workload.name, hosts=hosts, services=services,
         clients=ClientSpec(tuple(clients_d["hosts"]), clients_d["processes"],
-                           clients_d["connections"], clients_d["inflight"]),
+                           clients_d["connections"], clients_d["inflight"],
+                           float(clients_d["pause_us"])),
         params=resolve(raw_params if isinstance(raw_params, Mapping) else {}, params_schema),
         grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
         timeline=timeline,
@@ -577,6 +588,22 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         order_seed=order_seed,
         servers=servers if servers in SERVER_MODES else "shared",
     )
+
+
+def _check_pause(pause: Any, grid: Mapping[str, tuple[Any, ...]], run_d: Mapping[str, Any],
+                 search: bool, bad: Any) -> None:
+    """clients.pause_us batches a closed loop; in an open loop it would hold ops past
+    their intended starts, and a capacity search runs open loops."""
+    paused = [v for v in (pause, *grid.get("clients.pause_us", ())) if _number(v) and v > 0]
+    if not paused:
+        return
+    where = "clients.pause_us" if _number(pause) and pause > 0 else "grid.clients.pause_us"
+    if run_d["rate_ops_s"] is not None or "run.rate_ops_s" in grid:
+        bad(where, "only a closed loop pauses (run.rate_ops_s is set: an open loop's ops "
+                   "would wait past their intended starts); drop one of the two")
+    elif search:
+        bad(where, "a capacity search offers open-loop rates, which do not pause; drop "
+                   "clients.pause_us or search")
 
 
 UNTIL_FIELDS: dict[str, Setting] = {
@@ -698,9 +725,9 @@ def _grid_setting(
         bad(f"grid.{key}", f"only {', '.join(f'run.{f}' for f in GRID_RUN_FIELDS)} can vary")
         return None
     if parts[0] == "clients" and len(parts) == 2:
-        if parts[1] in ("processes", "connections", "inflight"):
+        if parts[1] in GRID_CLIENT_FIELDS:
             return CLIENT_FIELDS[parts[1]]
-        bad(f"grid.{key}", "only clients.processes, clients.connections and clients.inflight "
+        bad(f"grid.{key}", f"only {', '.join(f'clients.{f}' for f in GRID_CLIENT_FIELDS)} "
                            "can vary")
         return None
     if parts[0] == "services" and len(parts) == 3:

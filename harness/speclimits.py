@@ -36,6 +36,8 @@ MAX_CONNECTIONS = 10_000
 MAX_CONNECTIONS_PER_MACHINE = 28_000
 #: Requests in flight on one connection: beyond any server's pipelining and socket buffers.
 MAX_INFLIGHT = 10_000
+#: The closed loop's pause (clients.pause_us): past 100 ms it is think time, not batching.
+MAX_PAUSE_US = 100_000
 #: Errors in a row before a client stops: a billion is already "never".
 MAX_CONSECUTIVE_ERRORS = 10**9
 #: SSH connect timeout: a machine that has not answered within an hour is not coming.

@@ -293,3 +293,46 @@ def test_a_config_without_recorded_keys_reads_in_a_worker_of_an_older_checkout()
                          record_keys=True)
     assert keyed.to_dict()["record_keys"] is True
     assert ClientConfig(**keyed.to_dict()) == keyed
+
+
+def test_a_pause_holds_the_loop_before_each_wait(
+        memcached_server: RunningService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """clients.pause_us reaches the core: with one op in flight every reply waits out the
+    pause before it is read, so each latency is at least the pause; without it memcached
+    on loopback answers far faster. Deep pipelines then batch (the benchmarks measure
+    that); here only the floor is certain."""
+    if not native.built():
+        if os.environ.get("CI"):
+            pytest.fail("the native load-generator core is not built under CI")
+        pytest.skip("the native load-generator core is not built")
+    monkeypatch.setenv(native.ENV, "native")
+    lat = {}
+    for pause_us in (0, 3000):
+        run = _mix_run(memcached_server.endpoint, ops=120, warmup_ops=0, pause_us=pause_us)
+        assert run.engine == "native"
+        arrays = run.rec.to_arrays(MIX.ops, 1, 0)
+        assert len(arrays) == 120 and set(arrays.status.tolist()) == {OK}
+        lat[pause_us] = arrays.latency_ns
+    assert int(np.min(lat[3000])) >= 3_000_000
+    assert float(np.median(lat[0])) < 1_000_000
+
+
+def test_the_python_engine_refuses_a_pause(memcached_server: RunningService,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pause the Python engine cannot honour fails the run by name, not silently."""
+    monkeypatch.setenv(native.ENV, "python")
+    from harness.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match=r"clients.pause_us.*KVBENCH_ENGINE=python"):
+        _mix_run(memcached_server.endpoint, ops=10, pause_us=100)
+
+
+def test_a_pause_is_sent_to_workers_only_when_set() -> None:
+    """A worker of an older checkout reads a config without a pause; one with a pause
+    names it (and that worker would refuse the unknown field, not run unpaused)."""
+    plain = ClientConfig(workload="memcache_mix", params={}, endpoints={}, client_id=0)
+    assert "pause_us" not in plain.to_dict()
+    paused = ClientConfig(workload="memcache_mix", params={}, endpoints={}, client_id=0,
+                          pause_us=250.0)
+    assert paused.to_dict()["pause_us"] == 250.0
+    assert ClientConfig(**paused.to_dict()) == paused

@@ -245,3 +245,39 @@ def test_a_bad_sweep_is_named(tmp_path: Path, sweep: str, said: str) -> None:
 def test_only_the_rate_of_run_can_vary(tmp_path: Path) -> None:
     found = problems(tmp_path, SWEEP.replace("run.rate_ops_s: %s", "run.duration_s: [1, 2]"))
     assert any("grid.run.duration_s: only run.rate_ops_s can vary" in p for p in found), found
+
+
+PAUSED = """\
+name: paused
+workload: memcache_mix
+services: {cache: {kind: memcached}}
+clients: {connections: 4, inflight: 16%s}
+%s
+run: {duration_s: 2%s}
+"""
+
+
+def test_a_pause_may_be_set_or_varied_in_a_closed_loop(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, PAUSED % (", pause_us: 200", "", "")))
+    assert spec.clients.pause_us == 200.0
+    assert [p.clients.pause_us for p in expand(spec)] == [200.0]
+    varied = load_spec(write(tmp_path, PAUSED % ("", "grid: {clients.pause_us: [0, 200]}", "")))
+    assert sorted(p.clients.pause_us for p in expand(varied)) == [0, 200]
+    assert load_spec(write(tmp_path, PAUSED % ("", "", ""))).clients.pause_us == 0
+
+
+@pytest.mark.parametrize(("clients", "grid", "run", "said"), [
+    (", pause_us: 200", "", ", rate_ops_s: 1000", "clients.pause_us: only a closed loop"),
+    ("", "grid: {clients.pause_us: [0, 50]}", ", rate_ops_s: 1000",
+     "grid.clients.pause_us: only a closed loop"),
+    (", pause_us: 200", "grid: {run.rate_ops_s: [1000, 2000]}", "",
+     "clients.pause_us: only a closed loop"),
+    (", pause_us: 200", "search: {slo: \"p99 < 1ms\"}", "",
+     "clients.pause_us: a capacity search"),
+    (", pause_us: -1", "", "", "clients.pause_us"),
+    (", pause_us: 200000", "", "", "clients.pause_us"),
+])
+def test_a_pause_where_it_cannot_apply_is_named(tmp_path: Path, clients: str, grid: str,
+                                                run: str, said: str) -> None:
+    found = problems(tmp_path, PAUSED % (clients, grid, run))
+    assert any(said in p for p in found), found

@@ -205,6 +205,17 @@ static PyObject *Engine_published(Engine *e, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromLongLong(__atomic_load_n(&e->published, __ATOMIC_ACQUIRE));
 }
 
+/* Before a run: the closed loop's pause before each wait (engine.c's loop). */
+static PyObject *Engine_set_pause(Engine *e, PyObject *args) {
+    long long ns;
+    if (!PyArg_ParseTuple(args, "L", &ns)) return NULL;
+    if (ns < 0 || ns >= 1000000000LL)
+        return PyErr_Format(PyExc_ValueError, "pause of %lld ns: 0 up to 1 s", ns);
+    if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine running"); return NULL; }
+    e->pause_ns = ns;
+    Py_RETURN_NONE;
+}
+
 /* Between runs: the columns were sealed and others come next; until `run` starts on
  * them, `published` must not count the old ones' records. */
 static PyObject *Engine_rewind(Engine *e, PyObject *Py_UNUSED(ignored)) {
@@ -457,6 +468,9 @@ static PyMethodDef Engine_methods[] = {
     {"state", (PyCFunction)Engine_state, METH_NOARGS, "state() -> dict of counters"},
     {"rewind", (PyCFunction)Engine_rewind, METH_NOARGS,
      "rewind() -> None; between runs: no record written yet (the next run's columns)"},
+    {"set_pause", (PyCFunction)Engine_set_pause, METH_VARARGS,
+     "set_pause(ns): closed loop, the loop sleeps ns before each wait while ops are in "
+     "flight (0: never)"},
     {"published", (PyCFunction)Engine_published, METH_NOARGS,
      "published() -> records written so far; any thread, while it runs (acquire order)"},
     {NULL, NULL, 0, NULL},

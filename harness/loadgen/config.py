@@ -20,6 +20,8 @@ class ClientConfig:
     client_id: int
     connections: int = 1
     inflight: int = 1
+    #: Closed loop, native core: µs the loop sleeps before each wait (`clients.pause_us`).
+    pause_us: float = 0.0
     ops: int | None = None
     duration_s: float | None = None
     warmup_ops: int = 0
@@ -53,7 +55,8 @@ class ClientConfig:
 
 
 #: Fields added after the first workers (`ClientConfig.to_dict`), with their defaults.
-_ADDED_FIELDS: dict[str, Any] = {"record_keys": False, "chunk_records": None}
+_ADDED_FIELDS: dict[str, Any] = {"record_keys": False, "chunk_records": None,
+                                 "pause_us": 0.0}
 
 #: An open-loop op released by the pacer: (seq, intended start); closed loop: (seq, 0).
 Ticket = tuple[int, int]

@@ -108,6 +108,17 @@ def uses_native(run: ClientRun) -> NativeOps | None:
     return ops
 
 
+def why_python(client: Any) -> str:
+    """Why a run goes through the Python engine (`uses_native` said no), for a message."""
+    if engine() != "native":
+        return (f"{ENV}=python" if os.environ.get(ENV, "").strip().lower() == "python"
+                else "the native core is not built")
+    ops = client.native_ops()
+    if ops is None:
+        return "its workload, with these settings, has no native ops"
+    return f"the core does not speak {ops.protocol!r}"
+
+
 def _socket_fd(conn: Any) -> int:
     """The socket of a driver connection, its asyncio reading paused: the core reads it;
     -1 for None (no connection to that server)."""
@@ -170,6 +181,8 @@ class NativeRun:
             (len(self.router.servers), self._current_routes(), ops.set_sizes,
              ops.set_tail_framing_bytes)
             if self.router is not None else (1, b"", ops.set_sizes, ops.set_tail_framing_bytes))
+        if cfg.pause_us:
+            self.engine.set_pause(round(cfg.pause_us * 1000))
 
     def _warmup_end(self) -> tuple[int, int]:
         """Open loop: the first measured seq and when it is due (absolute): the core drops

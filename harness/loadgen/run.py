@@ -288,6 +288,10 @@ class ClientRun:
         native_ops = native.uses_native(self)
         self.native_run = (native.NativeRun(self, native_ops)
                            if native_ops is not None else None)
+        if cfg.pause_us and self.native_run is None:
+            raise WorkloadError(
+                f"clients.pause_us: only the native core pauses, and this run would use the "
+                f"Python engine ({native.why_python(client)}); drop clients.pause_us")
         if self.native_run is not None and not cfg.record_keys:
             self.rec.drop_seq()
         if client.records_attempts:

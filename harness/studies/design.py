@@ -24,6 +24,7 @@ class SpecDesign:
     connections: int
     inflight: int
     params: tuple[tuple[str, Any], ...]
+    pause_us: float = 0.0
 
     def sentence(self) -> str:
         """One Markdown sentence: what the spec runs, how often and how long."""
@@ -38,7 +39,9 @@ class SpecDesign:
                 ("clients.processes", _n(self.processes, "client process")),
                 ("clients.connections", _n(self.connections, "connection")),
                 ("clients.inflight", f"{self.inflight} in flight" if self.inflight > 1
-                 else ""))
+                 else ""),
+                ("clients.pause_us", f"a {self.pause_us:g} µs pause before each wait"
+                 if self.pause_us else ""))
             if key not in keys and text)
         params = ", ".join(f"`{k}` = {v}" for k, v in self.params)
         return (f"`experiments/{self.file}` (experiment `{self.experiment}`): "
@@ -63,6 +66,7 @@ def spec_design(path: Path) -> SpecDesign:
         ops_per_run=spec.size.ops, duration_s=spec.size.duration_s,
         warmup_ops=spec.size.warmup_ops, processes=spec.clients.processes,
         connections=spec.clients.connections, inflight=spec.clients.inflight,
+        pause_us=spec.clients.pause_us,
         # The parameters the spec sets itself (not the workload's defaults, nor the grid's).
         params=tuple((k, v) for k, v in (spec.raw.get("params") or {}).items()
                      if k not in spec.grid))

@@ -114,6 +114,9 @@ typedef struct {
     volatile int stop_flag;
     /* open loop: intended starts (absolute ns) of seqs tk_first.. */
     int open_loop;
+    /* closed loop: ns the loop sleeps before each wait while ops are in flight, so that
+     * replies and the requests they release travel in batches (Engine.set_pause) */
+    int64_t pause_ns;
     int64_t *tk; Py_ssize_t tk_n, tk_pos; int64_t tk_first; int tk_last;
     int64_t timer_at;
     /* open loop: when seq `measured_seq`, the first measured op, is due (`measured_ns`),

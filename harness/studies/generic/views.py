@@ -76,7 +76,8 @@ class ExperimentSection:
             _n(int(conns), "connection") if conns else "connections varied",
             (f"{int(inflight)} requests in flight per connection (pipelined)"
              if inflight and inflight > 1 else
-             "one request at a time per connection" if inflight else "in flight varied"))
+             "one request at a time per connection" if inflight else "in flight varied"),
+            _pause(runs))
             if t)
         mode = one("loadgen_mode")
         target = one("loadgen_target_rate_ops_s")
@@ -322,3 +323,13 @@ class ExperimentSection:
 
 def _nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
+
+
+def _pause(runs: pd.DataFrame) -> str:
+    """clients.pause_us, when a run paused: its latencies include up to that much."""
+    col = "loadgen_pause_us"
+    vals = sorted({float(v) for v in runs[col].dropna()} - {0.0}) if col in runs else []
+    if not vals:
+        return ""
+    return (f"a pause of {' or '.join(f'{v:g}' for v in vals)} µs before each wait "
+            "(clients.pause_us: latencies include up to that much)")

@@ -328,8 +328,8 @@ def _nan(v: Any) -> bool:
 def _pause(runs: pd.DataFrame) -> str:
     """clients.pause_us, when a run paused: its latencies include up to that much."""
     col = "loadgen_pause_us"
-    vals = sorted({float(v) for v in runs[col].dropna()} - {0.0}) if col in runs else []
-    if not vals:
+    vals = sorted({float(v) for v in runs[col].dropna()}) if col in runs else []
+    if not any(vals):
         return ""
     return (f"a pause of {' or '.join(f'{v:g}' for v in vals)} µs before each wait "
             "(clients.pause_us: latencies include up to that much)")

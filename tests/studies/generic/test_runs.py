@@ -3,6 +3,7 @@ value sizes, with the spec's order of values kept as the reference."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,44 @@ def test_own_spec_measured_and_analysed(tmp_path: Path) -> None:
     assert mean["verdict"] in (verdict.BETTER, verdict.INCONCLUSIVE)
     table = analysis.configurations(section.loaded)
     assert list(table["runs"]) == [2, 2] and list(table["ops"]) == [800, 800]
+
+
+PAUSED = """\
+name: mc_paused
+workload: memcache_mix
+hosts: {server: localhost, client: localhost}
+services:
+  cache: {kind: memcached, host: server, settings: {threads: 1}}
+clients: {hosts: [client], processes: 1, connections: 1}
+params: {key_space: 200}
+grid:
+  clients.pause_us: [0, 2000]
+repetitions: 1
+run: {ops: 150, timeout_s: 5}
+"""
+
+
+def test_a_pause_reaches_the_worker_and_the_sentence(tmp_path: Path) -> None:
+    """clients.pause_us travels spec -> worker -> core -> manifest -> report: with one op
+    in flight every paused op waits the pause out, and the sentence of what was measured
+    names the values and what they cost."""
+    from harness.loadgen import native
+
+    if not native.built():
+        if os.environ.get("CI"):
+            pytest.fail("the native load-generator core is not built under CI")
+        pytest.skip("the native load-generator core is not built (the pause is its own)")
+    require_service("memcached", LocalHost())
+    spec = tmp_path / "paused.yaml"
+    spec.write_text(PAUSED)
+    raw = tmp_path / "raw"
+    outcomes = Runner(load_spec(spec), raw, progress=False).run()
+    assert [o.status for o in outcomes] == ["complete"] * 2
+    [section] = analyse(raw).sections
+    runs = section.loaded.runs
+    assert sorted(runs["loadgen_pause_us"]) == [0.0, 2000.0]
+    assert set(runs["loadgen_engine"]) == {"native"}
+    table = analysis.configurations(section.loaded).set_index("clients.pause_us")
+    assert table.loc[2000, "latency_p50_ms"] >= 2.0 > table.loc[0, "latency_p50_ms"]
+    said = section.measured()
+    assert "a pause of 0 or 2000 µs before each wait" in said, said

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import capacity  # noqa: E402
+from harness.run import capacity  # noqa: E402
 
 QUEUE = """\
 name: md1

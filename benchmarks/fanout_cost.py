@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 DRIVER = r"""
 import json, sys, time
 from pathlib import Path
-from harness.clients import ClientGroup
+from harness.run.clients import ClientGroup
 from harness.results import read_manifest, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 
 marks = []

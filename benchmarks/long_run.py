@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.loadgen import native
     from harness.results import iter_run_dirs, read_manifest, verify_run
-    from harness.runner import Runner
+    from harness.run.runner import Runner
     from harness.spec import load_spec
 
     two = (os.cpu_count() or 1) >= 2

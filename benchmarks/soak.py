@@ -8,7 +8,7 @@ A one-hour soak at full speed, one run that keeps every record:
     python benchmarks/soak.py --minutes 60 --run-seconds 3600 --processes 1 \
         --connections 32 --studies memcache_mix
 
-In this one process, `harness.runner.Runner` runs duration-based runs back to back, in
+In this one process, `harness.run.runner.Runner` runs duration-based runs back to back, in
 rounds of about a minute per study (`--round-runs`), until the time is up:
 
 - memcache_mix (get/set 9:1) against memcached;
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     args = ap.parse_args(argv)
 
-    from harness.runner import Runner
+    from harness.run.runner import Runner
     from harness.spec import load_spec
 
     names = []

@@ -47,7 +47,7 @@ from scipy import stats as st
 from scipy.special import stdtrit
 
 from harness.analysis import intervals, methodology, tails, verdict
-from harness.runner import UNTIL_CONFIRM_RUNS, until_first_met
+from harness.run.until import UNTIL_CONFIRM_RUNS, until_first_met
 
 
 def mixture_quantile(q: float, sigma: float, run_sd: float) -> float:

@@ -3,4 +3,4 @@
 Importing this package does nothing but define things: no logging setup, no I/O.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

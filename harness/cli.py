@@ -12,26 +12,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import capacity, paths
+from harness import paths
 from harness.errors import HarnessError, SpecError
+from harness.run import capacity
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process killed by TERM
-#: The signal state of the `harness run` in progress (`harness.interrupts`), for `main`.
+#: The signal state of the `harness run` in progress (`harness.run.interrupts`), for `main`.
 _interrupts: Any = None
 IMPORT_SHOWN_SKIPPED = 5
 
 
 def _overrides(items: Sequence[str]) -> dict[str, Any]:
-    from harness.specfile import parse_override
+    from harness.spec.files import parse_override
 
     return dict(parse_override(item) for item in items)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     global _interrupts
-    from harness.interrupts import Interrupts
-    from harness.runner import Runner
+    from harness.run.interrupts import Interrupts
+    from harness.run.runner import Runner
     from harness.spec import load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
@@ -64,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:
-    """`harness run --search`: the capacity at the SLO (`harness.capacity`)."""
+    """`harness run --search`: the capacity at the SLO (`harness.run.capacity`)."""
     global _interrupts
     if args.dry_run:
         print(f"search of {spec.name!r} at {search.slo.text}: closed loop first, then open "
@@ -90,9 +91,9 @@ def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: An
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """Stop what an earlier `harness run` of SPEC left running and write the records it
-    left on client machines (`harness.recovery`)."""
-    from harness.inflight import ExperimentLock
-    from harness.recovery import recover
+    left on client machines (`harness.run.recovery`)."""
+    from harness.run.inflight import ExperimentLock
+    from harness.run.recovery import recover
     from harness.spec import load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
@@ -119,9 +120,9 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """Fetch records that runs left on client machines (issue 13: transfers)."""
-    from harness.inflight import ExperimentLock
-    from harness.recollect import collect_pending
-    from harness.recovery import recover
+    from harness.run.inflight import ExperimentLock
+    from harness.run.recollect import collect_pending
+    from harness.run.recovery import recover
     from harness.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -372,8 +373,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
-    """Everything the spec's machines must offer (harness.preflight), one line each."""
-    from harness import preflight
+    """Everything the spec's machines must offer (harness.run.preflight), one line each."""
+    from harness.run import preflight
     from harness.spec import load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
@@ -429,7 +430,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_netem_cleanup(args: argparse.Namespace) -> int:
-    from harness.netem_cleanup import cleanup
+    from harness.netem.cleanup import cleanup
 
     found = cleanup(force=args.force)
     return EXIT_OK if not found.in_use or args.force else EXIT_FAILED_RUNS
@@ -498,7 +499,7 @@ def _list_studies(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_files(args: argparse.Namespace) -> int:
-    from harness.filegen import check_params, generate_files
+    from harness.datasets.filegen import check_params, generate_files
 
     params = {k: getattr(args, k) for k in ("size_bytes", "min_bytes", "max_bytes",
                                              "median_bytes", "sigma")
@@ -743,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "--resume.", file=sys.stderr)
             return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         except BaseException as exc:
-            from harness.interrupts import StopNow
+            from harness.run.interrupts import StopNow
 
             if not isinstance(exc, StopNow):
                 raise

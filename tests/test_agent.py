@@ -1,4 +1,4 @@
-"""The client-machine agent (harness.agent) and its control side (harness.agentctl),
+"""The client-machine agent (harness.agent) and its control side (harness.run.agentctl),
 locally and over a real sshd on 127.0.0.1."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.agentctl import AgentLink, AgentPool
 from harness.errors import HostError
 from harness.hosts import LocalHost
 from harness.hosts.ssh import SSHHost
-from harness.workerctl import alive, sha256_of
+from harness.run.agentctl import AgentLink, AgentPool
+from harness.run.workerctl import alive, sha256_of
 from tests.fixtures.sshd import SSHServer
 
 pytestmark = pytest.mark.integration
@@ -90,7 +90,7 @@ def test_a_dead_agent_fails_pending_requests_and_the_pool_starts_a_new_one(
 
 def test_over_ssh_workers_are_forked_and_outlive_the_channel(sshd: SSHServer,
                                                              tmp_path: Path) -> None:
-    """A forked worker runs `harness.worker` from the agent's imported kit: given a
+    """A forked worker runs `harness.run.worker` from the agent's imported kit: given a
     config it cannot read it fails the same way a fresh interpreter would, in its log."""
     with SSHHost.connect(sshd.host_spec()) as host:
         link = AgentLink(host)
@@ -116,11 +116,11 @@ def test_over_ssh_workers_are_forked_and_outlive_the_channel(sshd: SSHServer,
 
 
 def test_the_agent_reads_proc_and_a_busy_series_and_procstat_serves_the_same() -> None:
-    """`procsnap` (harness.procstat through the agent): the machine now, the agent its
+    """`procsnap` (harness.hosts.procstat through the agent): the machine now, the agent its
     `self`; between a start and a stop, the busy share of each second. procstat's own
     server answers the same request over the same kind of link (machines without an
     agent)."""
-    from harness import procstat
+    from harness.hosts import procstat
 
     link = AgentLink(LocalHost())
     served = AgentLink(LocalHost(), [sys.executable, "-c", procstat.script(), "--serve"])

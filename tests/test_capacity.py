@@ -1,4 +1,4 @@
-"""The capacity search (`harness.capacity`): its SLO grammar, its verdict per step, and
+"""The capacity search (`harness.run.capacity`): its SLO grammar, its verdict per step, and
 its answer checked against queueing theory: on a simulated M/D/1 queue (Lindley's
 recursion) and on a real server with a fixed service time (examples/queueserver.py)."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import capacity
-from harness.capacity import SearchSettings, Step, judge, parse_slo, search
 from harness.cli import main
 from harness.errors import SpecError
+from harness.run import capacity
+from harness.run.capacity import SearchSettings, Step, judge, parse_slo, search
 from harness.spec import load_spec
 
 

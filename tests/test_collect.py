@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from harness.cli import main as cli_main
-from harness.clients import ClientGroup, Collected
 from harness.hosts import LocalHost
 from harness.results import OpsArrays, iter_run_dirs, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.clients import ClientGroup, Collected
+from harness.run.runner import Runner
+from harness.run.transfer import fetch_records
+from harness.run.workerctl import sha256_of
 from harness.spec import load_spec
-from harness.transfer import fetch_records
-from harness.workerctl import sha256_of
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd_variants import SSHDaemon
 

@@ -29,7 +29,7 @@ from harness.errors import HostError
 from harness.hosts import LocalHost
 from harness.hosts.ssh import SSHHost
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd import SSHServer
@@ -183,10 +183,10 @@ def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_giv
     the key space) waits on it: every PREPARE_NOTE_S a line names the server, and past
     PREPARE_TIMEOUT_S the run fails with a line naming it (before: silence until the
     server came back, however long). A stall shorter than the bound only costs lines."""
-    import harness.runner as runner_mod
+    import harness.run.machines as machines_mod  # where `_prepare` reads them
 
-    monkeypatch.setattr(runner_mod, "PREPARE_NOTE_S", 0.5)
-    monkeypatch.setattr(runner_mod, "PREPARE_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(machines_mod, "PREPARE_NOTE_S", 0.5)
+    monkeypatch.setattr(machines_mod, "PREPARE_TIMEOUT_S", 3.0)
     spec = load_spec(write_spec(tmp_path, reps=2, run="{ops: 200}"))
     stalls = iter([1.6, 6.0])  # rep 1: shorter than the bound; rep 2: longer
 
@@ -380,7 +380,7 @@ def test_a_full_disk_keeps_the_last_state_file_and_says_so(small_tmpfs: Path) ->
     """The experiment's state file cannot be rewritten on a full disk: the last one stays
     (it still names what was running), the lock says why, and nothing raises (CI once
     met this as a traceback at the end of a disk-full run)."""
-    from harness.inflight import STATE_FILE, ExperimentLock, ServerEntry
+    from harness.run.inflight import STATE_FILE, ExperimentLock, ServerEntry
 
     lock = ExperimentLock(small_tmpfs / "exp", spec="x.yaml")
     lock.acquire()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli_main
-from harness.filegen import FileContents, file_sizes, file_specs, generate_files
+from harness.datasets.filegen import FileContents, file_sizes, file_specs, generate_files
 
 
 def test_same_seed_same_files_other_seed_other_sizes(tmp_path: Path) -> None:

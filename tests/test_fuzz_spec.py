@@ -28,7 +28,7 @@ from harness.errors import SpecError
 from harness.services import SERVICES
 from harness.settings import check_bounds
 from harness.spec import CLIENT_FIELDS, RUN_FIELDS, Spec, expand, load_spec
-from harness.speclimits import target_port_problem
+from harness.spec.limits import target_port_problem
 from harness.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -137,16 +137,27 @@ def _in(module: str, packages: Iterable[str]) -> bool:
 #: Layer -> what it must never import. The layers below run on client machines or hold
 #: the data format; pulling in what sits above them would bring it along.
 FORBIDDEN = {
-    "harness.hostspec": ("harness.hosts", "harness.spec", "harness.services", "harness.runner"),
-    "harness.hosts": ("harness.spec", "harness.services", "harness.loadgen", "harness.runner",
-                      "harness.analysis", "harness.studies", "harness.workloads"),
+    "harness.hosts": ("harness.spec", "harness.services", "harness.loadgen", "harness.run",
+                      "harness.netem", "harness.analysis", "harness.studies",
+                      "harness.workloads", "harness.report"),
     "harness.results": ("harness.spec", "harness.hosts", "harness.services", "harness.loadgen",
-                        "harness.runner", "harness.analysis", "harness.studies",
-                        "harness.workloads"),
-    "harness.analysis": ("harness.studies", "harness.runner", "harness.hosts",
-                         "harness.services", "harness.loadgen", "harness.clients"),
-    "harness.studies": ("harness.runner", "harness.hosts", "harness.services",
-                        "harness.loadgen", "harness.clients"),
+                        "harness.run", "harness.netem", "harness.analysis", "harness.studies",
+                        "harness.workloads", "harness.report"),
+    "harness.netem": ("harness.spec", "harness.services", "harness.loadgen", "harness.run",
+                      "harness.analysis", "harness.studies", "harness.workloads"),
+    "harness.services": ("harness.spec", "harness.loadgen", "harness.run", "harness.analysis",
+                         "harness.studies", "harness.workloads", "harness.report"),
+    "harness.workloads": ("harness.spec", "harness.loadgen", "harness.run", "harness.analysis",
+                          "harness.studies", "harness.report"),
+    "harness.loadgen": ("harness.spec", "harness.run", "harness.analysis", "harness.studies",
+                        "harness.report"),
+    "harness.spec": ("harness.loadgen", "harness.run", "harness.analysis", "harness.studies",
+                     "harness.report"),
+    "harness.analysis": ("harness.studies", "harness.run", "harness.hosts",
+                         "harness.services", "harness.loadgen", "harness.report"),
+    "harness.studies": ("harness.run", "harness.hosts", "harness.services",
+                        "harness.loadgen", "harness.report"),
+    "harness.run": ("harness.studies", "harness.report"),
 }
 
 
@@ -170,7 +181,7 @@ def test_layers_import_nothing_above_them() -> None:
 def ssh_leaks(root: Path) -> list[str]:
     """Modules of the host layer's local side that import SSH (they must not)."""
     g = graph(root)
-    return [m for m in ("harness.hosts.base", "harness.hosts.local", "harness.hostspec")
+    return [m for m in ("harness.hosts.base", "harness.hosts.local", "harness.hosts.hostspec")
             if "harness.hosts.ssh" in g[m] or "paramiko" in third_party(root, m)]
 
 
@@ -182,8 +193,8 @@ def test_the_host_base_never_imports_ssh() -> None:
 
 def test_the_runner_worker_contract_is_light() -> None:
     """The client config crosses to every client machine: plain data, nothing of the kit."""
-    assert graph()["harness.loadgen.config"] <= {"harness.errors", "harness.endpoint"}
-    assert graph()["harness.endpoint"] == set()
+    assert graph()["harness.loadgen.config"] <= {"harness.errors", "harness.hosts.endpoint"}
+    assert graph()["harness.hosts.endpoint"] == set()
 
 
 def test_the_checks_see_what_they_claim(tmp_path: Path) -> None:
@@ -201,6 +212,6 @@ def test_the_checks_see_what_they_claim(tmp_path: Path) -> None:
     base.write_text("import paramiko\n" + base.read_text())
     assert ssh_leaks(tmp_path) == ["harness.hosts.base"]
     results = pkg / "results" / "schema.py"
-    results.write_text("import harness.runner\n" + results.read_text())
-    assert "harness.results.schema imports harness.runner" in layer_violations(
+    results.write_text("import harness.run.runner\n" + results.read_text())
+    assert "harness.results.schema imports harness.run.runner" in layer_violations(
         graph(tmp_path))

@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli_main
-from harness.clients import CHUNK_ENV
 from harness.hosts import LocalHost
-from harness.inflight import STATE_DIR, STATE_FILE
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
-from harness.runner import completed_runs
+from harness.run.clients import CHUNK_ENV
+from harness.run.inflight import STATE_DIR, STATE_FILE
+from harness.run.until import completed_runs
 from tests.fixtures.servers import require_service
 from tests.test_runner import _is_zombie, _tagged_workers
 
@@ -350,8 +350,8 @@ def test_worker_whose_harness_is_gone_exits_before_go(tmp_path: Path) -> None:
     """A client process whose alive file is stale (no agent watches it) and that never
     got its go file exits at once instead of waiting 300 s."""
     from harness.loadgen import ClientConfig
+    from harness.run.worker import ORPHAN_BEFORE_GO_S
     from harness.settings import resolve
-    from harness.worker import ORPHAN_BEFORE_GO_S
     from harness.workloads import WORKLOADS
 
     base = tmp_path / "c000"
@@ -394,7 +394,7 @@ def test_watchdog_stops_a_measuring_worker_whose_harness_is_gone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from harness import worker
+    from harness.run import worker
 
     monkeypatch.setattr(worker, "ORPHAN_AFTER_GO_S", 0.5)
     alive = tmp_path / "alive"

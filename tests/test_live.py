@@ -22,7 +22,7 @@ from harness.hosts import LocalHost
 from harness.loadgen import ClientConfig, ClientRun
 from harness.loadgen.live import Interval, Sampler, histogram, merge, percentile_ns
 from harness.results import ERROR, TIMEOUT, iter_run_dirs, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
@@ -191,7 +191,7 @@ def test_the_runs_last_partial_second_is_no_line_but_a_full_one_is() -> None:
     marked (last); a process that ended early leaves the other's full seconds printed."""
     from types import SimpleNamespace
 
-    from harness.livestatus import LiveStatus
+    from harness.run.livestatus import LiveStatus
 
     def status(last_dt_s: float, ends: tuple[int, int] = (3, 3)) -> list[str]:
         group = SimpleNamespace(plan=SimpleNamespace(size=SimpleNamespace(warmup_s=0.0)),

@@ -22,7 +22,7 @@ import yaml
 from harness.cli import EXIT_OK, main
 from harness.hosts import LocalHost
 from harness.paths import experiments_dir
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.services.postgres import DATABASE, USER, find_pg_binaries
 from harness.spec import RunPlan, load_spec

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from harness.hosts import connect_host
-from harness.netem_cleanup import find_leftovers
+from harness.netem.cleanup import find_leftovers
 from tests.fixtures.machines import TestBed, machine_bed
 from tests.fixtures.netns import assert_no_leftovers
 

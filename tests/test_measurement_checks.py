@@ -26,7 +26,7 @@ import pytest
 from harness.analysis import checks
 from harness.cli import main
 from harness.hosts import LocalHost
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
 from tests.test_telemetry import HOSTS, OTHER_TOLERANCE, Witness

@@ -28,7 +28,7 @@ from harness.netem import (
     new_tag,
     start_relay,
 )
-from harness.netem_cleanup import cleanup, find_leftovers
+from harness.netem.cleanup import cleanup, find_leftovers
 from tests.fixtures.netns import (
     assert_no_leftovers,
     connect,

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from harness.loadgen import ClientConfig, ClientRun, native
+from harness.loadgen.schedule import Schedule
 from harness.results import MISS, OK, Manifest, iter_run_dirs, read_manifest, read_ops
-from harness.runner import Runner, RunOutcome
-from harness.schedule import Schedule
+from harness.run.context import RunOutcome
+from harness.run.runner import Runner
 from harness.services.base import Endpoint, RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS

@@ -20,7 +20,7 @@ from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest
-from harness.serverpool import MAX_SETS, ServerPool, capacity_for, count_starts
+from harness.run.serverpool import MAX_SETS, ServerPool, capacity_for, count_starts
 from harness.spec import expand, load_spec, ordered
 from tests.fixtures.servers import require_service
 

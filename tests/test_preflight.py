@@ -1,11 +1,11 @@
-"""What a spec asks of its machines (harness.preflight), derived from the spec alone; the
+"""What a spec asks of its machines (harness.run.preflight), derived from the spec alone; the
 checks against real machines are in tests/test_hosts_check.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.preflight import (
+from harness.run.preflight import (
     Reach,
     loopback_problems,
     server_hosts,

@@ -1,4 +1,4 @@
-"""harness.procstat reads /proc as the telemetry needs it: CPU ticks of every process,
+"""harness.hosts.procstat reads /proc as the telemetry needs it: CPU ticks of every process,
 those of an exited child with the parent that waited for it, on a machine without the
 kit."""
 
@@ -10,8 +10,8 @@ import resource
 import subprocess
 import sys
 
-from harness import procstat
-from harness.telemetry import CSTIME, CUTIME, PID, STIME, UTIME
+from harness.hosts import procstat
+from harness.run.telemetry import CSTIME, CUTIME, PID, STIME, UTIME
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
 

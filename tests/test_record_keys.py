@@ -18,7 +18,7 @@ from harness.errors import ResultsError, SpecError
 from harness.exporters.csv_tables import export_csv
 from harness.loadgen import ClientConfig
 from harness.results import KEY_FIELD, OPS_SCHEMA, OpsArrays, read_manifest, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS

@@ -18,7 +18,7 @@ from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.hosts import LocalHost, free_port
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
 

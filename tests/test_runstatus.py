@@ -1,5 +1,5 @@
 """A finished run's status, counts and console line from its records and its workers'
-statuses (`harness.runstatus`, `Runner._line`): an overloaded open-loop run is a
+statuses (`harness.run.runstatus`, `Runner._line`): an overloaded open-loop run is a
 result, and a run with no measured op says why."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from harness.results import OK, REDIRECT, Manifest, OpsArrays, new_manifest
-from harness.runner import Runner, RunOutcome
-from harness.runstatus import finish_manifest
+from harness.run.context import RunOutcome
+from harness.run.runner import Runner
+from harness.run.runstatus import finish_manifest
 from harness.spec import RunPlan, expand, load_spec
 
 SPEC = """\

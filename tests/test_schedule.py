@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.schedule import Schedule
+from harness.loadgen.schedule import Schedule
 
 
 def test_fixed_schedule_is_evenly_spaced_and_phase_shifted() -> None:

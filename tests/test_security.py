@@ -20,7 +20,7 @@ from harness.hosts import LocalHost
 from harness.hosts.ssh import SSHHost
 from harness.report import build_report
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services import SERVICES
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service

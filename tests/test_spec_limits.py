@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import specfile
 from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.services import SERVICES
 from harness.settings import Setting
 from harness.spec import CLIENT_FIELDS, RUN_FIELDS, UNTIL_FIELDS, load_spec
-from harness.specfile import MAX_INT_CHARS, MAX_SET_BYTES, MAX_SPEC_BYTES
+from harness.spec import files as specfile
+from harness.spec.files import MAX_INT_CHARS, MAX_SET_BYTES, MAX_SPEC_BYTES
 from harness.workloads import WORKLOADS
 
 BASE = """\

@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from harness.clients import CHUNK_ENV
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.results import stream as results_stream
-from harness.runner import Runner
+from harness.run.clients import CHUNK_ENV
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.machines import TestBed
 from tests.fixtures.servers import require_service

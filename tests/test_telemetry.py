@@ -1,4 +1,4 @@
-"""A run's telemetry (harness.telemetry) against real servers and real processes.
+"""A run's telemetry (harness.run.telemetry) against real servers and real processes.
 
 The servers' counters must reconcile exactly with the run's records; the CPU figures
 must agree with what this test measures itself from /proc (a process that neither
@@ -24,7 +24,7 @@ import pytest
 from harness.hosts import LocalHost
 from harness.loadgen import native
 from harness.results import Manifest, iter_run_dirs, read_manifest, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.machines import TestBed
 from tests.fixtures.servers import require_service
@@ -185,7 +185,7 @@ run: {ops: 2000, warmup_ops: 20}
 
 def _procs() -> tuple[float, dict[tuple[int, int], tuple[int, int, bool]]]:
     """This machine's uptime and (pid, start time) -> (ppid, CPU ticks with waited-for
-    children, kernel thread): read here, not with harness.procstat."""
+    children, kernel thread): read here, not with harness.hosts.procstat."""
     uptime = float(Path("/proc/uptime").read_text().split()[0])
     out = {}
     for name in os.listdir("/proc"):

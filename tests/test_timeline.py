@@ -10,9 +10,9 @@ import pytest
 
 from harness.errors import SpecError
 from harness.hosts import LocalHost
+from harness.run.timeline import Timeline
 from harness.services.base import Endpoint, RunningService
 from harness.spec import TimelineEvent, load_spec
-from harness.timeline import Timeline
 
 SPEC = """\
 name: t

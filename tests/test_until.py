@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as st
 
 from harness.analysis import intervals
-from harness.runner import (
+from harness.run.until import (
     UNTIL_CONFIRM_RUNS,
     UNTIL_SPREAD_BOUND,
     ci_halfwidth_pct,

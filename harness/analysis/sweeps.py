@@ -65,7 +65,7 @@ def slo_limits(search: dict[str, Any] | None) -> list[tuple[str, float]]:
     """(metric, limit ms) of a search's SLO, for the figure's lines."""
     if not search:
         return []
-    from harness.slo import parse_slo
+    from harness.spec.slo import parse_slo
 
     return [(c.metric, c.limit_ms) for c in parse_slo(search["slo"]).conditions]
 

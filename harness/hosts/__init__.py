@@ -7,8 +7,8 @@
 
 from harness.hosts.base import CommandResult, Host, Process, check_result
 from harness.hosts.connect import connect_host
+from harness.hosts.hostspec import LOCAL_NAMES, HostSpec
 from harness.hosts.local import LocalHost, free_port
-from harness.hostspec import LOCAL_NAMES, HostSpec
 
 __all__ = [
     "LOCAL_NAMES",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from harness.hosts.base import Host
+from harness.hosts.hostspec import HostSpec
 from harness.hosts.local import LocalHost
-from harness.hostspec import HostSpec
 
 
 def connect_host(spec: HostSpec) -> Host:

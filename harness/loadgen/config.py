@@ -1,5 +1,5 @@
 """The runner-worker contract: what one client process does (`ClientConfig`, sent to
-`harness.worker` as JSON), and the shape of one op handed to a timed loop (`Ticket`)."""
+`harness.run.worker` as JSON), and the shape of one op handed to a timed loop (`Ticket`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.endpoint import Endpoint
+from harness.hosts.endpoint import Endpoint
 
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """What one client process does; serialised to JSON for `harness.worker`."""
+    """What one client process does; serialised to JSON for `harness.run.worker`."""
 
     workload: str
     params: Mapping[str, Any]

@@ -15,7 +15,7 @@ from harness.loadgen.config import Ticket
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, outcome
 
 if TYPE_CHECKING:
-    from harness.loadgen.run import ClientRun, _Conn
+    from harness.loadgen.shared import Conn, LoopRun
 
 #: A fast chain's outcome when the open loop has no op due: wait for the pacer.
 _IDLE = object()
@@ -23,13 +23,13 @@ _IDLE = object()
 #: A fast path's factory: (run, connection) -> its coroutine function, or None (no fast
 #: path for this workload). The coroutine runs ops until the connection needs replacing
 #: and returns the next op to do the awaited way, or None when there are no more ops.
-FastPath = Callable[["ClientRun", "_Conn"], "Callable[[], Awaitable[Ticket | None]] | None"]
+FastPath = Callable[["LoopRun", "Conn"], "Callable[[], Awaitable[Ticket | None]] | None"]
 
 #: "No limit" for the fast chain's op-count and end-time checks: one comparison each.
 _NEVER = 1 << 62
 
 
-def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
+def _fast_chain(run: LoopRun, holder: Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
     """The callback path of one in-flight slot (see `ClientRun`), or None if the workload
     has no `issuer`. The returned coroutine function runs ops until the connection is
     gone; it returns the next op (seq, intended) to do the awaited way (reconnecting
@@ -228,7 +228,7 @@ def _fast_chain(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket 
     return chain
 
 
-def _pipe(run: ClientRun, holder: _Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
+def _pipe(run: LoopRun, holder: Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
     """Pipelined closed loop on one connection, in batches (or None if the workload has
     no `pipeline`): `inflight` ops are sent in one write; each batch of replies that one
     read brings is recorded in a loop and as many new ops go out in one write, the way

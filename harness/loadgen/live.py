@@ -4,7 +4,7 @@ A `Sampler` is a timer on the worker's event loop: each second it reads the reco
 written since its previous tick from the Recorder's columns (the records the timed loop
 writes anyway: nothing is added per op) and writes a summary of them, an `Interval`, to a
 small JSON file that the machine's agent hands to the control machine
-(`harness.livestatus`). The native core writes records from its own thread; the sampler
+(`harness.run.livestatus`). The native core writes records from its own thread; the sampler
 reads only the records below the count the core publishes with release order
 (`ClientRun.published`), so every record it reads is whole.
 

@@ -40,7 +40,7 @@ from harness.results import OK as _OK
 from harness.workloads.base import NativeOps
 
 if TYPE_CHECKING:
-    from harness.loadgen.run import ClientRun
+    from harness.loadgen.shared import LoopRun
 
 try:
     from harness.loadgen import _native
@@ -98,7 +98,7 @@ def describe() -> str:
     return f"load generator: native core built ({engine()} path in use; {ENV}=python forces Python)"
 
 
-def uses_native(run: ClientRun) -> NativeOps | None:
+def uses_native(run: LoopRun) -> NativeOps | None:
     """The client's native ops if this run goes through the core, else None."""
     if engine() != "native":
         return None
@@ -146,7 +146,7 @@ def _backoff_s(consecutive: int) -> float:
 class NativeRun:
     """One `ClientRun` on the native core."""
 
-    def __init__(self, run: ClientRun, ops: NativeOps) -> None:
+    def __init__(self, run: LoopRun, ops: NativeOps) -> None:
         """The costly preparation (the tables, the first open-loop chunk) happens here,
         before the run's clock starts; `go` starts the core."""
         self.run = run

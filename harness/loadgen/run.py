@@ -37,9 +37,10 @@ from harness.loadgen import native
 from harness.loadgen.config import ClientConfig, Ticket
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.recorder import Chunk, Recorder
+from harness.loadgen.schedule import Schedule
+from harness.loadgen.shared import Conn
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, OpsArrays
 from harness.results.columns import RecordColumns
-from harness.schedule import Schedule
 from harness.workloads.base import WorkloadClient
 
 #: "No such time" (no end, not stopped): later than any clock reading.
@@ -59,16 +60,6 @@ async def _sleep_until(when_ns: int, clock: Any) -> None:
     while clock() < when_ns:
         await asyncio.sleep(0)
 
-
-class _Conn:
-    """One connection shared by its in-flight slots; reconnects after a failure."""
-
-    __slots__ = ("conn", "generation", "lock")
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.generation = 0
-        self.lock = asyncio.Lock()
 
 
 class _Deadline:
@@ -244,7 +235,7 @@ class ClientRun:
     def __init__(self, cfg: ClientConfig, client: WorkloadClient,
                  chunk_records: int | None = None) -> None:
         """`chunk_records`: seal the records in chunks of that many (`Recorder`), for a
-        sink that spills them (`harness.worker`); None keeps the whole run in memory."""
+        sink that spills them (`harness.run.worker`); None keeps the whole run in memory."""
         self.cfg = cfg
         self.client = client
         if cfg.record_keys:
@@ -275,7 +266,7 @@ class ClientRun:
         self._served_at_failure = 0
         self.last_error: str | None = None
         self.aborted = False
-        self.conns = [_Conn() for _ in range(cfg.connections)]
+        self.conns = [Conn() for _ in range(cfg.connections)]
         self.base_ns = 0
         self.end_ns: int | None = None
         #: No op is sent from then on: the end, and in open loop `SEND_GRACE_NS` after it.
@@ -480,7 +471,7 @@ class ClientRun:
         self.seq = seq + 1
         return seq, 0
 
-    async def _drop(self, holder: _Conn, seen: int) -> bool:
+    async def _drop(self, holder: Conn, seen: int) -> bool:
         """Close the connection if nobody replaced it since `seen`; True if we did."""
         async with holder.lock:
             if holder.generation != seen:
@@ -492,7 +483,7 @@ class ClientRun:
                 await asyncio.wait_for(self.client.close(old), 1)
         return True
 
-    async def _reconnect(self, holder: _Conn, seen: int) -> None:
+    async def _reconnect(self, holder: Conn, seen: int) -> None:
         if await self._drop(holder, seen):
             holder.conn = await self.client.connect()
 
@@ -503,7 +494,7 @@ class ClientRun:
         self.deadlines.append(watch)
         return watch
 
-    async def _slot(self, holder: _Conn, fast_path: FastPath) -> None:
+    async def _slot(self, holder: Conn, fast_path: FastPath) -> None:
         task_deadline = _TaskDeadline()
         watch = self._deadline(task_deadline.expire)
         fast = fast_path(self, holder)
@@ -516,7 +507,7 @@ class ClientRun:
             if not await self._call(holder, watch, task_deadline, *ticket):
                 return
 
-    async def _call(self, holder: _Conn, watch: _Deadline | None, expiry: _TaskDeadline,
+    async def _call(self, holder: Conn, watch: _Deadline | None, expiry: _TaskDeadline,
                     seq: int, intended: int) -> bool:
         """One op, awaited: reconnect if needed, execute, record (every failure too).
         False if the run's time was up before it started."""
@@ -570,7 +561,7 @@ class ClientRun:
             self.consecutive_errors = 0
         self.consecutive_errors += 1
 
-    async def _on_error(self, holder: _Conn, gen: int, exc: BaseException) -> None:
+    async def _on_error(self, holder: Conn, gen: int, exc: BaseException) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"
         if self.consecutive_errors >= self.cfg.max_consecutive_errors:
             self.stopping = True

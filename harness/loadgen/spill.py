@@ -6,10 +6,10 @@ and hands the `Chunk` to `Spiller.sink`; a thread of its own writes its raw colu
 records file (`part_path`), hashing them as they are written, then frees the columns
 for later records. The records are derived from the columns where they are read, on
 the harness's machine, not on the client's core the load generator needs. The last,
-partly filled columns go to the records file itself at the end (`harness.worker`), so
+partly filled columns go to the records file itself at the end (`harness.run.worker`), so
 a run short enough for one chunk has no part files and nothing changes for it. The
 status file lists the parts in order (`parts`): the harness copies each, checks it and
-writes them into ops.parquet one after the other (`harness.transfer`,
+writes them into ops.parquet one after the other (`harness.run.transfer`,
 `harness.results.stream`).
 
 The thread holds the GIL only briefly (zipfile's calls per member; numpy, hashlib and
@@ -78,7 +78,7 @@ class Spiller:
         self.out = Path(out)
         self.index = index
         self.op_names = op_names
-        #: The process's start lag (`harness.worker`): set before the first op.
+        #: The process's start lag (`harness.run.worker`): set before the first op.
         self.offset_ns = 0
         #: The parts written: {"file", "sha256", "bytes", "records"}.
         self.parts: list[dict[str, Any]] = []
@@ -124,7 +124,7 @@ class Spiller:
 
     def close(self) -> list[dict[str, Any]]:
         """Wait for the chunks being written and try once more any that failed (one that
-        fails again stays in memory: `unwritten`, which `harness.worker` saves to the
+        fails again stays in memory: `unwritten`, which `harness.run.worker` saves to the
         records file with the rest). The parts written, in record order."""
         for f in self._pending:
             f.result()

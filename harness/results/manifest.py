@@ -100,7 +100,7 @@ class Manifest:
     source: str = "harness"
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: Who used the CPUs during the run, on which machine, and the servers' counters
-    #: (`harness.telemetry` writes it; empty where nothing was measured, e.g. imports).
+    #: (`harness.run.telemetry` writes it; empty where nothing was measured, e.g. imports).
     telemetry: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
@@ -209,7 +209,7 @@ class Counts(_Section):
 
 @dataclass(frozen=True)
 class Kit(_Section):
-    """``manifest.kit``: the kit that measured (`harness.inventory.kit_info`)."""
+    """``manifest.kit``: the kit that measured (`harness.hosts.inventory.kit_info`)."""
 
     version: str | None = None
     git_commit: str | None = None
@@ -224,7 +224,7 @@ class Extras(_Section):
     """``manifest.extra``, the keys the kit gives a meaning (any other stays in `more`):
 
     - baseline: a measurement before the run (`Workload.baseline`, e.g. the RTT);
-    - timeline: the scale events of the run (`harness.timeline`);
+    - timeline: the scale events of the run (`harness.run.timeline`);
     - pending_records: records still on client machines (`harness collect`);
     - collected_later: what `harness collect` fetched afterwards;
     - aggregated: an imported run whose records are per-op-kind means, not ops;

@@ -21,7 +21,7 @@ from harness.results.schema import TMP_PREFIX
 BYTES_PER_RECORD = 12
 #: A run's directory besides its records: manifest, Parquet footer, file-system blocks.
 RUN_OVERHEAD_BYTES = 256 * 1024
-#: The longest run id the runner makes (`runner.run_id_for`: stamp, config id cut to
+#: The longest run id the runner makes (`harness.run.context.run_id_for`: stamp, config id cut to
 #: 60 characters, repetition, random suffix), under its hidden temp name.
 LONGEST_RUN_DIR = len(TMP_PREFIX) + 16 + 1 + 60 + 1 + 5 + 1 + 6
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 #: The version this kit writes; older ones are upgraded on read (`migrations`).
 #: 2: the manifest's `telemetry` (CPU of every client and server process, each
-#: machine's load, the servers' counters; `harness.telemetry`).
+#: machine's load, the servers' counters; `harness.run.telemetry`).
 #: 3: `ops_file.columns`, the columns ops.parquet holds: `OPS_SCHEMA`'s, and `key` after
 #: them where the run recorded keys (`run.record_keys`).
 SCHEMA_VERSION = 3

@@ -4,7 +4,7 @@ them in passes over those parts (`OpsParts`, `RunTally`).
 Client processes spill their records in chunks (`harness.loadgen.spill`); the control
 machine copies the chunk files and never holds them all at once: `write_run` writes
 ops.parquet from them a part at a time, and `RunTally` counts, times and takes the exact
-percentiles of the console line and the manifest (`harness.runstatus`) in a pass or
+percentiles of the console line and the manifest (`harness.run.runstatus`) in a pass or
 three. A run small enough (`IN_MEMORY_RECORDS`) is joined in memory and sorted by start,
 as it always was; a longer one is written part by part, each part sorted by start (the
 parts of one client follow each other in time; rows of different clients interleave
@@ -172,7 +172,7 @@ def percentiles(passes: Callable[[], Iterable[np.ndarray]], n: int,
 
 @dataclass(frozen=True)
 class RunTally:
-    """A run's records summed up (see `harness.runstatus`, which uses each part)."""
+    """A run's records summed up (see `harness.run.runstatus`, which uses each part)."""
 
     records: int
     warm: int

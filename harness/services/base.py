@@ -4,7 +4,7 @@ A service starts a real server on a Host with validated settings, on a free port
 until it answers, reports its version and effective configuration for the manifest,
 and stops it (its whole process group) on `stop()`, also after errors. A kind whose
 server keeps counters (hits, commands, transactions) reads them with `counters`, next to
-its protocol, for the telemetry of a run (`harness.telemetry`).
+its protocol, for the telemetry of a run (`harness.run.telemetry`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.endpoint import Endpoint  # re-exported: services hand endpoints out
 from harness.hosts import Host, Process
+from harness.hosts.endpoint import Endpoint  # re-exported: services hand endpoints out
 from harness.services.packages import SystemPackage
 from harness.settings import Setting, resolve
 

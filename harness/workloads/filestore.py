@@ -6,7 +6,7 @@ DELETE /files/{name}; `X-Memcache: on|off`): the launched reference app, or one 
 elsewhere (`external` service with a URL). Every run uses one op and one memcache mode.
 
 Each client process rebuilds its own file set in memory from the parameters (names
-`c{client}-{i}.txt`, sizes from harness.filegen, seeded), so nothing is shipped to
+`c{client}-{i}.txt`, sizes from harness.datasets.filegen, seeded), so nothing is shipped to
 client hosts and runs repeat exactly. A client prepares its own files when it opens its
 first connection, before the common start: for `insert` it deletes them (so every
 measured PUT creates a file), for `find` and `remove` it stores them. Op `seq` uses file
@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from harness.datasets.filegen import DISTRIBUTIONS, FileContents, check_params, file_specs
 from harness.drivers import http
 from harness.errors import WorkloadError
-from harness.filegen import DISTRIBUTIONS, FileContents, check_params, file_specs
 from harness.results import MISS, OK
 from harness.services.base import Endpoint
 from harness.settings import Setting

@@ -16,7 +16,8 @@ import pytest
 
 from harness.errors import CommandError, HostError, HostKeyError
 from harness.hosts import HostSpec, connect_host, free_port
-from harness.hosts.ssh import SSHHost, parse_target
+from harness.hosts.ssh import SSHHost
+from harness.hosts.sshconnect import parse_target
 from tests.fixtures.sshd import SSHServer, keygen
 from tests.hosts.test_base import live_group_members, proc_state, wait_until
 

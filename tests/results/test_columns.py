@@ -19,7 +19,7 @@ from harness.results.columns import (
     records_columns,
     records_len,
 )
-from harness.transfer import _check_npz
+from harness.run.transfer import _check_npz
 
 OPS = ("get", "set")
 

@@ -70,7 +70,7 @@ def test_old_run_directories_read_in_the_current_version(version: int) -> None:
 
 def test_v1_runs_read_with_an_empty_telemetry_and_v2_runs_with_theirs() -> None:
     """v1 -> v2 adds `telemetry` (a v1 run measured none); a v2 run keeps what it
-    measured, in the shape `harness.telemetry` writes."""
+    measured, in the shape `harness.run.telemetry` writes."""
     v1 = [read_manifest(d) for d in iter_run_dirs(_version_dirs()[1])]
     assert v1 and all(m.telemetry == {} for m in v1)
     v2 = {read_manifest(d).experiment: read_manifest(d)

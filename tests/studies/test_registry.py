@@ -17,7 +17,8 @@ import yaml
 
 from harness import paths
 from harness.importers import IMPORTERS
-from harness.report import _study_parameters, discover_notebooks
+from harness.report import discover_notebooks
+from harness.report.build import _study_parameters
 from harness.studies import GENERIC_NOTEBOOK, STUDIES, StudyInfo
 from harness.studies.base import StudyBase
 from harness.workloads import WORKLOADS

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.filegen import file_sizes
+from harness.datasets.filegen import file_sizes
 from harness.hosts import LocalHost
 from harness.results import MISS, OK
 from harness.services import Endpoint, RunningService

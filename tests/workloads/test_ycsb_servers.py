@@ -18,7 +18,7 @@ from harness.drivers import redis as resp
 from harness.hosts import LocalHost
 from harness.loadgen import ClientConfig, ClientRun
 from harness.results import ERROR, MISS, OK, read_manifest, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services.base import Endpoint, RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS

@@ -18,7 +18,7 @@ import pytest
 
 from harness.errors import SpecError
 from harness.results import iter_run_dirs, read_manifest, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import expand, load_spec
 from tests.fixtures.netns import assert_no_leftovers, need_root
 
@@ -151,7 +151,7 @@ def test_cleanup_after_the_harness_is_killed_mid_run(tmp_path: Path) -> None:
         tag = _tag_owned_by(harness.pid)
         servers = _hkv_processes(tag)
         assert any("postgres" in a for a in servers.values()) and any(
-            "netem_relay" in a for a in servers.values()), servers
+            "harness.netem.relay" in a for a in servers.values()), servers
         harness.send_signal(signal.SIGKILL)
         harness.wait(10)
         assert tag in _ip("netns", "list")  # the crash left them

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.datasets.filegen import file_sizes
 from harness.errors import SpecError
-from harness.filegen import file_sizes
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_ops, verify_run
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import expand, load_spec
 from tests.fixtures.filestore import app_started_by_hand
 from tests.fixtures.servers import StartServer, require_service

@@ -11,7 +11,7 @@ import pytest
 from harness.analysis import verdict
 from harness.hosts import LocalHost
 from harness.results import read_manifest
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.spec import load_spec
 from harness.studies.generic import analyse, analysis, own_experiments
 from tests.fixtures.servers import require_service

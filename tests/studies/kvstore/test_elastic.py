@@ -23,7 +23,7 @@ from harness.drivers.redis import ClusterClient
 from harness.hosts import LocalHost
 from harness.loadgen import native
 from harness.results import read_manifest, read_ops
-from harness.runner import Runner
+from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS

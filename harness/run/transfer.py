@@ -4,7 +4,7 @@ Each record file is copied (SFTP, or an exec channel where a machine has none) a
 copy's sha256 checked against the one computed on the client machine; the files there
 are only listed as removable, and removed by the caller once the run is written. A copy
 that fails leaves the files where they are, as `PendingRecords` naming machine and path
-(`harness collect` fetches them later: `harness.recollect`).
+(`harness collect` fetches them later: `harness.run.recollect`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ process? Read at the run's edges on every machine, never per op.
 
 `RunTelemetry` is driven by the runner at four points: `before_clients` (after prepare
 and baseline: the servers' own counters, `Service.counters`), `start` (every client
-ready, just before the common start: /proc of every machine, `harness.procstat`, and a
+ready, just before the common start: /proc of every machine, `harness.hosts.procstat`, and a
 once-a-second busy share on the client machines from their agents), `end` (every client
 process has exited: /proc again, then the counters), and `result`, the manifest's
 ``telemetry``. A machine without clients is read by `procstat.serve`, started over SSH
@@ -12,7 +12,7 @@ before the clients so its interpreter's start-up falls outside the window:
 - ``window_s``: the common start to the end of the last client's loop (warm-up
   included, as are the counters: they cover every record of the run);
 - ``processes``: each client process (its own getrusage over exactly that window, from
-  its status: `harness.worker`) and each server process (the difference of /proc's CPU
+  its status: `harness.run.worker`) and each server process (the difference of /proc's CPU
   ticks between the snapshots, summed over its session so PostgreSQL's backends, also
   those that came and went, count with their postmaster); ``cpu_util`` = CPU seconds /
   ``window_s`` (1.0 = one whole CPU);
@@ -37,12 +37,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import procstat
-from harness.agentctl import AgentLink, AgentPool
-from harness.clients import ClientGroup
 from harness.errors import HarnessError
-from harness.hosts import Host, LocalHost
+from harness.hosts import Host, LocalHost, procstat
 from harness.results.stream import Ops, tally
+from harness.run.agentctl import AgentLink, AgentPool
+from harness.run.clients import ClientGroup
 from harness.services import SERVICES
 from harness.services.base import RunningService
 
@@ -297,7 +296,7 @@ def window_s(workers: Sequence[Mapping[str, Any]], ops: Ops) -> float | None:
 
 def client_entries(workers: Iterable[Mapping[str, Any]], window: float
                    ) -> Iterable[dict[str, Any]]:
-    """One entry per client process that said what it used (`harness.worker`)."""
+    """One entry per client process that said what it used (`harness.run.worker`)."""
     for w in workers:
         cpu = w.get("cpu")
         if not isinstance(cpu, dict):

@@ -1,4 +1,4 @@
-"""Control-machine side of the agents (`harness.agent`): one long-lived channel per client
+"""Control-machine side of the agents (`harness.run.agent`): one long-lived channel per client
 machine, requests sent to every machine at once and their replies gathered.
 
 An `AgentLink` runs ``python -m harness.agent`` over one SSH exec channel (or as a
@@ -50,7 +50,7 @@ class Pending:
 
 class AgentLink:
     """`python -m harness.agent` on `host`, over one channel; or `argv`, any program
-    speaking the same line protocol (`harness.procstat.serve`)."""
+    speaking the same line protocol (`harness.hosts.procstat.serve`)."""
 
     def __init__(self, host: Host, argv: list[str] | None = None) -> None:
         self.host = host

@@ -5,7 +5,7 @@ stop, they save what they measured, the run is written as partial), unless the r
 records are being collected or written at that moment: then it is deferred until the
 run directory is in place, and the grid stops after it. A second signal stops waiting
 at once (`StopNow`): whatever was not written yet stays where it is (the client
-machines' record files, listed in the experiment's state file, `harness.inflight`),
+machines' record files, listed in the experiment's state file, `harness.run.inflight`),
 and the next `harness run`, `--resume` or `harness cleanup` writes it.
 """
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.agentctl import REQUEST_TIMEOUT_S, AgentPool, Pending
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, LocalHost, Process
 from harness.loadgen import ClientConfig
 from harness.results import OpsParts
+from harness.run.agentctl import REQUEST_TIMEOUT_S, AgentPool, Pending
+from harness.run.transfer import PendingRecords, fetch_records
 from harness.services.base import Endpoint
 from harness.spec import RunPlan
-from harness.transfer import PendingRecords, fetch_records
 
 T = TypeVar("T")
 
@@ -88,7 +88,7 @@ def split(total: int, parts: int) -> list[int]:
 
 class ClientGroup:
     """The client processes of one run, driven through one agent per client machine
-    (`harness.agentctl`): each step goes to every machine at once over the open links."""
+    (`harness.run.agentctl`): each step goes to every machine at once over the open links."""
 
     def __init__(self, plan: RunPlan, hosts: Sequence[Host], workdirs: Mapping[str, str],
                  endpoints: Mapping[str, Endpoint], op_names: tuple[str, ...],
@@ -98,7 +98,7 @@ class ClientGroup:
         listed in its state file so a kill leaves no stray copies); else a temp one."""
         self.plan = plan
         self.scratch = scratch
-        #: Processes write live intervals (`harness.loadgen.live`) for `harness.livestatus`.
+        #: Processes write live intervals (`harness.loadgen.live`) for `harness.run.livestatus`.
         self.live = live
         #: Named in errors that tell how to fetch records left on a machine.
         self.spec_path = spec_path
@@ -126,7 +126,7 @@ class ClientGroup:
             host = self.hosts[i % len(self.hosts)]
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
             # `alive`: touched by the machine's agent while it is there; a worker whose
-            # agent is gone for long stops by itself (`harness.worker`).
+            # agent is gone for long stops by itself (`harness.run.worker`).
             # `parts`: the chunks written so far, for a process that dies (`loadgen.spill`).
             files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log", "alive",
                                                  "parts")}
@@ -148,7 +148,7 @@ class ClientGroup:
             link = self.agents.get(host)
             argv = [host.python, "-m", "harness.worker", f"{base}.json"]
             # Forked from the agent on other machines (no imports per run); a fresh
-            # interpreter here, so local workers are plain `harness.worker` processes.
+            # interpreter here, so local workers are plain `harness.run.worker` processes.
             started.append((host, link.send("write", path=f"{base}.json",
                                             text=json.dumps(cfg.to_dict())),
                             link.send("spawn", argv=argv, log=files["log"],

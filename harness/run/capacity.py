@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
-from harness.slo import (
+from harness.spec.slo import (
     METRICS,
     Condition,
     SearchSettings,
@@ -247,7 +247,7 @@ def rate_runs(runs: Any, rate: float | None) -> Any:
 def held(runs: Any) -> tuple[bool, str]:
     """Whether every run held its open-loop target (`runstatus.target_held`: 95% of it,
     less Poisson's own spread; nothing unsent), and the runs that did not."""
-    from harness.runstatus import target_held
+    from harness.run.runstatus import target_held
 
     bad = []
     for r in runs.itertuples(index=False):
@@ -310,7 +310,7 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
     latency-throughput figure ``<experiment>-capacity.png/.svg`` there) and returns
     the result."""
     from harness.analysis.load import load
-    from harness.runner import Runner
+    from harness.run.runner import Runner
     from harness.spec import load_spec
 
     base = load_spec(spec_path, overrides)

@@ -1,6 +1,6 @@
 """Service-level objectives (``p99 < 1ms and p50 < 200us``) and the capacity search's
 settings (a spec's `search:` block, `harness run --search`): read once for the spec's
-validation, the search (`harness.capacity`) and the figures that draw the limits
+validation, the search (`harness.run.capacity`) and the figures that draw the limits
 (`harness.analysis`). It imports nothing of the kit but its errors, so all of them may
 import it."""
 

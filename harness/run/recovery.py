@@ -1,6 +1,6 @@
 """Clear away what a `harness run` that did not end cleanly left, keeping every record.
 
-Called with the experiment's lock held (`harness.inflight`) by `harness run` (always,
+Called with the experiment's lock held (`harness.run.inflight`) by `harness run` (always,
 before its first run), `harness collect` and `harness cleanup`. In this order:
 
 1. Hidden temp directories in the experiment: a run directory written whole but not yet
@@ -32,7 +32,6 @@ from typing import Any
 
 from harness.errors import HarnessError, HostError, ResultsError
 from harness.hosts import Host, LocalHost, Process, connect_host
-from harness.inflight import ExperimentLock, InFlight, ServerEntry, WorkerEntry, read_state
 from harness.results import (
     MANIFEST,
     TMP_PREFIX,
@@ -41,9 +40,10 @@ from harness.results import (
     verify_run,
     write_run,
 )
-from harness.runstatus import finish_manifest
+from harness.run.inflight import ExperimentLock, InFlight, ServerEntry, WorkerEntry, read_state
+from harness.run.runstatus import finish_manifest
+from harness.run.transfer import fetch_records, remove_files
 from harness.spec import Spec, expand
-from harness.transfer import fetch_records, remove_files
 from harness.workloads import WORKLOADS
 
 #: How long stopped client processes get to save their records before they are killed.

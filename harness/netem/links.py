@@ -14,13 +14,13 @@ namespace and the root namespace pays 2 x delay (jitter likewise per direction, 
 
 Emulation: the kernel's `tc qdisc ... netem` on both ends of a veth where the kernel
 has it (delay, jitter, loss, rate); otherwise (`Specified qdisc kind is unknown`, as on
-some CI kernels) the userspace relay (`harness.netem_relay`) in front of the service
+some CI kernels) the userspace relay (`harness.netem.relay`) in front of the service
 delays and paces, with `tbf` on the veth for the rate where available. The relay cannot
 drop packets; the chosen emulation and what it covered are recorded for the manifest.
 
 Everything carries the prefix `hkv-` (namespaces, links, the state directory
 /tmp/hkv-<tag>-*, the relays' `--tag`), so `harness netem cleanup`
-(`harness.netem_cleanup`) finds whatever a crashed run left behind. Namespaces and tc
+(`harness.netem.cleanup`) finds whatever a crashed run left behind. Namespaces and tc
 need root; without it `NetemError` says so, and the relay alone still works on loopback.
 """
 
@@ -349,11 +349,11 @@ class Network:
 def start_relay(host: Host, *, listen: str, target: tuple[str, int], link: Link, tag: str,
                 log_path: str, cwd: str | None = None, timeout_s: float = 15.0
                 ) -> tuple[Process, int]:
-    """Start `python -m harness.netem_relay` on `host` accepting on `listen` (a port the
+    """Start `python -m harness.netem.relay` on `host` accepting on `listen` (a port the
     kernel picks) and relaying to `target`; return the process and its port."""
-    from harness.netem_relay import READY_LINE
+    from harness.netem.relay import READY_LINE
 
-    argv = [host.python, "-m", "harness.netem_relay", "--listen", f"{listen}:0",
+    argv = [host.python, "-m", "harness.netem.relay", "--listen", f"{listen}:0",
             "--target", f"{target[0]}:{target[1]}", *link.relay_args(),
             "--tag", f"{PREFIX}{tag}"]
     proc = host.start(argv, log_path=log_path, cwd=cwd)

@@ -1,6 +1,6 @@
 """Userspace link emulator: a TCP relay that delays and paces each direction's bytes.
 
-    python -m harness.netem_relay --listen 10.231.7.1:40001 --target 127.0.0.1:5432 \\
+    python -m harness.netem.relay --listen 10.231.7.1:40001 --target 127.0.0.1:5432 \\
         --delay-ms 1.5 --jitter-ms 0.5 --rate-mbit 100 --tag hkv-1a2b3c
 
 Used where the kernel has no `netem` qdisc (some CI kernels). Each accepted connection
@@ -219,7 +219,7 @@ def parse_addr(text: str) -> tuple[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.netem_relay", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m harness.netem.relay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--listen", required=True, help="HOST:PORT to accept on (PORT 0: any)")
     p.add_argument("--target", required=True, help="HOST:PORT to relay to")

@@ -168,7 +168,7 @@ def _target_host(spec: HostSpec) -> str:
         return spec.address
     if spec.is_local:
         return "127.0.0.1"
-    from harness.hosts.ssh import parse_target  # paramiko only when SSH is in use
+    from harness.hosts.sshconnect import parse_target  # paramiko only when SSH is in use
 
     return parse_target(spec.target)[1]
 

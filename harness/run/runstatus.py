@@ -1,5 +1,5 @@
 """A finished run's status and its console summary: shared by the runner and by
-`harness collect`, which finishes runs whose records came late (`harness.recollect`)."""
+`harness collect`, which finishes runs whose records came late (`harness.run.recollect`)."""
 
 from __future__ import annotations
 
@@ -114,9 +114,9 @@ def finish_manifest(draft: Manifest, plan: RunPlan, ops: Ops, *,
                     extra: Mapping[str, Any] | None = None,
                     telemetry: Mapping[str, Any] | None = None) -> Manifest:
     """The run's manifest once its records are in: status, error, achieved rate, the
-    workers' statuses, its `telemetry` (`harness.telemetry`; none after a kill, which
+    workers' statuses, its `telemetry` (`harness.run.telemetry`; none after a kill, which
     left nobody to read the machines at the end). Used by the runner and by the recovery
-    of a run a killed harness left (`harness.recovery`), so both decide alike."""
+    of a run a killed harness left (`harness.run.recovery`), so both decide alike."""
     errors = list(errors)
     ops = tally(ops)  # once: a long run's records are read in passes over its parts
     n, rate, *_, err = quick_stats(ops)

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from harness.hostspec import HostSpec
+from harness.hosts.hostspec import HostSpec
 
 #: Longest run, warm-up or op timeout: 30 days. Longer is a typo, and 1e12 s overflows
 #: the nanosecond clock arithmetic (64-bit) of the clients later.

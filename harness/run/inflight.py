@@ -10,7 +10,7 @@ Each experiment directory gets a hidden ``.harness/`` with two files:
   the run in flight: its manifest so far and every client process's record files. It is
   rewritten (atomically) whenever that changes and removed when `harness run` ends
   cleanly. A state file found by the next `harness run`, `--resume` or `harness
-  cleanup` was left by a run that did not end cleanly: `harness.recovery` stops what it
+  cleanup` was left by a run that did not end cleanly: `harness.run.recovery` stops what it
   lists and writes the records it names as runs.
 
 Readers of raw results never see it: runs are the directories holding a manifest.

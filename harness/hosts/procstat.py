@@ -1,8 +1,8 @@
 """What /proc says about a machine: its CPUs, its load and every process's CPU time.
 
-Read at a run's edges on every machine of the run (`harness.telemetry`): in the harness
+Read at a run's edges on every machine of the run (`harness.run.telemetry`): in the harness
 process on this machine, by the machine's agent on a client machine
-(`harness.agent`), and on any other machine by ``python -c`` with this module's source
+(`harness.run.agent`), and on any other machine by ``python -c`` with this module's source
 (`script`, as a one-shot or as a small server of snapshots, `serve`). So it imports
 nothing but the standard library and does nothing on import.
 
@@ -111,7 +111,7 @@ def script() -> str:
 def serve() -> int:
     """Answer each request line, ``{"id": N, "detail": [pids]}``, with ``{"id": N, "ok":
     true, "snapshot": ...}`` until the input closes: the agents' line protocol
-    (`harness.agentctl`), so a machine's two snapshots cost one interpreter start-up,
+    (`harness.run.agentctl`), so a machine's two snapshots cost one interpreter start-up,
     paid before the run rather than at its edges."""
     for line in sys.stdin:
         if not line.strip():

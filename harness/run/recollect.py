@@ -39,15 +39,15 @@ from harness.results import (
     verify_run,
     write_run,
 )
-from harness.runstatus import (
+from harness.run.runstatus import (
     quick_stats,
     run_counts,
     run_status,
     send_lag_p99_ms,
     target_met,
 )
+from harness.run.transfer import fetch_records, remove_files
 from harness.spec import RunPlan, Spec, expand
-from harness.transfer import fetch_records, remove_files
 from harness.workloads import WORKLOADS
 
 PENDING = "pending_records"

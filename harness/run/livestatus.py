@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from harness.agentctl import Pending
-from harness.clients import ClientGroup, Worker
 from harness.errors import HostError
 from harness.loadgen.live import INTERVAL_S, Interval, merge, percentile_ns
+from harness.run.agentctl import Pending
+from harness.run.clients import ClientGroup, Worker
 
 #: How long a poll waits for a machine's reply before skipping it this second.
 POLL_TIMEOUT_S = 0.8

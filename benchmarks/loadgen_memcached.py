@@ -64,6 +64,24 @@ class Trial:
     live_ms_per_tick: float | None = None
 
 
+def add_pause_option(p: argparse.ArgumentParser) -> None:
+    """--pause-us, as this script and loadgen_redis.py take it."""
+    p.add_argument("--pause-us", default="0",
+                   help="comma-separated clients.pause_us values for the native engine: each "
+                        "non-zero one is a row of its own, harness/native+pauseN (default 0)")
+
+
+def parse_pauses(p: argparse.ArgumentParser, text: str) -> list[float]:
+    """--pause-us's microseconds, sorted and distinct; a bad value is a usage error."""
+    try:
+        pauses = sorted({float(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        p.error("--pause-us takes comma-separated numbers of microseconds")
+    if not pauses or min(pauses) < 0:
+        p.error("--pause-us needs numbers of microseconds, 0 or more")
+    return pauses
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--connections", default="1,32",
@@ -88,9 +106,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memtier", default=shutil.which("memtier_benchmark"),
                    help="a memtier_benchmark binary to run beside (default: the one on PATH, "
                         "if any; built by hand from RedisLabs/memtier_benchmark)")
-    p.add_argument("--pause-us", default="0",
-                   help="comma-separated clients.pause_us values for the native engine: each "
-                        "non-zero one is a row of its own, harness/native+pauseN (default 0)")
+    add_pause_option(p)
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python; "
                         "see harness.loadgen.native)")
@@ -108,12 +124,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--repeats and --duration must be positive")
     if args.inflight < 1:
         p.error("--inflight must be at least 1")
-    try:
-        args.pause_us = sorted({float(v) for v in args.pause_us.split(",") if v.strip()})
-    except ValueError:
-        p.error("--pause-us takes comma-separated numbers of microseconds")
-    if not args.pause_us or min(args.pause_us) < 0:
-        p.error("--pause-us needs numbers of microseconds, 0 or more")
+    args.pause_us = parse_pauses(p, args.pause_us)
     if args.inflight > 1:
         args.skip_memcaslap = True
     if args.key_size < 16:
@@ -431,12 +442,18 @@ def parse_variant(name: str) -> tuple[str, bool, float]:
     return engine, "live" in tags, pause[0] if pause else 0.0
 
 
+def harness_variants(engines: Sequence[str], pauses: Sequence[float],
+                     live: bool = False) -> list[str]:
+    """The harness rows: each engine (the native one at each pause), and with `live` each
+    with live numbers on."""
+    return [variant_name(e, on, p) for e in engines
+            for p in (pauses if e == "native" else (0.0,))
+            for on in ((False, True) if live else (False,))]
+
+
 def variants(args: argparse.Namespace) -> list[str]:
-    """The harness rows: each engine (the native one at each --pause-us), and with --live
-    each with live numbers on."""
-    return [variant_name(e, live, p) for e in args.engines
-            for p in (args.pause_us if e == "native" else (0.0,))
-            for live in ((False, True) if args.live else (False,))]
+    """This script's harness rows (--engines, --pause-us, --live)."""
+    return harness_variants(args.engines, args.pause_us, args.live)
 
 
 def print_live(trials: list[Trial], connections: list[int], repeats: int,

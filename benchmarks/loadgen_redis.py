@@ -39,10 +39,13 @@ import numpy as np
 from loadgen_memcached import (
     CLIENT_CPU,
     SERVER_CPU,
+    add_pause_option,
     can_pin,
     cpu_seconds,
+    harness_variants,
     memtier_totals,
     native_record_cost_ns,
+    parse_pauses,
     parse_variant,
     pin_cpus,
     recorder_overhead_ns,
@@ -126,19 +129,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python)")
-    p.add_argument("--pause-us", default="0",
-                   help="comma-separated clients.pause_us values for the native engine: each "
-                        "non-zero one is a row of its own, harness/native+pauseN (default 0)")
+    add_pause_option(p)
     args = p.parse_args(argv)
-    try:
-        args.pause_us = sorted({float(v) for v in args.pause_us.split(",") if v.strip()})
-    except ValueError:
-        p.error("--pause-us takes comma-separated numbers of microseconds")
-    if not args.pause_us or min(args.pause_us) < 0:
-        p.error("--pause-us needs numbers of microseconds, 0 or more")
-    args.variants = [variant_name(e, False, u) for e in args.engines.split(",") if e.strip()
-                     for u in (args.pause_us if e.strip() == "native" else (0.0,))]
+    args.pause_us = parse_pauses(p, args.pause_us)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    args.variants = harness_variants(args.engines, args.pause_us)
     if not args.engines or set(args.engines) - set(native.ENGINES):
         p.error(f"--engines takes {', '.join(native.ENGINES)}")
     if "native" in args.engines and not native.built():

@@ -98,25 +98,27 @@ def describe() -> str:
     return f"load generator: native core built ({engine()} path in use; {ENV}=python forces Python)"
 
 
+def _native_or_why(client: Any) -> tuple[NativeOps | None, str]:
+    """The client's native ops if its run goes through the core, else None and why."""
+    if engine() != "native":
+        return None, (f"{ENV}=python" if os.environ.get(ENV, "").strip().lower() == "python"
+                      else "the native core is not built")
+    ops = client.native_ops()
+    if ops is None:
+        return None, "its workload, with these settings, has no native ops"
+    if ops.protocol not in PROTOCOLS:
+        return None, f"the core does not speak {ops.protocol!r}"
+    return ops, ""
+
+
 def uses_native(run: LoopRun) -> NativeOps | None:
     """The client's native ops if this run goes through the core, else None."""
-    if engine() != "native":
-        return None
-    ops = run.client.native_ops()
-    if ops is None or ops.protocol not in PROTOCOLS:
-        return None
-    return ops
+    return _native_or_why(run.client)[0]
 
 
 def why_python(client: Any) -> str:
     """Why a run goes through the Python engine (`uses_native` said no), for a message."""
-    if engine() != "native":
-        return (f"{ENV}=python" if os.environ.get(ENV, "").strip().lower() == "python"
-                else "the native core is not built")
-    ops = client.native_ops()
-    if ops is None:
-        return "its workload, with these settings, has no native ops"
-    return f"the core does not speak {ops.protocol!r}"
+    return _native_or_why(client)[1]
 
 
 def _socket_fd(conn: Any) -> int:

@@ -170,6 +170,19 @@ def layer_violations(g: dict[str, set[str]]) -> list[str]:
     return bad
 
 
+def cli_importers(g: dict[str, set[str]]) -> list[str]:
+    """Modules outside the command line that import it: it sits above every layer."""
+    return sorted(f"{m} imports {d}" for m, deps in g.items() if not _in(m, ["harness.cli"])
+                  for d in deps if _in(d, ["harness.cli"]))
+
+
+def test_nothing_below_the_command_line_imports_it() -> None:
+    g = graph()
+    assert any(_in(m, ["harness.cli"]) for m in g)  # the graph sees the package
+    assert cli_importers(g) == []
+    assert cli_importers({"harness.run.runner": {"harness.cli.exits"}}) != []
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     assert cycles(graph()) == []
 

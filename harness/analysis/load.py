@@ -18,10 +18,7 @@ no per-op Python work.
 
 from __future__ import annotations
 
-import difflib
-import sys
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,39 +28,36 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from harness.analysis import pooling
-from harness.errors import ResultsError, SchemaVersionError
+from harness.analysis.tree import (
+    RUN_COLUMNS,
+    Filter,
+    SkippedRun,
+    SkippedRunWarning,
+    available_experiments,
+    check_experiments,
+    experiment_dirs,
+    flatten_manifest,
+    grid_keys,
+    read_manifests,
+    read_tree,
+    skip_run,
+)
+from harness.errors import ResultsError
 from harness.results import (
     KEY_FIELD,
-    MANIFEST,
     OPS_FILE,
     OPS_SCHEMA,
-    STRAY_REASON,
     Manifest,
-    iter_run_dirs,
-    iter_stray_dirs,
-    read_manifest,
     read_ops,
 )
-from harness.results.manifest import COUNT_PREFIX, KIT_PREFIX, LOADGEN_PREFIX
-from harness.results.verified import VerifiedCache
 
-#: Fixed run-level columns, in order; parameter columns follow them.
-RUN_COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "experiment",
-    "workload",
-    "config_id",
-    "repetition",
-    "status",
-    "started_utc",
-    "ended_utc",
-    "source",
-    "spec_file",
-    "error",
-)
+#: What callers import from here: the tables, and the tree's names they always found here.
+__all__ = ["DEFAULT_OPS_COLUMNS", "OPS_COLUMNS", "RUN_COLUMNS", "Filter", "Loaded",
+           "SkippedRun", "SkippedRunWarning", "available_experiments", "check_experiments",
+           "experiment_dirs", "flatten_manifest", "grid_keys", "load", "load_ops",
+           "load_runs", "load_runs_only", "read_manifests", "read_ops_table", "runs_frame"]
 
 #: Columns of ops.parquet that `load_ops` can return.
 #: The key column (`run.record_keys`) is asked for like the others; a run without
@@ -72,35 +66,6 @@ OPS_COLUMNS: tuple[str, ...] = (*OPS_SCHEMA.names, KEY_FIELD.name)
 
 #: What a summary needs; the default for `load_ops`.
 DEFAULT_OPS_COLUMNS: tuple[str, ...] = ("op", "start_ns", "latency_ns", "status", "warmup")
-
-Filter = Mapping[str, Any]
-
-
-class SkippedRunWarning(UserWarning):
-    """A run left out of an analysis; the message names its directory and why."""
-
-
-@dataclass(frozen=True)
-class SkippedRun:
-    """A run the analysis could not use: where it is and why (for the report's appendix)."""
-
-    run_dir: str
-    reason: str
-    run_id: str | None = None
-    #: Whether its ops file was checked against a manifest's checksum (and failed), or
-    #: never could be (no manifest, or one this kit cannot read).
-    checked: bool = False
-
-
-def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None, *,
-             checked: bool = False) -> SkippedRun:
-    """Warn (stderr, via the CLI) that `run_dir` is skipped, and say so as a record."""
-    reason = str(exc)
-    # The reason usually starts with the file's path; the directory is named once already.
-    for name in (MANIFEST, OPS_FILE):
-        reason = reason.removeprefix(f"{Path(run_dir) / name}: ")
-    warnings.warn(SkippedRunWarning(f"skipping run {run_dir}: {reason}"), stacklevel=3)
-    return SkippedRun(str(run_dir), reason, run_id, checked)
 
 
 @dataclass(frozen=True)
@@ -137,178 +102,6 @@ class Loaded:
     @property
     def experiments(self) -> list[str]:
         return sorted(self.runs["experiment"].unique()) if len(self.runs) else []
-
-
-def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[str, Any]:
-    """One runs-table row from a manifest (nested mappings become prefixed columns)."""
-    row: dict[str, Any] = {name: getattr(manifest, name) for name in RUN_COLUMNS}
-    # grid_point after params: the grid value is what the run was varied on, so it wins.
-    for source in (manifest.params, manifest.grid_point):
-        for key, value in source.items():
-            if key in RUN_COLUMNS:
-                continue  # never let a parameter shadow an identity column
-            row[key] = value
-    for prefix, mapping in (
-        (LOADGEN_PREFIX, manifest.loadgen),
-        (COUNT_PREFIX, manifest.counts),
-        (KIT_PREFIX, manifest.kit),
-    ):
-        for key, value in mapping.items():
-            row[prefix + key] = value
-    row["run_dir"] = str(run_dir) if run_dir is not None else None
-    return row
-
-
-def _matches(row: Mapping[str, Any], where: Filter | None) -> bool:
-    if not where:
-        return True
-    for key, wanted in where.items():
-        if key not in row:
-            return False
-        value = row[key]
-        if isinstance(wanted, (list, tuple, set, frozenset)):
-            if value not in wanted:
-                return False
-        elif callable(wanted):
-            if not wanted(value):
-                return False
-        elif value != wanted:
-            return False
-    return True
-
-
-def experiment_dirs(raw_dir: Path) -> dict[str, list[Path]]:
-    """Experiment name -> its directories under `raw_dir`: a directory holding run
-    directories, at the top (``raw/<experiment>/<run>``) or one level down, as `harness
-    import -o raw/imported` writes them (``raw/imported/<experiment>/<run>``). Hidden
-    directories are skipped. `raw_dir` may itself be one experiment."""
-    raw_dir = Path(raw_dir)
-    found: dict[str, list[Path]] = {}
-
-    def holds_runs(d: Path) -> bool:
-        return any((c / MANIFEST).exists() or (c / OPS_FILE).exists()
-                   for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
-
-    def visible(d: Path) -> list[Path]:
-        return sorted(c for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
-
-    if not raw_dir.is_dir() or (raw_dir / MANIFEST).exists():
-        return found
-    if holds_runs(raw_dir):
-        return {raw_dir.name: [raw_dir]}
-    for d in visible(raw_dir):
-        if holds_runs(d):
-            found.setdefault(d.name, []).append(d)
-            continue
-        for sub in visible(d):
-            if holds_runs(sub):
-                found.setdefault(sub.name, []).append(sub)
-    return found
-
-
-def check_experiments(raw_dir: Path, experiments: Sequence[str] | None) -> None:
-    """Raise ResultsError, exit 2 at the CLI, for a tree without runs or an experiment
-    name it does not hold (a typo would otherwise give an empty table, exit 0)."""
-    raw_dir = Path(raw_dir)
-    if not raw_dir.exists():
-        raise ResultsError(f"{raw_dir}: no such raw-results directory")
-    if (raw_dir / MANIFEST).exists():
-        return
-    known = experiment_dirs(raw_dir)
-    if not known:
-        raise ResultsError(f"{raw_dir}: no runs in it (no run directory with a "
-                           "manifest.json); give the raw-results directory `harness run` "
-                           "or `harness import` wrote")
-    for name in experiments or ():
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ResultsError(f"{raw_dir}: no experiment {name!r}{hint}; experiments "
-                               f"there: {', '.join(sorted(known))}")
-
-
-def _experiment_dirs(raw_dir: Path, experiments: Sequence[str] | None) -> list[Path]:
-    raw_dir = Path(raw_dir)
-    if experiments is None:
-        return [raw_dir]
-    # Only the requested experiments' directories are walked: cheap on big trees.
-    known = experiment_dirs(raw_dir)
-    return [d for name in experiments for d in known.get(name, [])]
-
-
-def read_manifests(
-    raw_dir: Path,
-    *,
-    experiments: Sequence[str] | None = None,
-    where: Filter | None = None,
-    verify: bool = True,
-    skip_unknown_schema: bool = True,
-    skipped: list[SkippedRun] | None = None,
-) -> list[tuple[Path, Manifest]]:
-    """(run_dir, manifest) for every readable run, filtered.
-
-    A run this kit cannot read (a newer schema_version, a corrupt manifest, an ops file
-    that fails its checksum, an ops file without a manifest) is skipped with a
-    `SkippedRunWarning` naming its directory and why, and appended to `skipped` if given:
-    one foreign run never stops the analysis of the others. With
-    ``skip_unknown_schema=False`` a newer schema raises `SchemaVersionError` instead.
-    """
-    pairs, left = _read_manifests(raw_dir, experiments=experiments, where=where,
-                                  verify=verify, skip_unknown_schema=skip_unknown_schema)
-    if skipped is not None:
-        skipped.extend(left)
-    return pairs
-
-
-def _read_manifests(
-    raw_dir: Path,
-    *,
-    experiments: Sequence[str] | None,
-    where: Filter | None,
-    verify: bool,
-    skip_unknown_schema: bool,
-    progress: bool = False,
-) -> tuple[list[tuple[Path, Manifest]], list[SkippedRun]]:
-    raw_dir = Path(raw_dir)
-    if not raw_dir.exists():
-        raise ResultsError(f"{raw_dir}: no such raw-results directory")
-    out: list[tuple[Path, Manifest]] = []
-    skipped: list[SkippedRun] = []
-    bases = _experiment_dirs(raw_dir, experiments)
-    run_dirs = [d for base in bases for d in iter_run_dirs(base)]
-    # An ops file without its manifest is no run, but its records are not dropped unsaid.
-    for base in bases:
-        for stray in iter_stray_dirs(base):
-            skipped.append(skip_run(stray, ResultsError(STRAY_REASON)))
-    cache = VerifiedCache() if verify else None
-    with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
-              disable=not progress, leave=False) as bar:
-        for run_dir in run_dirs:
-            bar.update(1)
-            try:
-                manifest = read_manifest(run_dir)
-                if experiments is not None and manifest.experiment not in experiments:
-                    continue
-                if where and not _matches(flatten_manifest(manifest, run_dir), where):
-                    continue
-            except SchemaVersionError as exc:
-                if not skip_unknown_schema:
-                    raise
-                skipped.append(skip_run(run_dir, exc))
-                continue
-            except ResultsError as exc:
-                skipped.append(skip_run(run_dir, exc))
-                continue
-            try:
-                if cache is not None:
-                    cache.verify(run_dir, manifest)
-            except ResultsError as exc:
-                skipped.append(skip_run(run_dir, exc, manifest.run_id, checked=True))
-                continue
-            out.append((run_dir, manifest))
-    if cache is not None:
-        cache.save()
-    return out, skipped
 
 
 def runs_frame(pairs: Iterable[tuple[Path, Manifest]]) -> pd.DataFrame:
@@ -485,7 +278,7 @@ def load(
     `max_ops`: when the runs' ops files hold more records than this, `ops` keeps every
     k-th op of each run (`Loaded.sample_every`), so a study of any size is drawn in
     bounded memory while its numbers come from every op."""
-    pairs, skipped = _read_manifests(
+    pairs, skipped = read_tree(
         raw_dir,
         experiments=experiments,
         where=where,
@@ -543,22 +336,9 @@ def load_runs_only(
     """The pooled runs of `raw_dir` (as `load` pools them) as a `Loaded` whose ops table
     is empty: for the DuckDB queries (`harness.analysis.queries`), which read the ops
     files themselves. `progress`: runs read / total on stderr."""
-    pairs, skipped = _read_manifests(raw_dir, experiments=experiments, where=None,
+    pairs, skipped = read_tree(raw_dir, experiments=experiments, where=None,
                                      verify=verify, skip_unknown_schema=True,
                                      progress=progress)
     runs, left_out = _pooled(runs_frame(pairs), True, include)
     return Loaded(runs, _empty_ops(DEFAULT_OPS_COLUMNS), grid_keys(m for _, m in pairs),
                   tuple(skipped), left_out=left_out)
-
-
-def grid_keys(manifests: Iterable[Manifest]) -> tuple[str, ...]:
-    """Union of the grid_point keys of `manifests`, in first-seen order."""
-    keys: dict[str, None] = {}
-    for manifest in manifests:
-        keys.update(dict.fromkeys(manifest.grid_point))
-    return tuple(keys)
-
-
-def available_experiments(raw_dir: Path) -> list[str]:
-    """Experiment names under `raw_dir` (`experiment_dirs`; empty if it does not exist)."""
-    return sorted(experiment_dirs(raw_dir))

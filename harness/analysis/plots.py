@@ -1,50 +1,39 @@
 """Seaborn figures for notebooks and the report, saved as PNG and SVG.
 
-Figures are built on `matplotlib.figure.Figure` directly, never through pyplot, so no
-backend is chosen or switched (nothing happens at import, and saving works headless).
-Every figure has a title, axis labels with units, and its sample counts; bars carry
+Each is a `matplotlib.figure.Figure` in the style of `figstyle`, which also saves
+them. Every figure has a title, axis labels with units, and its sample counts; bars carry
 their confidence intervals.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
-#: Default figure size in inches; the report shows figures at the text width.
-WIDTH, HEIGHT = 7.5, 4.0
-PNG_DPI = 150
+from harness.analysis.figstyle import (
+    HEIGHT,
+    PNG_DPI,
+    WIDTH,
+    log_ms_axis,
+    new_figure,
+    png_bytes,
+    publish,
+    save,
+    slug,
+    style,
+)
+from harness.analysis.verdictplots import VERDICT_COLOURS, forest, latency_throughput
 
-
-@contextlib.contextmanager
-def _style() -> Iterator[None]:
-    # Themes are applied per figure in a context, so importing this module sets nothing.
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95):
-        yield
-
-
-def new_figure(width: float = WIDTH, height: float = HEIGHT) -> Figure:
-    with _style():
-        fig = Figure(figsize=(width, height), layout="constrained")
-        fig.add_subplot()
-    return fig
-
-
-def _log_ms_axis(axis) -> None:
-    """Label 1-2-5 steps on a log axis: bare decades leave a 0.1-2 ms range unreadable."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
+#: The figure functions, and what they always offered from `figstyle` and `verdictplots`.
+__all__ = ["HEIGHT", "PERCENTILE_QS", "PNG_DPI", "VERDICT_COLOURS", "WIDTH", "bars_with_ci",
+           "forest", "heatmap", "latency_ecdf", "latency_over_time", "latency_throughput",
+           "log_ms_axis", "new_figure", "per_second", "per_set", "percentiles", "png_bytes",
+           "publish", "save", "scaling_lines", "slug", "style"]
 
 def _labels_with_n(counts: pd.Series, unit: str) -> dict[str, str]:
     return {str(k): f"{k} (n = {int(v):,} {unit})" for k, v in counts.items()}
@@ -97,7 +86,7 @@ def bars_with_ci(
         data = data.set_index(x).loc[[o for o in order if o in set(data[x])]].reset_index()
     fig = new_figure()
     ax = fig.axes[0]
-    with _style():
+    with style():
         palette = sns.color_palette("colorblind", len(data))
         pos = np.arange(len(data))
         ax.bar(pos, data["mean"], color=palette, edgecolor="0.2", linewidth=0.6)
@@ -111,7 +100,7 @@ def bars_with_ci(
         ax.set_xticks(pos, [f"{v}\nn = {n}" for v, n in zip(data[x], data["n"], strict=True)])
     if log:
         ax.set_yscale("log")
-        _log_ms_axis(ax.yaxis)
+        log_ms_axis(ax.yaxis)
     ax.set_ylabel(ylabel)
     ax.set_xlabel(xlabel if xlabel is not None else x)
     ax.set_title(f"{title}\n(bars: mean over {unit}; whiskers: 95% CI)", fontsize=11)
@@ -137,10 +126,10 @@ def latency_ecdf(
     hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
     fig = new_figure()
     ax = fig.axes[0]
-    with _style():
+    with style():
         sns.ecdfplot(data=data, x="latency_ms", hue=hue, hue_order=hue_order, ax=ax,
                      log_scale=True, palette="colorblind", linewidth=1.6)
-    _log_ms_axis(ax.xaxis)
+    log_ms_axis(ax.xaxis)
     ax.set_xlabel("latency per op [ms] (log scale)")
     ax.set_ylabel("share of ops ≤ latency")
     title += _sample_note(sample_every)
@@ -177,12 +166,12 @@ def per_set(
     hue_order = [labels[o] for o in (order or sorted(counts.index)) if o in labels]
     fig = new_figure()
     ax = fig.axes[0]
-    with _style():
+    with style():
         sns.lineplot(data=data, x=x, y=value, hue=hue, hue_order=hue_order, marker="o",
                      ax=ax, palette="colorblind", errorbar=None)
     if log:
         ax.set_yscale("log")
-        _log_ms_axis(ax.yaxis)
+        log_ms_axis(ax.yaxis)
     ax.set_xticks(sorted(data[x].unique()))
     ax.set_xlabel("set (repetition)")
     ax.set_ylabel(ylabel)
@@ -230,7 +219,7 @@ def latency_over_time(
     keys = [o for o in (order or sorted(counts.index)) if o in labels]
     fig = new_figure()
     ax = fig.axes[0]
-    with _style():
+    with style():
         palette = dict(zip(keys, sns.color_palette("colorblind", len(keys)), strict=True))
         for key in keys:
             sub = data[data[hue] == key].sort_values("t_ms", kind="stable")
@@ -239,7 +228,7 @@ def latency_over_time(
             med = sub["latency_ms"].rolling(window, center=True, min_periods=1).median()
             ax.plot(sub["t_ms"], med, color=palette[key], linewidth=1.6, label=labels[key])
     ax.set_yscale("log")
-    _log_ms_axis(ax.yaxis)
+    log_ms_axis(ax.yaxis)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency per op [ms] (log scale)")
     if x == "index" and len(data) and data["t_ms"].max() >= 10_000:
@@ -271,7 +260,7 @@ def percentiles(
     fig = new_figure()
     ax = fig.axes[0]
     xs = 1 / (1 - qs)
-    with _style():
+    with style():
         palette = sns.color_palette("colorblind", len(counts))
         keys = [o for o in (order or sorted(counts.index)) if o in labels]
         for color, key in zip(palette, keys, strict=False):
@@ -282,7 +271,7 @@ def percentiles(
     ax.set_yscale("log")
     ax.set_xticks(xs, [f"p{q * 100:g}" for q in qs])
     ax.minorticks_off()
-    _log_ms_axis(ax.yaxis)
+    log_ms_axis(ax.yaxis)
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency [ms] (log scale)")
     ax.set_title(title, fontsize=11)
@@ -303,7 +292,7 @@ def scaling_lines(
     fig = new_figure()
     ax = fig.axes[0]
     groups = [(None, table)] if hue is None else list(table.groupby(hue, sort=True))
-    with _style():
+    with style():
         palette = sns.color_palette("colorblind", len(groups))
         for color, (key, grp) in zip(palette, groups, strict=True):
             grp = grp.sort_values(x)
@@ -334,7 +323,7 @@ def heatmap(
     grid = table.pivot_table(index=index, columns=columns, values=values, aggfunc="mean")
     fig = new_figure(WIDTH, max(2.5, 0.5 * len(grid) + 1.5))
     ax = fig.axes[0]
-    with _style():
+    with style():
         sns.heatmap(grid, annot=True, fmt=fmt, cmap=cmap, ax=ax, cbar_kws={"label": label},
                     linewidths=0.5)
     ax.set_title(title, fontsize=11)
@@ -346,7 +335,7 @@ def per_second(series: pd.DataFrame, *, title: str) -> Figure:
     since the runs' start, one line per configuration (`series`: config, second,
     throughput_ops_s, p99_ms, as `generic.analysis.per_second` gives them)."""
     fig = Figure(figsize=(WIDTH, HEIGHT * 1.4), layout="constrained")
-    with _style():
+    with style():
         top, bottom = fig.subplots(2, 1, sharex=True)
         configs = list(dict.fromkeys(series["config"]))
         palette = dict(zip(configs, sns.color_palette("colorblind", len(configs)),
@@ -360,163 +349,9 @@ def per_second(series: pd.DataFrame, *, title: str) -> Figure:
         top.set_ylabel("throughput [ops/s]\n(mean over runs)")
         top.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         bottom.set_yscale("log")
-        _log_ms_axis(bottom.yaxis)
+        log_ms_axis(bottom.yaxis)
         bottom.set_ylabel("p99 latency [ms]\n(ops of all runs)")
         bottom.set_xlabel("second since the runs' start (measured ops)")
         fig.suptitle(title, fontsize=11)
         top.legend(fontsize=8, loc="best")
     return fig
-
-
-def latency_throughput(curve: pd.DataFrame, *, title: str,
-                       slo: Sequence[tuple[str, float]] = (),
-                       capacity_ops_s: float | None = None,
-                       capacity_ci: tuple[float | None, float | None] | None = None,
-                       series: str | None = None) -> Figure:
-    """The latency-throughput curve of an offered-load sweep: p50, p99 and p99.9 (ms,
-    log) against the achieved throughput, each point with its 95% interval over runs
-    (`curve`: achieved_ops_s and <p>_ms, <p>_ms_ci_low/high for p in p50, p99, p999;
-    missing columns are skipped; `series` names a column whose values get their own
-    lines, e.g. two trees), the SLO's limits as horizontal lines and the capacity found
-    as a vertical line with its interval shaded."""
-    fig = new_figure(WIDTH, HEIGHT * 1.15)
-    with _style():
-        ax = fig.axes[0]
-        names = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
-        groups = [(None, curve)] if series is None else list(curve.groupby(series, sort=False))
-        palette = sns.color_palette("colorblind", 3 * max(len(groups), 1))
-        styles = {"p50": ":", "p99": "-", "p999": "--"}
-        i = 0
-        for key, part in groups:
-            part = part.sort_values("achieved_ops_s")
-            x = part["achieved_ops_s"].to_numpy(float)
-            for p, name in names.items():
-                col = f"{p}_ms"
-                if col not in part or part[col].isna().all():
-                    continue
-                y = part[col].to_numpy(float)
-                lo = part.get(f"{col}_ci_low", pd.Series(np.nan, index=part.index)).to_numpy(
-                    float)
-                hi = part.get(f"{col}_ci_high", pd.Series(np.nan, index=part.index)).to_numpy(
-                    float)
-                err = np.vstack([np.where(np.isnan(lo), 0, y - lo),
-                                 np.where(np.isnan(hi), 0, hi - y)])
-                label = name if key is None else f"{key}: {name}"
-                ax.errorbar(x, y, yerr=err, marker="o", markersize=3.5, capsize=2.5,
-                            linestyle=styles[p], color=palette[i % len(palette)],
-                            label=label)
-                i += 1
-        for metric, limit_ms in slo:
-            ax.axhline(limit_ms, color="#d95f02", linewidth=1, linestyle="-.")
-            ax.annotate(f"SLO {metric} < {limit_ms:g} ms", (0.01, limit_ms),
-                        xycoords=("axes fraction", "data"), textcoords="offset points",
-                        xytext=(0, 3), fontsize=8, color="#d95f02")
-        if capacity_ops_s is not None:
-            ax.axvline(capacity_ops_s, color="#333333", linewidth=1)
-            if capacity_ci and capacity_ci[0] is not None and capacity_ci[1] is not None:
-                ax.axvspan(capacity_ci[0], capacity_ci[1], color="#999999", alpha=0.2,
-                           linewidth=0)
-            ax.annotate(f"capacity {capacity_ops_s:,.0f} ops/s", (capacity_ops_s, 0.98),
-                        xycoords=("data", "axes fraction"), rotation=90, va="top",
-                        ha="right", fontsize=8)
-        ax.set_yscale("log")
-        _log_ms_axis(ax.yaxis)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
-        ax.set_xlabel("achieved throughput [ops/s] (mean over runs)")
-        ax.set_ylabel("latency [ms] (from intended start)")
-        ax.legend(fontsize=8, loc="upper left", ncols=2 if i > 3 else 1)
-        ax.set_title(title + "\nbars: 95% interval over runs (none where a run has too few "
-                     "ops beyond the percentile)", fontsize=10)
-    return fig
-
-
-#: Colours of `forest`'s verdicts (colour-blind safe: blue, orange, grey, light grey).
-VERDICT_COLOURS = {"better": "#1f77b4", "worse": "#d95f02",
-                   "no significant difference": "#555555", "inconclusive": "#aaaaaa"}
-
-
-def forest(table: pd.DataFrame, by: Sequence[str], *, threshold: float,
-           title: str = "Candidate against base: ratio and its interval per row") -> Figure:
-    """One row per group and metric of a `compare` table: the ratio cand/base (log axis)
-    with its interval as printed beside it, coloured by verdict, the line of no change
-    and the ±`threshold` band inside which a row can be 'no significant difference'."""
-    rows = table.reset_index(drop=True)
-    labels = [" · ".join([*(str(r[k]) for k in by), str(r["metric"])])
-              for _, r in rows.iterrows()]
-    fig = new_figure(WIDTH, max(2.2, 0.32 * len(rows) + 1.2))
-    ax = fig.axes[0]
-    with _style():
-        ax.axvspan(1 - threshold, 1 + threshold, color="#e8e8e8", zorder=0,
-                   label=f"±{threshold:.0%}: no practical difference")
-        ax.axvline(1.0, color="#333333", linewidth=0.8, zorder=1)
-        y = np.arange(len(rows))[::-1]
-        for verdict_name, colour in VERDICT_COLOURS.items():
-            sel = (rows["verdict"] == verdict_name).to_numpy()
-            if not sel.any():
-                continue
-            est = rows.loc[sel, "ratio"].to_numpy(float)
-            lo = rows.loc[sel, "ratio_ci_low"].to_numpy(float)
-            hi = rows.loc[sel, "ratio_ci_high"].to_numpy(float)
-            has = ~np.isnan(lo)
-            ax.errorbar(est[has], y[sel][has], xerr=[est[has] - lo[has], hi[has] - est[has]],
-                        fmt="o", color=colour, capsize=3, markersize=5,
-                        label=f"{verdict_name} ({int(sel.sum())})", zorder=3)
-            if (~has).any():  # no interval (one run, too few ops): the estimate alone
-                ax.plot(est[~has], y[sel][~has], "o", mfc="none", color=colour, zorder=3)
-        ax.set_xscale("log")
-        # An interval from a handful of tail ops can span decades; the axis follows the
-        # estimates (x50 either way) and a clipped end is drawn as an arrow.
-        est = rows["ratio"].to_numpy(float)
-        lo_lim = min(np.nanmin(est) / 50, 1 / (1 + 2 * threshold))
-        hi_lim = max(np.nanmax(est) * 50, 1 + 2 * threshold)
-        ax.set_xlim(lo_lim, hi_lim)
-        for yi, (low, high) in zip(y, rows[["ratio_ci_low", "ratio_ci_high"]].to_numpy(float),
-                                   strict=True):
-            if low < lo_lim:
-                ax.annotate("", (lo_lim, yi), (lo_lim * 1.6, yi),
-                            arrowprops={"arrowstyle": "->", "color": "#777777"})
-            if high > hi_lim:
-                ax.annotate("", (hi_lim, yi), (hi_lim / 1.6, yi),
-                            arrowprops={"arrowstyle": "->", "color": "#777777"})
-        ax.set_yticks(y, labels, fontsize=8)
-        ax.set_xlabel("ratio cand / base (log scale)\nthroughput: > 1 is faster; latency: "
-                      "< 1 is faster")
-        ax.set_title(title, fontsize=11)
-        ax.legend(fontsize=8, loc="best", frameon=True)
-    return fig
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def save(fig: Figure, name: str, figures_dir: Path) -> dict[str, Path]:
-    """Write `fig` as ``<figures_dir>/<name>.png`` and ``.svg``; returns both paths."""
-    figures_dir = Path(figures_dir)
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for ext in ("png", "svg"):
-        path = figures_dir / f"{slug(name)}.{ext}"
-        fig.savefig(path, dpi=PNG_DPI if ext == "png" else None, metadata=_metadata(ext))
-        out[ext] = path
-    return out
-
-
-def _metadata(ext: str) -> dict[str, str | None]:
-    # No creation dates: regenerated figures are byte-identical when nothing changed.
-    return {"Date": None} if ext == "svg" else {"Software": None}
-
-
-def png_bytes(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=PNG_DPI)
-    return buf.getvalue()
-
-
-def publish(fig: Figure, name: str, figures_dir: Path | None):
-    """Save `fig` (if `figures_dir`) and return an IPython Image of it for the notebook."""
-    from IPython.display import Image  # only notebooks call this; keep imports light
-
-    if figures_dir is not None:
-        save(fig, name, figures_dir)
-    return Image(data=png_bytes(fig), format="png", width=int(WIDTH * 96))

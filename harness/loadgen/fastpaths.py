@@ -12,6 +12,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from harness.loadgen.config import Ticket
+from harness.loadgen.shared import NEVER
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, outcome
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ _IDLE = object()
 #: and returns the next op to do the awaited way, or None when there are no more ops.
 FastPath = Callable[["LoopRun", "Conn"], "Callable[[], Awaitable[Ticket | None]] | None"]
 
-#: "No limit" for the fast chain's op-count and end-time checks: one comparison each.
-_NEVER = 1 << 62
 
 
 def _fast_chain(run: LoopRun, holder: Conn) -> Callable[[], Awaitable[Ticket | None]] | None:
@@ -40,8 +39,8 @@ def _fast_chain(run: LoopRun, holder: Conn) -> Callable[[], Awaitable[Ticket | N
     rec = run.rec
     start_v, end_v, outcome_v, intended_v, seq_v = rec.views
     next_op = run.client.next_op
-    last = run.total if run.total is not None else _NEVER
-    stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
+    last = run.total if run.total is not None else NEVER
+    stop_ns = run.send_until_ns if run.send_until_ns is not None else NEVER
     warm_ops = run.cfg.warmup_ops
     open_loop = run.schedule is not None
     get_ticket = run.tickets.get_nowait
@@ -246,8 +245,8 @@ def _pipe(run: LoopRun, holder: Conn) -> Callable[[], Awaitable[Ticket | None]] 
     rec = run.rec
     start_v, end_v, outcome_v, _, seq_v = rec.views
     depth = run.cfg.inflight
-    last = run.total if run.total is not None else _NEVER
-    stop_ns = run.send_until_ns if run.send_until_ns is not None else _NEVER
+    last = run.total if run.total is not None else NEVER
+    stop_ns = run.send_until_ns if run.send_until_ns is not None else NEVER
     warm_ops = run.cfg.warmup_ops
     timeout_s = run.cfg.timeout_s
     timeout_ns = int(timeout_s * 1e9) if timeout_s is not None else 0

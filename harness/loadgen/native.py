@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import HarnessError, WorkloadError
+from harness.loadgen.shared import NEVER
 from harness.results import (
     ERROR,
     OUTCOME_BYTES_SHIFT,
@@ -54,7 +55,6 @@ ENGINES = ("native", "python")
 PROTOCOLS = {"memcache": 0, "resp": 1, "kvtext": 2, "resp_hash": 3}
 #: Ops per open-loop schedule chunk handed to the core (~8 MB of intended starts).
 TICKET_CHUNK = 1 << 20
-_NEVER = 1 << 62
 
 
 class EngineError(HarnessError):
@@ -173,8 +173,8 @@ class NativeRun:
             ops.gets, ops.get_offsets, ops.sets, ops.set_offsets, ops.set_tail,
             (outcome(_OK, 0), outcome(_MISS, 0), ops.set_ok_outcome, outcome(ERROR, 0),
              outcome(TIMEOUT, 0), OUTCOME_WARMUP, OUTCOME_BYTES_SHIFT),
-            (run.seq, run.total if run.total is not None else _NEVER,
-             run.send_until_ns if run.send_until_ns is not None else _NEVER,
+            (run.seq, run.total if run.total is not None else NEVER,
+             run.send_until_ns if run.send_until_ns is not None else NEVER,
              cfg.warmup_ops,
              int(cfg.timeout_s * 1e9) if cfg.timeout_s is not None else 0,
              cfg.max_consecutive_errors, *self._warmup_end()),
@@ -188,11 +188,11 @@ class NativeRun:
 
     def _warmup_end(self) -> tuple[int, int]:
         """Open loop: the first measured seq and when it is due (absolute): the core drops
-        the warm-up ops still waiting then, as `ClientRun._pace` does; (0, never) else."""
+        the warm-up ops still waiting then, as `pacing.pace` does; (0, never) else."""
         run = self.run
         first = run.first_measured
         if run.schedule is None or not first:
-            return 0, _NEVER
+            return 0, NEVER
         return first, run.base_ns + run.schedule.at(first)
 
     async def _fds(self, conn: Any) -> list[int]:

@@ -26,189 +26,27 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from harness.errors import WorkloadError
 from harness.loadgen import native
-from harness.loadgen.config import ClientConfig, Ticket
+from harness.loadgen.config import ClientConfig
+from harness.loadgen.deadlines import Deadline, TaskDeadline
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
+from harness.loadgen.pacing import Tickets, pace
 from harness.loadgen.recorder import Chunk, Recorder
 from harness.loadgen.schedule import Schedule
-from harness.loadgen.shared import Conn
+from harness.loadgen.shared import NEVER, Conn
 from harness.results import ERROR, OUTCOME_WARMUP, TIMEOUT, OpsArrays
 from harness.results.columns import RecordColumns
 from harness.workloads.base import WorkloadClient
 
-#: "No such time" (no end, not stopped): later than any clock reading.
-_NEVER = 1 << 62
 #: Open loop: how long after the window's end an op intended before it may still be
 #: sent. Below capacity an op due just before the end is then sent however the machine
 #: hiccups, not counted unsent; overloaded, the backlog left after it is counted.
 SEND_GRACE_NS = 100_000_000
-
-
-async def _sleep_until(when_ns: int, clock: Any) -> None:
-    """Wait until `when_ns` on `clock`, closer than the loop's ~1 ms timer grain: sleep
-    coarsely, then yield to the loop (other slots keep working) until it is time."""
-    left = when_ns - clock()
-    if left > 2_000_000:
-        await asyncio.sleep((left - 1_500_000) / 1e9)
-    while clock() < when_ns:
-        await asyncio.sleep(0)
-
-
-
-class _Deadline:
-    """The timeout of one slot's calls, without a loop timer per call.
-
-    `asyncio.timeout` schedules and cancels a timer on every op (~5 us, as much as the
-    rest of the op's Python work). Here a call only stores its deadline; one timer per
-    slot fires at the earliest deadline it was armed for, calls `expire` if the call in
-    flight is past its own deadline and otherwise re-arms for that deadline. A call
-    therefore times out at its deadline, as with `asyncio.timeout`.
-    """
-
-    __slots__ = ("deadline_ns", "expire", "handle", "loop", "timeout_ns")
-
-    def __init__(self, timeout_s: float, expire: Callable[[], None]) -> None:
-        self.timeout_ns = int(timeout_s * 1e9)
-        self.deadline_ns = 0  # 0: no call in flight
-        self.expire = expire
-        self.handle: asyncio.TimerHandle | None = None
-        self.loop = asyncio.get_running_loop()
-
-    def start(self, now_ns: int) -> None:
-        """A call starts at `now_ns` (perf_counter_ns)."""
-        self.deadline_ns = now_ns + self.timeout_ns
-        if self.handle is None:
-            self.handle = self.loop.call_later(self.timeout_ns / 1e9, self._fire)
-
-    def _fire(self) -> None:
-        self.handle = None
-        if not self.deadline_ns:
-            return  # between calls: the next call re-arms
-        left_ns = self.deadline_ns - time.perf_counter_ns()
-        if left_ns > 0:
-            self.handle = self.loop.call_later(left_ns / 1e9, self._fire)
-        else:
-            self.deadline_ns = 0
-            self.expire()
-
-    def close(self) -> None:
-        self.deadline_ns = 0
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-
-class _TaskDeadline:
-    """Expiry for an awaited call: cancel the slot's task, and tell that cancel apart."""
-
-    def __init__(self) -> None:
-        self.task = asyncio.current_task()
-        self.expired = False
-
-    def expire(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.expired = True
-            self.task.cancel()
-
-    def take_expiry(self) -> bool:
-        """After a CancelledError: True if only our expiry caused it (then it becomes a
-        timeout, as with `asyncio.timeout`); False if the task was cancelled otherwise."""
-        if not self.expired:
-            return False
-        self.expired = False
-        return self.task is not None and self.task.uncancel() == 0
-
-
-class _Tickets:
-    """Open loop: the ops the pacer released (they are due) that no slot took yet.
-
-    They are always consecutive seqs, `head` to `released` - 1, so two counters stand
-    for them rather than a queue of tuples: a backlog of millions (clients far below the
-    rate) costs no memory, and a pacer that is behind releases all that is due at once.
-    The op released last, the one an idle slot takes below capacity, is kept as its
-    (seq, intended); an older one's intended start is read from the schedule again.
-    """
-
-    __slots__ = ("at", "base_ns", "closed", "dropped", "head", "last", "released",
-                 "waiters")
-
-    def __init__(self, schedule: Schedule | None, base_ns: int = 0) -> None:
-        self.at = schedule.at if schedule is not None else None
-        self.base_ns = base_ns
-        self.head = self.released = 0
-        self.last: Ticket = (-1, 0)
-        self.closed = False
-        #: Warm-up ops dropped at the warm-up's end (`drop_until`).
-        self.dropped = 0
-        self.waiters: deque[asyncio.Future] = deque()
-
-    def get_nowait(self) -> Ticket | None:
-        """The oldest op due as (seq, intended), or None once the pacer is done and no op
-        is left; raises asyncio.QueueEmpty when none is due yet (as asyncio.Queue)."""
-        seq = self.head
-        if seq < self.released:
-            self.head = seq + 1
-            last = self.last
-            return last if last[0] == seq else (seq, self.base_ns + self.at(seq))  # type: ignore[misc]
-        if self.closed:
-            return None
-        raise asyncio.QueueEmpty
-
-    async def get(self) -> Ticket | None:
-        """`get_nowait`, waiting for the pacer when no op is due."""
-        while True:
-            try:
-                return self.get_nowait()
-            except asyncio.QueueEmpty:
-                pass
-            waiter = asyncio.get_running_loop().create_future()
-            self.waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake(1)  # woken, then cancelled: another slot takes the op
-                with contextlib.suppress(ValueError):
-                    self.waiters.remove(waiter)
-                raise
-
-    def _wake(self, n: int) -> None:
-        waiters = self.waiters
-        while n > 0 and waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                n -= 1
-
-    def release(self, seq: int, intended: int) -> None:
-        """Op `seq`, the next, is due now (the pacer on schedule)."""
-        self.last = (seq, intended)
-        self.released = seq + 1
-        if self.waiters:
-            self._wake(1)
-
-    def release_upto(self, end: int) -> None:
-        """Every op before `end` is due (the pacer was behind)."""
-        self.released = end
-        self._wake(end - self.head)
-
-    def drop_until(self, seq: int) -> None:
-        """The warm-up is over: its ops still waiting (those before `seq`) are dropped."""
-        if self.head < seq:
-            self.dropped += seq - self.head
-            self.head = seq
-
-    def close(self) -> None:
-        """No more ops will be released: slots take what is left, then None."""
-        self.closed = True
-        self._wake(len(self.waiters))
 
 
 class ClientRun:
@@ -247,8 +85,8 @@ class ClientRun:
                          if cfg.rate_ops_s else None)
         self.rec.open_loop = self.schedule is not None
         self.seq = 0
-        #: Open loop: the ops that are due, released by `_pace`.
-        self.tickets = _Tickets(self.schedule)
+        #: Open loop: the ops that are due, released by `pacing.pace`.
+        self.tickets = Tickets(self.schedule)
         #: Open loop: the first measured seq: warm-up is decided by the intended start
         #: (before `warmup_s`) or by the count (`warmup_ops`), and starts only grow.
         self.first_measured = 0
@@ -272,7 +110,7 @@ class ClientRun:
         #: No op is sent from then on: the end, and in open loop `SEND_GRACE_NS` after it.
         self.send_until_ns: int | None = None
         self.warmup_end_ns = 0
-        self.deadlines: list[_Deadline] = []
+        self.deadlines: list[Deadline] = []
         #: Which engine measured (the manifest's `loadgen.engine`): "native" or "python".
         self.engine = "python"
         # The native core's tables are made here, well before the common start.
@@ -327,8 +165,8 @@ class ClientRun:
             taken, dropped = self.native_run.taken, self.native_run.dropped
         else:
             taken, dropped = self.tickets.head, self.tickets.dropped
-        cut = min(self.end_ns or _NEVER, self.stopped_ns or _NEVER)
-        due = taken if cut == _NEVER else sched.count_before(cut - self.base_ns)
+        cut = min(self.end_ns or NEVER, self.stopped_ns or NEVER)
+        due = taken if cut == NEVER else sched.count_before(cut - self.base_ns)
         if self.total is not None:
             due = min(due, self.total)
         first = self.first_measured
@@ -389,8 +227,8 @@ class ClientRun:
                      for _ in range(cfg.inflight)]
         pacer = None
         if self.schedule is not None:
-            self.tickets = _Tickets(self.schedule, self.base_ns)
-            pacer = asyncio.ensure_future(self._pace(len(slots)))
+            self.tickets = Tickets(self.schedule, self.base_ns)
+            pacer = asyncio.ensure_future(pace(self, len(slots)))
         try:
             await asyncio.gather(*slots)
         finally:
@@ -400,64 +238,6 @@ class ClientRun:
                 d.close()
         for c in self.conns:
             await self._drop(c, c.generation)
-
-    async def _pace(self, n_slots: int) -> None:
-        """Open loop: release each op to the slots at its intended start (`_Tickets`).
-
-        One pacer per process does the precise waiting (see `_sleep_until`), so the slots
-        never spin; an op released while every slot is busy waits, starts late, and its
-        latency (from the intended start) shows the wait. When the first measured op is
-        due, the warm-up ops still waiting are dropped (and counted): sent then, they
-        would only make the measured ops wait behind a stale backlog.
-        """
-        sched, tickets, first = self.schedule, self.tickets, self.first_measured
-        assert sched is not None
-        try:
-            seq = await self._release(0, first, n_slots)
-            if seq != first or self.stopping:
-                return
-            if first:  # the warm-up ends when the first measured op is due
-                when = self.base_ns + sched.at(first)
-                if when >= (self.end_ns or _NEVER):
-                    return
-                await _sleep_until(when, time.perf_counter_ns)
-                tickets.drop_until(first)
-            await self._release(first, _NEVER, n_slots)
-        finally:
-            tickets.close()
-
-    async def _release(self, seq: int, upto: int, n_slots: int) -> int:
-        """Release ops `seq`.. (before `upto`, the run's op count and its end) each at its
-        intended start; returns the next seq not released."""
-        sched, tickets, base = self.schedule, self.tickets, self.base_ns
-        assert sched is not None
-        clock = time.perf_counter_ns
-        at = sched.at
-        if self.total is not None:
-            upto = min(upto, self.total)
-        end_ns = self.end_ns if self.end_ns is not None else _NEVER
-        while seq < upto and not self.stopping:
-            intended = base + at(seq)
-            if intended >= end_ns:
-                break
-            left = intended - clock()
-            if left > 0:  # on schedule: `_sleep_until`, with the clock read once
-                if left > 2_000_000:
-                    await asyncio.sleep((left - 1_500_000) / 1e9)
-                while clock() < intended:
-                    await asyncio.sleep(0)
-                tickets.release(seq, intended)
-                seq += 1
-                continue
-            # Behind: every op due now is released at once, not one per pass (which
-            # would never catch up, nor let the slots run). More ops still waiting from
-            # before than there are slots (slots woken and not yet run take one each):
-            # they are all busy, and need no pacer for a while.
-            busy = tickets.released - tickets.head > n_slots
-            seq = min(upto, sched.count_before(min(clock() + 1, end_ns) - base))
-            tickets.release_upto(seq)
-            await asyncio.sleep(0.001 if busy else 0)
-        return seq
 
     async def _take(self) -> tuple[int, int] | None:
         """The next op to issue, as (seq, intended; 0 in closed loop), or None: no more."""
@@ -487,15 +267,15 @@ class ClientRun:
         if await self._drop(holder, seen):
             holder.conn = await self.client.connect()
 
-    def _deadline(self, expire: Callable[[], None]) -> _Deadline | None:
+    def _deadline(self, expire: Callable[[], None]) -> Deadline | None:
         if self.cfg.timeout_s is None:
             return None
-        watch = _Deadline(self.cfg.timeout_s, expire)
+        watch = Deadline(self.cfg.timeout_s, expire)
         self.deadlines.append(watch)
         return watch
 
     async def _slot(self, holder: Conn, fast_path: FastPath) -> None:
-        task_deadline = _TaskDeadline()
+        task_deadline = TaskDeadline()
         watch = self._deadline(task_deadline.expire)
         fast = fast_path(self, holder)
         while not self.stopping:
@@ -507,7 +287,7 @@ class ClientRun:
             if not await self._call(holder, watch, task_deadline, *ticket):
                 return
 
-    async def _call(self, holder: Conn, watch: _Deadline | None, expiry: _TaskDeadline,
+    async def _call(self, holder: Conn, watch: Deadline | None, expiry: TaskDeadline,
                     seq: int, intended: int) -> bool:
         """One op, awaited: reconnect if needed, execute, record (every failure too).
         False if the run's time was up before it started."""

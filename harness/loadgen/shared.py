@@ -12,6 +12,9 @@ from harness.loadgen.recorder import Recorder
 from harness.loadgen.schedule import Schedule
 from harness.workloads.base import WorkloadClient
 
+#: "No such time" (no end, not stopped): later than any clock reading.
+NEVER = 1 << 62
+
 
 class Conn:
     """One connection shared by its in-flight slots; reconnects after a failure."""

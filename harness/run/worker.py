@@ -195,7 +195,16 @@ def _finish(run: ClientRun, spiller: Spiller, ops: tuple[str, ...], lag_ns: int,
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    cfg = ClientConfig(**json.loads(Path(argv[0]).read_text()))
+    if len(argv) != 1:
+        print("usage: python -m harness.worker CONFIG.json (the client config a run "
+              "writes; `harness run` starts workers itself)", file=sys.stderr)
+        return 2
+    try:
+        cfg = ClientConfig(**json.loads(Path(argv[0]).read_text()))
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"error: {argv[0]}: not a client config ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
+        return 2
     try:
         import uvloop
 

@@ -103,6 +103,10 @@ def clock() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m harness.workerctl ready|go|wait|status|digest|clock ... "
+              "(the control machine runs it on client machines)", file=sys.stderr)
+        return 2
     cmd, rest = args[0], args[1:]
     if cmd == "ready":
         return ready(float(rest[0]), rest[1:])

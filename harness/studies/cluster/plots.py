@@ -25,7 +25,7 @@ def us_bars(table: pd.DataFrame, ops: Sequence[str], setups: Sequence[str],
     fig = plots.new_figure(plots.WIDTH, 4.6)
     ax = fig.axes[0]
     width = 0.8 / max(len(setups), 1)
-    with plots._style():
+    with plots.style():
         palette = sns.color_palette("colorblind", len(setups))
     for i, (setup, color) in enumerate(zip(setups, palette, strict=True)):
         t = table[table["setup"] == setup].set_index("op").reindex(ops)
@@ -37,7 +37,7 @@ def us_bars(table: pd.DataFrame, ops: Sequence[str], setups: Sequence[str],
                error_kw={"elinewidth": 0.8, "capsize": 1.5})
     ax.set_xticks(np.arange(len(ops)), [labels.get(o, o) for o in ops])
     ax.set_yscale("log")
-    plots._log_ms_axis(ax.yaxis)
+    plots.log_ms_axis(ax.yaxis)
     ax.set_ylabel("time per object [µs] (log scale)")
     ax.set_xlabel("operation")
     ax.set_title("Time per object, per operation and setup\n(bars: mean over runs; "
@@ -51,7 +51,7 @@ def decomposition_bars(table: pd.DataFrame, decomp: pd.DataFrame, ops: Sequence[
     """Per cluster setup (in `order`), µs per object split into the single node's cost,
     what replication adds and what the network adds (stacked means), total with its CI."""
     fig = Figure(figsize=(plots.WIDTH, 3.8 * len(ops)), layout="constrained")
-    with plots._style():
+    with plots.style():
         axes = [fig.add_subplot(len(ops), 1, i + 1) for i in range(len(ops))]
         colors = sns.color_palette("colorblind", 3)
     for ax, op in zip(axes, ops, strict=True):
@@ -94,7 +94,7 @@ def growth(points: pd.DataFrame, fit: pd.DataFrame, op_label: str) -> Figure:
     """Left: time per object against the configured round trip, a line per node count,
     with the fitted model. Right: against the node count, a line per round trip."""
     fig = Figure(figsize=(plots.WIDTH, 3.9), layout="constrained")
-    with plots._style():
+    with plots.style():
         left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
         node_counts = sorted(points["nodes"].unique())
         palette = dict(zip(node_counts, sns.color_palette("colorblind", len(node_counts)),

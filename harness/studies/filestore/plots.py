@@ -113,7 +113,7 @@ class Plots(Numbers):
                 ax.set_title(op, fontsize=10)
                 ax.set_xlabel("file size [bytes] (log)")
                 ax.legend(fontsize=7, loc="upper left")
-            plots._log_ms_axis(axes[0].yaxis)
+            plots.log_ms_axis(axes[0].yaxis)
             axes[0].set_ylabel("latency per op [ms] (log)")
             drawn = (f"\n(points: one op in {self.loaded.sample_every:,} of each run; lines "
                      "and n: every op)" if self.loaded.sampled else "")

@@ -58,7 +58,7 @@ class Plots(Numbers):
             return self.part_not_run("scaling")
         tables = {v: self.scaling_table(v) for v in ("throughput_ops_s",
                                                               "per_client_ops_s")}
-        with plots._style():
+        with plots.style():
             fig = Figure(figsize=(plots.WIDTH, 6.0), layout="constrained")
             axes = fig.subplots(2, 2, sharex=True)
             for row, (value, name) in enumerate((("throughput_ops_s", "aggregate"),
@@ -106,7 +106,7 @@ class Plots(Numbers):
         series = self.series[self.series["run_id"] == run_id]
         events = self.events[self.events["run_id"] == run_id] if len(self.events) else \
             self.events
-        with plots._style():
+        with plots.style():
             fig = Figure(figsize=(plots.WIDTH, 6.5), layout="constrained")
             axes = fig.subplots(3, 1, sharex=True)
             palette = dict(zip(("put", "get"), sns.color_palette("colorblind", 2), strict=True))
@@ -126,7 +126,7 @@ class Plots(Numbers):
             axes[1].set_ylabel("redirects/s")
             axes[2].set_ylabel("p99 latency [ms]")
             axes[2].set_yscale("log")
-            plots._log_ms_axis(axes[2].yaxis)
+            plots.log_ms_axis(axes[2].yaxis)
             axes[2].set_xlabel("time since the clients started [s] (1-s bins by op start)")
         fig.suptitle("Throughput, redirects and tail latency while servers are added and "
                      "removed\n(shaded: each scaling step, from its start to its end)",
@@ -141,7 +141,7 @@ class Plots(Numbers):
         phases = [c for c in ev.columns if c.startswith("phase_")]
         labels = [f"{a}\n(run {r}, step {s + 1})" for a, r, s in
                   zip(ev["action"], ev["repetition"], ev["step"], strict=True)]
-        with plots._style():
+        with plots.style():
             fig = plots.new_figure()
             ax = fig.axes[0]
             bottom = np.zeros(len(ev))

@@ -1,0 +1,7 @@
+"""`python -m harness.cli ...`, as the `harness` script."""
+
+import sys
+
+from harness.cli import main
+
+sys.exit(main())

@@ -1,0 +1,223 @@
+"""`harness`'s argument parser: each subcommand, its options and the function that
+does its work."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness import paths
+from harness.cli.catalogue import cmd_gen_files, cmd_list, cmd_netem_cleanup
+from harness.cli.results import (
+    cmd_compare,
+    cmd_export,
+    cmd_import,
+    cmd_report,
+    cmd_summary,
+    cmd_verify,
+)
+from harness.cli.running import (
+    cmd_cleanup,
+    cmd_collect,
+    cmd_hosts_check,
+    cmd_run,
+    cmd_validate,
+)
+
+DESCRIPTION = ("`harness` command line: run | validate | summary | compare | report | import "
+               "| export | hosts | verify | list.")
+
+
+def _include_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include", action="append", default=[], choices=("partial",),
+                   help="also pool partial runs (interrupted, or with records lost); by "
+                   "default only complete runs count, one per repetition, and failed runs "
+                   "never; what is left out is said")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run an experiment spec")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, start nothing")
+    p.add_argument("--resume", action="store_true", help="skip runs that are complete")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field, e.g. --set repetitions=3 --set run.ops=20")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no live status line (ops/s, p50, p99, errors each second of a run)")
+    p.add_argument("--search", metavar="SLO", default=None,
+                   help="find the highest offered rate meeting SLO, e.g. \"p99 < 1ms and "
+                        "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")
+    p.add_argument("--resolution", type=float, default=None,
+                   help="search: stop when the bracket is within this share (default 0.05)")
+    p.add_argument("--figures", default=str(paths.figures_dir()),
+                   help="search: where the latency-throughput figure goes")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("collect", help="fetch records that runs left on client machines "
+                       "(a failed transfer) and complete those runs")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("validate", help="check a spec (and --out) without running anything")
+    p.add_argument("spec")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", default=str(paths.raw_results_dir()),
+                   help="raw results directory the runs would go to (checked too)")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("cleanup", help="stop what a killed `harness run` left running and "
+                       "write the records it left", description="Reads the state file an "
+                       "earlier `harness run` of SPEC left in the experiment directory "
+                       "(it was killed, or could not write a run): stops the servers and "
+                       "client processes it started (only those: each is matched by pid "
+                       "and start time), writes the records of runs it had not written, "
+                       "removes its temporary directories, and says what it did. `harness "
+                       "run` does the same before it starts.")
+    p.add_argument("spec")
+    p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_cleanup)
+
+    p = sub.add_parser("summary", help="one row per configuration")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
+    p.add_argument("--experiment", help="comma-separated experiment names")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    _include_option(p)
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
+                       description="Match groups of two raw-results (or experiment) "
+                       "directories and judge each metric: better, worse, no significant "
+                       "difference, or inconclusive (too few runs to tell). The rows are one "
+                       "family: Benjamini-Hochberg at q decides better/worse and the ratio's "
+                       "interval is printed at the matching FCR-adjusted level (1 - Rq/m), "
+                       "so a verdict never disagrees with its interval; raw and adjusted p "
+                       "side by side.")
+    p.add_argument("base", metavar="BASE")
+    p.add_argument("cand", metavar="CAND")
+    p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
+                   "(default: op)")
+    p.add_argument("--metric", action="extend", nargs="+",
+                   choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
+                   help="metrics to judge (default: all four)")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over the rows (with --gate familywise: the "
+                   "familywise error rate); default 0.05")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="changes within ±PCT%% count as no difference (default 5)")
+    p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--fail-if-worse", type=float, metavar="PCT",
+                   help="exit 1 if any metric is significantly worse by more than PCT%%")
+    p.add_argument("--gate", choices=("fdr", "familywise"), default="fdr",
+                   help="how the rows are judged: fdr (Benjamini-Hochberg, FCR-adjusted "
+                   "intervals; the default) or familywise (Bonferroni verdicts with "
+                   "simultaneous intervals: for CI gates, where one false 'worse' among "
+                   "many rows fails a build)")
+    _include_option(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
+    p.add_argument("--raw", default=str(paths.raw_results_dir()))
+    p.add_argument("--out", default=str(paths.report_dir()))
+    p.add_argument("--compare", nargs=2, metavar=("BASE", "CAND"),
+                   help="add the comparison section: CAND against BASE (two raw-results "
+                   "trees), its table and a forest plot of every ratio")
+    p.add_argument("--by", help="--compare: comma-separated keys to match groups on "
+                   "(default: op)")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="set a notebook parameter, as papermill's -p (VALUE read as YAML: "
+                   "-p alpha 0.01, -p include '[partial]'); repeatable")
+    p.add_argument("--no-pdf", action="store_true")
+    p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
+    _include_option(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("import", help="bring other tools' results into the raw-results format",
+                       description="Parse FILEs written by another tool or script and write "
+                       "them as runs (source: imported). Formats: perfctest, gae-bench, "
+                       "cluster-perf, kv-report, memtier-json, redis-benchmark-csv, "
+                       "redis-benchmark, ycsb, ycsb-raw, ycsb-hdr.")
+    p.add_argument("format", help="the files' format, e.g. gae-bench or redis-benchmark-csv")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--out", required=True, metavar="RAW_DIR", help="raw results directory")
+    p.add_argument("--experiment", help="experiment name (default: FORMAT-<file stem>)")
+    p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50)")
+    p.add_argument("--requests", type=int, help="requests per test, which redis-benchmark's "
+                   "CSV and -q output do not state (its -n)")
+    p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="raw results -> HdrHistogram logs or CSV tables",
+                       description="hdr: one HdrHistogram interval log (values in ns) per "
+                       "group, readable by HdrHistogram's own tools, plus index.csv. csv: "
+                       "per-run (and op) statistics, or every op with --per op.")
+    p.add_argument("format", choices=("hdr", "csv"))
+    p.add_argument("raw_dir", metavar="RAW")
+    p.add_argument("-o", "--out", required=True,
+                   help="hdr: a directory; csv: a file (or a directory for runs.csv/ops.csv)")
+    p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op "
+                   "(hdr default: experiment + grid parameters; csv default: run_id,op)")
+    p.add_argument("--experiment", help="comma-separated experiment names")
+    p.add_argument("--interval", type=float, default=1.0, help="hdr: seconds per interval")
+    p.add_argument("--per", choices=("run", "op"), default="run",
+                   help="csv: one row per run and op (default) or per measured op")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("hosts", help="host utilities")
+    hsub = p.add_subparsers(dest="hosts_command", required=True)
+    hc = hsub.add_parser("check", help="check a spec's machines before a run: SSH and "
+                         "host keys, binaries, the kit on clients, and that the control and "
+                         "client machines reach each server machine")
+    hc.add_argument("spec")
+    hc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a spec field, as for `harness run`")
+    hc.add_argument("--out", default=str(paths.raw_results_dir()),
+                    help="raw results directory the runs would go to (checked too)")
+    hc.set_defaults(func=cmd_hosts_check)
+
+    p = sub.add_parser("verify", help="check every run's ops checksum, and that no ops file "
+                       "lacks its manifest")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("gen-files", help="write test files of a given size distribution",
+                       description="Write COUNT files 0.txt, 1.txt, ... into DIR; sizes are "
+                       "fixed, uniform or log-normal, and the same for the same --seed.")
+    p.add_argument("dir")
+    p.add_argument("--count", type=int, default=100)
+    p.add_argument("--dist", choices=("fixed", "uniform", "lognormal"), default="lognormal")
+    p.add_argument("--size-bytes", type=int, help="fixed: every file's size")
+    p.add_argument("--min-bytes", type=int, help="uniform: lower bound; lognormal: clip")
+    p.add_argument("--max-bytes", type=int, help="uniform: upper bound; lognormal: clip")
+    p.add_argument("--median-bytes", type=int, help="lognormal: median size")
+    p.add_argument("--sigma", type=float, help="lognormal: sigma of log(size)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_gen_files)
+
+    p = sub.add_parser("list", help="workloads, services, studies, system packages")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=("all", "workloads", "services", "studies", "packages"))
+    p.add_argument("--demo", action="store_true",
+                   help="studies: the specs `make demo` runs, one per line with its options")
+    p.add_argument("--legacy", action="store_true",
+                   help="studies: the seed reports `make demo` imports (format file experiment)")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("netem", help="emulated networks (namespaces, links, relays)")
+    nsub = p.add_subparsers(dest="netem_command", required=True)
+    nc = nsub.add_parser("cleanup", help="remove every hkv-* namespace, link, relay, "
+                         "server and directory a crashed run left behind",
+                         description="Finds leftovers by their hkv- prefix, stops their "
+                         "processes, deletes namespaces, links and state directories, and "
+                         "prints each. Resources whose creating process still runs are "
+                         "left alone unless --force. Idempotent.")
+    nc.add_argument("--force", action="store_true",
+                    help="also remove resources whose owner is still running")
+    nc.set_defaults(func=cmd_netem_cleanup)
+    return parser

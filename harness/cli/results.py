@@ -1,0 +1,241 @@
+"""`harness summary | compare | report | import | export | verify`: the commands that
+read and write raw results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import paths
+from harness.cli.exits import EXIT_FAILED_RUNS, EXIT_OK
+from harness.errors import HarnessError
+
+IMPORT_SHOWN_SKIPPED = 5
+
+
+#: The summary table's headers, with units (`--format table`).
+SUMMARY_HEADERS = {
+    "ops": "ops", "throughput_ops_s": "throughput ops/s [95% CI]",
+    "goodput_ops_s": "goodput ops/s", "latency_mean_ms": "mean ms [95% CI]",
+    "latency_p50_ms": "p50 ms [95% CI]", "latency_p99_ms": "p99 ms [95% CI]",
+    "error_rate": "errors",
+}
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from harness.analysis import pooling
+    from harness.analysis.load import check_experiments
+    from harness.analysis.summary_table import CHECKS_COLUMN, LEFT_OUT_COLUMNS, summarise_tree
+
+    by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
+    exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
+    # Progress only on a terminal: piped stderr keeps one line per warning.
+    summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
+                             progress=sys.stderr.isatty(), include=args.include, checks=True)
+    table = summary.table
+    # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS) and the checks that
+    # warn (CHECKS_COLUMN: a list in json, that list as JSON text in csv); the table says
+    # them in lines under it, where more columns would not fit.
+    if args.format == "json":
+        print(table.to_json(orient="records", indent=2))
+    elif args.format == "csv":
+        import json
+
+        table = table.assign(**{CHECKS_COLUMN: [json.dumps(c) for c in table[CHECKS_COLUMN]]})
+        print(table.to_csv(index=False), end="")
+    else:
+        import pandas as pd
+
+        from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
+        from harness.analysis.tables import human
+
+        bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
+        warned = _check_lines(table, CHECKS_COLUMN)
+        table = with_bracketed_ci(table.drop(columns=[*LEFT_OUT_COLUMNS, CHECKS_COLUMN]),
+                                  list(METRICS))
+        # Units in the headers, thousands separators in the numbers (json/csv keep the
+        # field names and raw values).
+        table["error_rate"] = [("-" if pd.isna(v) else f"{100 * v:.2g}%")
+                               for v in table["error_rate"]]
+        table = table.rename(columns=SUMMARY_HEADERS)
+        with pd.option_context("display.max_rows", None, "display.max_columns", None,
+                               "display.width", 250):
+            print(table.map(human).to_string(index=False))
+        if bare.any():
+            print(NO_CI_NOTE)
+        for line in warned:
+            print(line)
+        if left := pooling.line(summary.left_out, args.include):
+            print(left)
+    return EXIT_OK
+
+
+def _check_lines(table: Any, column: str) -> list[str]:
+    """One warning line per check that warns on a row of `harness summary`'s table:
+    ``warning: heavy_tail (experiment=x, op=get; 3 runs): <detail>``."""
+    from harness.analysis.summary import SUMMARY_COLUMNS
+    from harness.analysis.summary_table import LEFT_OUT_COLUMNS
+
+    keys = [c for c in table.columns
+            if c not in (*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS, column) and "_ci_" not in c]
+    lines = []
+    for _, row in table.iterrows():
+        where = ", ".join(f"{k}={row[k]}" for k in keys) or "all runs"
+        for c in row[column]:
+            lines.append(f"warning: {c['check']} ({where}; {c['runs']} run"
+                         f"{'s' if c['runs'] != 1 else ''}): {c['detail']}")
+    return lines
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.analysis import pooling
+    from harness.analysis.compare import comparison, render, worse_beyond
+    from harness.analysis.load import check_experiments
+
+    for side in (args.base, args.cand):
+        check_experiments(Path(side), None)
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
+    result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
+                        alpha=args.alpha, threshold=args.threshold / 100,
+                        include=args.include, gate=args.gate)
+    table = result.table
+    print(render(table, by, args.format, result.family))
+    # Under the table; json keeps stdout one JSON document, so stderr there.
+    under = sys.stderr if args.format == "json" else sys.stdout
+    if left := pooling.line(result.left_out, args.include):
+        print(left, file=under)
+    for line in result.warnings(by):
+        print(line, file=under)
+    if args.fail_if_worse is not None:
+        bad = worse_beyond(table, args.fail_if_worse)
+        if len(bad):
+            print(f"{len(bad)} metric(s) significantly worse by more than "
+                  f"{args.fail_if_worse:g}%", file=sys.stderr)
+            return EXIT_FAILED_RUNS
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.analysis.load import check_experiments
+    from harness.report import build_report
+
+    check_experiments(Path(args.raw), None)  # `--raw nope` was an all-"not run" report
+    parameters = dict(_notebook_parameters(args.param))
+    if args.compare:
+        base, cand = (Path(p).resolve() for p in args.compare)
+        for tree in (base, cand):
+            check_experiments(tree, None)
+        # Absolute: notebooks run in notebooks/, not where the command was typed.
+        parameters.update(compare_base=str(base), compare_cand=str(cand))
+        if args.by:
+            parameters["compare_by"] = [k.strip() for k in args.by.split(",") if k.strip()]
+    elif args.by:
+        raise HarnessError("--by matches the groups of --compare BASE CAND; give both")
+    outputs = build_report(Path(args.raw), Path(args.out), pdf=not args.no_pdf,
+                           include=args.include, parameters=parameters)
+    for kind, path in outputs.items():
+        print(f"{kind}: {path}")
+    return EXIT_OK
+
+
+#: A `-p` value is at most this long (it is parsed as YAML, like a spec's values).
+MAX_PARAM_BYTES = 64 * 1024
+
+
+def _notebook_parameters(pairs: Sequence[Sequence[str]] | None) -> list[tuple[str, Any]]:
+    """`-p NAME VALUE` pairs, each VALUE read as YAML (a number, true, a list ...)."""
+    import yaml
+
+    out = []
+    for name, value in pairs or ():
+        if not name.isidentifier():
+            raise HarnessError(f"-p {name!r}: not a parameter name")
+        if len(value.encode()) > MAX_PARAM_BYTES:
+            raise HarnessError(f"-p {name}: value longer than {MAX_PARAM_BYTES} bytes")
+        try:
+            out.append((name, yaml.safe_load(value)))
+        except (yaml.YAMLError, ValueError) as exc:
+            raise HarnessError(f"-p {name} {value!r}: not a YAML value ({exc})") from None
+    return out
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from harness.errors import ResultsError
+    from harness.importers import (
+        ImportOptions,
+        check_new,
+        default_experiment,
+        import_file,
+        write_import,
+    )
+
+    # A path here would write outside -o (or nest): refused before anything is read.
+    if args.experiment is not None and (problem := paths.name_problem(args.experiment)):
+        shown = args.experiment if len(args.experiment) <= 40 else f"{args.experiment[:40]}..."
+        raise HarnessError(f"--experiment {shown!r}: {problem}")
+    for flag in ("count", "size", "requests"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise HarnessError(f"--{flag} {getattr(args, flag)}: must be a positive number")
+    options = ImportOptions(count=args.count, size=args.size, requests=args.requests)
+    # Parse and check every file before writing any: a bad one leaves nothing half-imported.
+    results = [import_file(args.format, Path(f), options) for f in args.files]
+    targets: dict[tuple[str, str], Path] = {}
+    for res in results:
+        exp = args.experiment or default_experiment(args.format, res.path)
+        key = (exp, check_new(res, Path(args.out), exp))
+        if key in targets:
+            raise ResultsError(f"{res.path}: same content as {targets[key]}; given twice")
+        targets[key] = res.path
+    for res in results:
+        exp = args.experiment or default_experiment(args.format, res.path)
+        written = write_import(res, Path(args.out), exp)
+        kind = "aggregated " if any(r.aggregated for r in res.runs) else (
+            "histogram-bucketed " if any(r.extra.get("latency_source") == "histogram"
+                                         for r in res.runs) else "")
+        print(f"{res.path}: {len(written)} {kind}run(s) written to {Path(args.out) / exp} "
+              f"({args.format}); {len(res.skipped)} noise line(s) skipped")
+        for no, text in res.skipped[:IMPORT_SHOWN_SKIPPED]:
+            print(f"  skipped line {no}: {text[:100]}")
+        if len(res.skipped) > IMPORT_SHOWN_SKIPPED:
+            print(f"  ... and {len(res.skipped) - IMPORT_SHOWN_SKIPPED} more")
+        for note in res.notes:
+            print(f"  note: {note}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from harness.analysis.load import check_experiments
+    from harness.exporters import EXPORTERS, check_outside
+
+    check_outside(Path(args.raw_dir), Path(args.out))
+    by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
+    exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
+    check_experiments(Path(args.raw_dir), exps)
+    written = EXPORTERS.get(args.format)(Path(args.raw_dir), Path(args.out), by=by,
+                                         experiments=exps, interval_s=args.interval,
+                                         per=args.per)
+    print(f"{args.format}: {len(written)} file(s) written to {Path(args.out)}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from harness.results import STRAY_REASON, iter_run_dirs, iter_stray_dirs, verify_run
+
+    bad = good = 0
+    for run_dir in iter_run_dirs(Path(args.raw_dir)):
+        try:
+            verify_run(run_dir)
+            good += 1
+        except HarnessError as exc:
+            bad += 1
+            print(f"BAD {exc}")
+    for stray in iter_stray_dirs(Path(args.raw_dir)):  # records nothing else would name
+        bad += 1
+        print(f"BAD {stray}: {STRAY_REASON}")
+    print(f"{good} run(s) ok, {bad} bad")
+    return EXIT_OK if not bad else EXIT_FAILED_RUNS

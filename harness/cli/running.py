@@ -1,0 +1,194 @@
+"""`harness run | collect | validate | cleanup | hosts check`: the commands that start
+or stop something on the spec's machines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.cli import exits
+from harness.cli.exits import EXIT_FAILED_RUNS, EXIT_OK
+from harness.errors import SpecError
+from harness.run import capacity
+
+
+def _overrides(items: Sequence[str]) -> dict[str, Any]:
+    from harness.spec.files import parse_override
+
+    return dict(parse_override(item) for item in items)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.run.interrupts import Interrupts
+    from harness.run.runner import Runner
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
+    search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
+    if search is not None:
+        return _run_search(args, spec, search, interrupts)
+    runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
+                    live=not args.quiet, interrupts=interrupts)
+    plans = runner.plans()
+    if args.dry_run:
+        for p in plans:
+            print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
+        order = spec.order + (f" (seed {spec.order_seed})" if spec.order == "random" else "")
+        starts = runner.server_starts(plans)
+        print(f"{len(plans)} run(s) of {spec.name!r} ({spec.workload}) in {order} order, "
+              f"{starts} server start(s) ({spec.servers} servers); nothing was started")
+        return EXIT_OK
+    exits.current.interrupts = interrupts
+    interrupts.install()
+    try:
+        outcomes = runner.run()
+    finally:
+        interrupts.uninstall()
+    failed = sum(o.status == "failed" for o in outcomes)
+    partial = sum(o.status == "partial" for o in outcomes)
+    print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
+          f"({failed} failed, {partial} partial)")
+    return EXIT_FAILED_RUNS if failed else EXIT_OK
+
+
+def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:
+    """`harness run --search`: the capacity at the SLO (`harness.run.capacity`)."""
+    if args.dry_run:
+        print(f"search of {spec.name!r} at {search.slo.text}: closed loop first, then open "
+              f"loop at {', '.join(f'{f:g}' for f in capacity.COARSE)} of its rate, then "
+              f"bisection to {search.resolution:.0%} (at most {search.max_steps} steps), "
+              f"{spec.repetitions} run(s) per step; nothing was started")
+        return EXIT_OK
+    exits.current.interrupts = interrupts
+    interrupts.install()
+    try:
+        result = capacity.run_search(
+            args.spec, _overrides(args.set), Path(args.out), search,
+            runner_kw={"resume": args.resume, "progress": not args.no_progress,
+                       "live": not args.quiet, "interrupts": interrupts},
+            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures))
+    finally:
+        interrupts.uninstall()
+    print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "
+          f"{Path(args.out) / spec.name / 'search.json'}")
+    print(result.last_line())
+    return EXIT_OK if result.capacity_ops_s is not None else EXIT_FAILED_RUNS
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """Stop what an earlier `harness run` of SPEC left running and write the records it
+    left on client machines (`harness.run.recovery`)."""
+    from harness.run.inflight import ExperimentLock
+    from harness.run.recovery import recover
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    exp_dir = Path(args.out) / spec.name
+    if not exp_dir.is_dir():
+        print(f"{spec.name}: nothing to clean up ({exp_dir} does not exist)")
+        return EXIT_OK
+    lock = ExperimentLock(exp_dir, spec=str(spec.path))
+    lock.acquire()
+    try:
+        found = recover(spec, Path(args.out), lock=lock, by="harness cleanup")
+    finally:
+        left = not lock.state.empty()
+        if left:
+            lock.keep()
+        else:
+            lock.release()
+    print(f"{spec.name}: {len(found.processes_stopped)} process(es) stopped, "
+          f"{len(found.runs_written)} run(s) written, {len(found.temp_dirs)} temp "
+          f"director(ies) dealt with" + (f"; {len(found.runs_left)} run(s) still on "
+                                        "unreachable machines" if found.runs_left else ""))
+    return EXIT_FAILED_RUNS if left else EXIT_OK
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Fetch records that runs left on client machines (issue 13: transfers)."""
+    from harness.run.inflight import ExperimentLock
+    from harness.run.recollect import collect_pending
+    from harness.run.recovery import recover
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec)
+    exp_dir = Path(args.out) / spec.name
+    lock = ExperimentLock(exp_dir, spec=str(spec.path))
+    if exp_dir.is_dir():  # never beside a `harness run` writing the same experiment
+        lock.acquire()
+        recover(spec, Path(args.out), lock=lock, by="harness collect")
+    try:
+        report = collect_pending(spec, Path(args.out))
+    finally:
+        if lock.state.empty():
+            lock.release()
+        else:
+            lock.keep()
+    if not report.runs_with_pending:
+        print(f"{spec.name}: nothing to collect (no run has records left on a machine)")
+        return EXIT_OK
+    print(f"{spec.name}: {report.runs_with_pending} run(s) had records on client machines; "
+          f"{report.runs_completed} run(s) completed; {report.files_still_pending} record "
+          "file(s) still there")
+    return EXIT_FAILED_RUNS if report.files_still_pending else EXIT_OK
+
+
+def _out_problems(spec: Any, out: str) -> list[str]:
+    from harness.results.outdir import out_dir_problems
+    from harness.spec import records_per_run
+
+    return out_dir_problems(Path(out), spec.name, records_per_run(spec))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.spec import expand, load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    problems = _out_problems(spec, args.out)
+    if problems:
+        raise SpecError([f"--out {p}" for p in problems])
+    print(f"{args.spec}: ok ({len(expand(spec))} runs)")
+    return EXIT_OK
+
+
+def cmd_hosts_check(args: argparse.Namespace) -> int:
+    """Everything the spec's machines must offer (harness.run.preflight), one line each."""
+    from harness.run import preflight
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec, _overrides(args.set))
+    bad = 0
+    for problem in _out_problems(spec, args.out):
+        bad += 1
+        print(f"--out {problem}")
+    for problem in preflight.loopback_problems(spec):
+        bad += 1
+        print(f"{args.spec}: {problem}")
+    hosts, failed = preflight.connect_all(spec, list(spec.hosts))
+    try:
+        no_python: set[str] = set()
+        for name, hspec in spec.hosts.items():
+            if name in failed:
+                bad += 1
+                print(f"{name} ({hspec.target}): unreachable: {failed[name]}")
+                continue
+            problems = preflight.host_problems(spec, name, hosts[name])
+            no_python |= {name} if any(p.startswith("python ") for p in problems) else set()
+            bad += bool(problems)
+            print(f"{name} ({hspec.target}): {'; '.join(problems) or 'ok'}")
+        by_address = preflight.admitting_services(spec)
+        for r in preflight.reach(spec, hosts, frozenset(no_python)):
+            problem = r.problem or preflight.translation_problem(
+                r, by_address.get(r.server, []))
+            bad += problem is not None
+            print(f"reach {r.source} -> {r.server} ({r.address}, a free TCP port): "
+                  + (f"ok, from {r.from_address}" if problem is None
+                     else f"FAILED: {problem}"))
+    finally:
+        for h in hosts.values():
+            h.close()
+    return EXIT_OK if not bad else EXIT_FAILED_RUNS

@@ -14,6 +14,7 @@ from harness.results import read_manifest
 from harness.run.runner import Runner
 from harness.spec import load_spec
 from harness.studies.generic import analyse, analysis, own_experiments
+from tests.fixtures.machines import TestBed
 from tests.fixtures.servers import require_service
 
 pytestmark = pytest.mark.integration
@@ -75,16 +76,20 @@ run: {ops: 150, timeout_s: 5}
 """
 
 
-def test_a_pause_reaches_the_worker_and_the_sentence(tmp_path: Path) -> None:
-    """clients.pause_us travels spec -> worker -> core -> manifest -> report: with one op
-    in flight every paused op waits the pause out, and the sentence of what was measured
-    names the values and what they cost."""
+def need_native() -> None:
     from harness.loadgen import native
 
     if not native.built():
         if os.environ.get("CI"):
             pytest.fail("the native load-generator core is not built under CI")
         pytest.skip("the native load-generator core is not built (the pause is its own)")
+
+
+def test_a_pause_reaches_the_worker_and_the_sentence(tmp_path: Path) -> None:
+    """clients.pause_us travels spec -> worker -> core -> manifest -> report: with one op
+    in flight every paused op waits the pause out, and the sentence of what was measured
+    names the values and what they cost."""
+    need_native()
     require_service("memcached", LocalHost())
     spec = tmp_path / "paused.yaml"
     spec.write_text(PAUSED)
@@ -99,3 +104,26 @@ def test_a_pause_reaches_the_worker_and_the_sentence(tmp_path: Path) -> None:
     assert table.loc[2000, "latency_p50_ms"] >= 2.0 > table.loc[0, "latency_p50_ms"]
     said = section.measured()
     assert "a pause of 0 or 2000 µs before each wait" in said, said
+
+
+def test_a_pause_reaches_a_worker_on_another_machine(tmp_path: Path,
+                                                    machines: TestBed) -> None:
+    """memcached on srv, the client process on cli over SSH: the pause crosses in the
+    client config to the remote worker's core (every op of the paused runs waits it out
+    between srv and cli's own addresses) and comes back in the manifest."""
+    import yaml
+
+    need_native()
+    hosts = yaml.safe_dump({"hosts": machines.hosts_yaml({"server": "srv", "client": "cli"})})
+    spec = tmp_path / "paused.yaml"
+    spec.write_text(PAUSED.replace("hosts: {server: localhost, client: localhost}\n", hosts))
+    outcomes = Runner(load_spec(spec), tmp_path / "raw", progress=False).run()
+    assert [o.status for o in outcomes] == ["complete"] * 2, [o.error for o in outcomes]
+    [section] = analyse(tmp_path / "raw").sections
+    runs = section.loaded.runs
+    assert sorted(runs["loadgen_pause_us"]) == [0.0, 2000.0]
+    assert set(runs["loadgen_engine"]) == {"native"}
+    assert {read_manifest(Path(d)).hosts["client"]["address"] for d in runs["run_dir"]} == {
+        machines["cli"].address}
+    table = analysis.configurations(section.loaded).set_index("clients.pause_us")
+    assert table.loc[2000, "latency_p50_ms"] >= 2.0 > table.loc[0, "latency_p50_ms"]

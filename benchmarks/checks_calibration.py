@@ -21,7 +21,7 @@ rule the kit applies, thresholds included:
   the clients keeping up (false alarms) or able to send 97% and 90% of them;
 - client_saturated and machine_busy: thresholds on telemetry; their error is /proc's
   10 ms tick (other_cpu over windows of 0.5-3 s) and the window's edges (cpu_util,
-  +-0.05 as tests/test_telemetry.py measured): steady runs well below the bar (client
+  +-0.05 as tests/run/test_telemetry.py measured): steady runs well below the bar (client
   at 50-85% of a CPU, others at 0-0.15 CPUs) against a client at 95-100% and a CPU hog
   of 0.5-1 CPU.
 

@@ -129,3 +129,37 @@ def test_a_stale_map_is_caught(tmp_path: Path) -> None:
     (tmp_path / "harness" / "newthing" / "__init__.py").write_text("")
     (tmp_path / "harness" / "extra.py").write_text("")
     assert harness_units(tmp_path) == ["harness/extra.py", "harness/newthing/"]
+
+
+#: Test files that stay at the top of tests/: they hold the whole kit to a rule (layout,
+#: imports, packaging, security, notebooks, JupyterLab) or run it across the test bed's
+#: machines. Every other test file sits in the folder of the package it tests.
+CROSS_CUTTING = {"test_architecture.py", "test_imports.py", "test_packaging.py",
+                 "test_security.py", "test_notebooks.py", "test_lab.py",
+                 "test_explore_lab.py", "test_machine_studies.py", "test_machines.py"}
+#: Folders of tests/ that are no package of harness/: fixtures, captured data, examples/.
+NOT_PACKAGES = {"fixtures", "data", "examples"}
+
+
+def test_tests_mirror_the_packages() -> None:
+    tests = ROOT / "tests"
+    assert {p.name for p in tests.glob("test_*.py")} <= CROSS_CUTTING
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and any(p.rglob("test_*.py"))}
+    packages = {p.name for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
+    assert folders - NOT_PACKAGES <= packages, sorted(folders - NOT_PACKAGES - packages)
+
+
+def test_every_test_file_named_anywhere_exists() -> None:
+    """Docs, docstrings and the serial list name test files by path: a move leaves none
+    pointing nowhere (the serial list's would silently run in parallel)."""
+    from tests.conftest import SERIAL
+
+    texts = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("benchmarks/*"),
+             *ROOT.glob("examples/**/*.md"), *ROOT.glob("harness/**/*.py"),
+             *ROOT.glob("tests/**/*.py"), ROOT / "Makefile", ROOT / ".ci" / "run",
+             ROOT / "pyproject.toml"]
+    named = {m for p in texts if p.is_file()
+             for m in re.findall(r"(?<![\w./-])tests/[\w/.-]+\.py", p.read_text())}
+    assert len(named) > 20
+    assert missing(sorted(named)) == []
+    assert [s for s in SERIAL if not (ROOT / "tests" / s).exists()] == []

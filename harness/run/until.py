@@ -59,7 +59,7 @@ def completed_throughputs(exp_dir: Path) -> dict[str, dict[int, tuple[float, flo
 #: from them. So once the target is met, `UNTIL_CONFIRM_RUNS` more repetitions run
 #: without another look; the report's interval then rests mostly on runs that played no
 #: part in the decision, and covers 0.945-0.949 at a run-to-run spread of 2-20% (40 000
-#: simulated experiments each; benchmarks/stats_coverage.py, tests/test_until.py); the
+#: simulated experiments each; benchmarks/stats_coverage.py, tests/run/test_until.py); the
 #: same interval at a fixed 13 runs covers 0.948: the interval's own coverage.
 UNTIL_SPREAD_BOUND = 0.95
 

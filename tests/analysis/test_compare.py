@@ -1,7 +1,7 @@
 """`harness compare` on synthetic trees with a known answer: fields, verdicts, one
 Benjamini-Hochberg family over the rows with intervals that agree, --fail-if-worse and
 --gate familywise, experiment directories, bad input. The end-to-end run against a
-real memcached is tests/test_compare_e2e.py."""
+real memcached is tests/analysis/test_compare_e2e.py."""
 
 from __future__ import annotations
 

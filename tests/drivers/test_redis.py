@@ -1,5 +1,5 @@
 """RESP parsing and cluster slot hashing (the cluster client runs against real clusters
-in tests/services/test_redis_cluster.py and tests/test_kv_elastic.py)."""
+in tests/services/test_redis_cluster.py and tests/studies/kvstore/test_elastic.py)."""
 
 from __future__ import annotations
 

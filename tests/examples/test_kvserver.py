@@ -1,7 +1,7 @@
 """The reference KV server (examples/kvserver): caches, ring, store, protocol, hand-over.
 
 Servers run in the test's event loop on 127.0.0.1; the ECS hand-over runs against real
-server processes in tests/services/test_command.py and tests/test_kv_elastic.py.
+server processes in tests/services/test_command.py and tests/studies/kvstore/test_elastic.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """kvstore workload: op sequences, key choice, values (no servers; the runs against real
-servers are in tests/test_kv_elastic.py)."""
+servers are in tests/studies/kvstore/test_elastic.py)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from harness.spec import CLIENT_FIELDS, RUN_FIELDS, Spec, expand, load_spec
 from harness.spec.limits import target_port_problem
 from harness.workloads import WORKLOADS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILTIN = sorted((ROOT / "experiments").glob("*.yaml"))
 EXAMPLES = 400
 

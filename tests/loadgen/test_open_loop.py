@@ -21,7 +21,7 @@ from harness.run.runner import Runner
 from harness.services.base import Endpoint, RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
-from tests.test_runner import _servers_installed, write_spec  # noqa: F401 - fixture
+from tests.run.test_runner import _servers_installed, write_spec  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
 
@@ -249,7 +249,7 @@ def test_overload_accounting_on_the_awaited_path(memcached_server: RunningServic
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A workload without a fast path (each op awaited) accounts the same way: the ops
     its slots took as the window ended and never sent are counted too."""
-    from tests.test_loadgen import _AwaitedOnly
+    from tests.loadgen.test_loadgen import _AwaitedOnly
 
     monkeypatch.setenv(native.ENV, "python")
     rate = 2_000_000

@@ -10,7 +10,7 @@ import pytest
 from harness.errors import SpecError
 from harness.spec import config_id, expand, load_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEED_SPEC = ROOT / "experiments" / "datastore_vs_memcache.yaml"
 
 GOOD = """\

@@ -29,7 +29,7 @@ from harness.hosts import LocalHost
 from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
-from tests.test_telemetry import HOSTS, OTHER_TOLERANCE, Witness
+from tests.run.test_telemetry import HOSTS, OTHER_TOLERANCE, Witness
 
 pytestmark = pytest.mark.integration
 

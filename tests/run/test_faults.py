@@ -33,7 +33,7 @@ from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd import SSHServer
-from tests.test_runner import _is_zombie, _tagged_workers
+from tests.run.test_runner import _is_zombie, _tagged_workers
 
 pytestmark = pytest.mark.integration
 

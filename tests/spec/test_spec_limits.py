@@ -100,7 +100,7 @@ def test_an_inventory_is_bounded_too(tmp_path: Path, target: str) -> None:
 
 
 def test_a_set_value_over_the_limit_is_refused(capsys: pytest.CaptureFixture) -> None:
-    spec = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
+    spec = Path(__file__).resolve().parents[2] / "experiments/datastore_vs_memcache.yaml"
     value = "x" * (MAX_SET_BYTES + 1)
     assert cli_main(["validate", str(spec), "--set", f"description={value}"]) == 2
     assert capsys.readouterr().err == (
@@ -138,7 +138,7 @@ def test_a_scalar_python_cannot_make_is_a_spec_error(tmp_path: Path, scalar: str
 
 # -- 3. --set values that are not YAML -----------------------------------------------------
 
-SEED = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
+SEED = Path(__file__).resolve().parents[2] / "experiments/datastore_vs_memcache.yaml"
 
 
 def test_a_set_value_that_is_not_yaml_is_a_usage_error(capsys: pytest.CaptureFixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("setup.py", "pyproject.toml", "README.md", "harness/loadgen/_native.c",
            *(str(p.relative_to(ROOT)) for p in (ROOT / "harness/loadgen/native_core").iterdir()))
 

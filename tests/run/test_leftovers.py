@@ -33,7 +33,7 @@ from harness.run.clients import CHUNK_ENV
 from harness.run.inflight import STATE_DIR, STATE_FILE
 from harness.run.until import completed_runs
 from tests.fixtures.servers import require_service
-from tests.test_runner import _is_zombie, _tagged_workers
+from tests.run.test_runner import _is_zombie, _tagged_workers
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """What a spec asks of its machines (harness.run.preflight), derived from the spec alone; the
-checks against real machines are in tests/test_hosts_check.py."""
+checks against real machines are in tests/run/test_hosts_check.py."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_list_into_a_closed_pipe_is_quiet() -> None:
 
 def test_verify_flags_a_modified_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from harness.results import write_run
-    from tests.test_results import arrays, manifest
+    from tests.results.test_results import arrays, manifest
 
     run_dir = write_run(tmp_path, manifest(), arrays())
     assert main(["verify", str(tmp_path)]) == 0
@@ -139,7 +139,7 @@ def test_verify_names_run_files_without_a_manifest(tiny_raw: Path, tmp_path: Pat
 
 
 def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
-    spec = Path(__file__).resolve().parent.parent / "experiments/datastore_vs_memcache.yaml"
+    spec = Path(__file__).resolve().parents[2] / "experiments/datastore_vs_memcache.yaml"
     assert main(["validate", str(spec), "--set", "nokeyvalue"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
 
@@ -180,7 +180,7 @@ def test_summary_finds_imported_experiments_and_pools_them_beside_runs_with_bool
     from tests.fixtures.rawdata import make_ops, manifest_for
 
     raw = tmp_path / "raw"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     assert main(["import", "gae-bench", str(root / "examples/legacy/seed001-gae-bench.txt"),
                  "-o", str(raw / "imported"), "--experiment", "seedx"]) == 0
     lat = np.array([1, 2, 3], np.int64) * 1_000_000

@@ -102,6 +102,8 @@ class Check:
     #: How a verdict resting on it is qualified ("worse, but ..."): {k} failing of {n}
     #: {side} runs.
     caveat: str
+    #: The metrics (`compare.METRICS` names) whose verdicts it qualifies; None: all.
+    metrics: frozenset[str] | None = None
 
 
 def _of(k: int, judged: int, total: int) -> str:
@@ -371,7 +373,10 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
           "the latencies' tail is so heavy that a few ops decide the mean",
           f"Hill's tail index of the group's pooled latencies (top √n, {tails.MIN_OPS:,} "
           f"or more) below {tails.ALPHA_LIMIT:g} (harness.analysis.tails)",
-          "the {side} latencies' tail was too heavy for a mean"),
+          "the {side} latencies' tail was too heavy for a mean",
+          # A heavy tail unsettles the mean (and throughput, ops over the mean's time);
+          # a percentile is what it leaves reliable, so its verdicts are not qualified.
+          frozenset({"throughput", "latency_mean"})),
 )}
 
 
@@ -386,11 +391,14 @@ def group_checks(loaded: Loaded, by: Sequence[str] | None = None
     return {key: check_group(runs) for key, runs in group_runs(loaded, by).items()}
 
 
-def caveat(findings: Sequence[Finding], side: str) -> list[str]:
+def caveat(findings: Sequence[Finding], side: str, metric: str | None = None) -> list[str]:
     """Phrases qualifying a verdict on a side's group (``the client was saturated in 3
-    of 5 base runs``)."""
+    of 5 base runs``); given a `metric`, only the checks that bear on it (a heavy tail
+    qualifies a mean's verdict, not a p99's)."""
     return [CHECKS[f.check].caveat.format(k=len(f.runs), n=f.judged, side=side)
-            for f in findings]
+            for f in findings
+            if metric is None or CHECKS[f.check].metrics is None
+            or metric in CHECKS[f.check].metrics]
 
 
 def with_checks(table: pd.DataFrame, found: Mapping[GroupKey, Sequence[Finding]],

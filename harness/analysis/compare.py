@@ -211,8 +211,8 @@ def comparison(
     found = {"BASE": group_checks(lb, by), "CAND": group_checks(lc, by)}
     for row in rows:
         key = _key([row[k] for k in by])
-        row["caveat"] = "; ".join([*caveat(found["BASE"].get(key, ()), "base"),
-                                   *caveat(found["CAND"].get(key, ()), "cand")])
+        row["caveat"] = "; ".join([*caveat(found["BASE"].get(key, ()), "base", row["metric"]),
+                                   *caveat(found["CAND"].get(key, ()), "cand", row["metric"])])
     table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS])
     return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out}, judged.family,
                       {side: {k: v for k, v in f.items() if v and k in common}

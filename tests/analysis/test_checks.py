@@ -348,3 +348,36 @@ def test_heavy_tail_from_each_runs_largest_equals_hill_on_every_pooled_latency(
             assert want.fires and f.figures["ops"] == want.n
             assert f.figures["tail_index"] == pytest.approx(want.alpha_hat, rel=1e-12)
             assert f.figures["k"] == want.k and f.detail == want.detail
+
+
+def test_a_heavy_tail_qualifies_the_means_verdicts_not_the_percentiles(
+        tmp_path: Path) -> None:
+    """Pareto latencies (tail index 1.2: heavy_tail fires) on both sides: `compare` and an
+    own experiment's effects say "too heavy for a mean" beside the mean and throughput,
+    never beside p50 or p99, whose reading is what the check recommends. A check that is
+    not about the mean (a saturated client) still qualifies every metric."""
+    from harness.analysis.compare import comparison
+    from harness.studies import generic
+
+    rng = np.random.default_rng(21)
+    for side, scale in (("base", 1.0), ("cand", 1.3)):
+        for i in range(3):
+            lat = np.maximum((1 - rng.random(3000)) ** (-1 / 1.2) * 1e5 * scale, 1)
+            tel = telemetry(0.95 if side == "cand" and i == 0 else 0.3)
+            write(tmp_path / side, "tail", i, {}, lat, telemetry=tel)
+            write(tmp_path / "own", "tail", 10 * i + (side == "cand"),
+                  {"size": 1 if side == "base" else 2}, lat, telemetry=tel)
+    heavy = "latencies' tail was too heavy for a mean"
+    table = comparison(tmp_path / "base", tmp_path / "cand", by=[]).table
+    by_metric = dict(zip(table["metric"], table["caveat"], strict=True))
+    assert set(by_metric) == {"throughput", "latency_mean", "latency_p50", "latency_p99"}
+    for metric, said in by_metric.items():
+        assert (heavy in said) == (metric in ("throughput", "latency_mean")), (metric, said)
+        assert "the client was saturated in 1 of 3 cand runs" in said
+    [section] = generic.analyse(tmp_path / "own", ["tail"], figures_dir=tmp_path).sections
+    rows = section.effects().table
+    by_metric = dict(zip(rows["metric"], rows["caveat"], strict=True))
+    assert set(by_metric) == {"throughput", "latency_mean", "latency_p99"}
+    for metric, said in by_metric.items():
+        assert (heavy in said) == (metric != "latency_p99"), (metric, said)
+        assert "the client was saturated in 1 of 3 size=2 runs" in said

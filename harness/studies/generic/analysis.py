@@ -135,10 +135,10 @@ def effects(loaded: Loaded, spec_grid: dict[str, list[Any]] | None = None, *,
             if partner not in groups:
                 continue
             at = ", ".join(f"{k}={group[j]}" for j, k in enumerate(keys) if j != i)
-            said = "; ".join([
-                *caveat((found or {}).get(partner, ()), f"{key}={ref}"),
-                *caveat((found or {}).get(group, ()), f"{key}={group[i]}")])
             for metric, (field, _) in EFFECT_METRICS.items():
+                said = "; ".join([
+                    *caveat((found or {}).get(partner, ()), f"{key}={ref}", metric),
+                    *caveat((found or {}).get(group, ()), f"{key}={group[i]}", metric)])
                 base, cand = groups[partner][field], groups[group][field]
                 tests.append(verdict.log_ratio_test(base.log_value, base.se_log, base.df,
                                                     cand.log_value, cand.se_log, cand.df))

@@ -177,6 +177,9 @@ class ExperimentSection:
             for r in rows.itertuples(index=False):
                 at = f" (at {r.at})" if r.at else ""
                 lines.append(f"  - `{r.value}`{at}: {self._effect_words(r)}")
+            if key in analysis.OFFERED_KEYS:
+                lines.append(f"  - throughput is not compared: `{key}` sets it; whether "
+                             "each rate was met is the `target_not_met` check's (above)")
         family = (eff.family.sentence("comparisons") if eff.family is not None
                   else f"α = {eff.alpha:g}")
         head = (f"Each grid key's values against its first value, at the same values of "

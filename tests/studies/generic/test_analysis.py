@@ -182,3 +182,29 @@ def test_a_heavy_tail_leads_the_section_with_its_percentiles(grid_raw: Path) -> 
     assert "the mean latency, the throughput and their intervals" in note
     rows = [line for line in note.splitlines() if line.startswith("| appendonly")]
     assert len(rows) == 2 and all("op=set" in r and "appendonly=True" in r for r in rows)
+
+
+def test_an_offered_rate_grid_compares_latency_not_the_throughput_it_set(
+        tmp_path: Path) -> None:
+    """Grid run.rate_ops_s x value size: across rates throughput is what the spec
+    offered, so it gets no verdict (it was "better, 3.0x" at 3x the rate), and the
+    section says why; across sizes, at one rate, throughput is still compared."""
+    import numpy as np
+
+    from tests.analysis.test_checks import write
+
+    rng = np.random.default_rng(5)
+    i = 0
+    for rate in (2000, 6000):
+        for size in (100, 4096):
+            for _ in range(3):
+                lat = rng.lognormal(np.log(1e5 * (1.2 if size == 4096 else 1)), 0.2, 1500)
+                write(tmp_path, "rates", i, {"run.rate_ops_s": rate, "value_size": size}, lat)
+                i += 1
+    [section] = analyse(tmp_path, ["rates"], figures_dir=tmp_path).sections
+    t = section.effects().table
+    assert set(t[t["key"] == "run.rate_ops_s"]["metric"]) == {"latency_mean", "latency_p99"}
+    assert set(t[t["key"] == "value_size"]["metric"]) == set(analysis.EFFECT_METRICS)
+    said = section.effect_findings().data
+    assert "throughput is not compared: `run.rate_ops_s` sets it" in said
+    assert said.count("throughput is not compared") == 1

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, pooling, queries, verdict
-from harness.analysis.checks import Finding, caveat, group_checks, warning_lines
+from harness.analysis.checks import Finding, group_checks
+from harness.analysis.checkwords import caveat, warning_lines
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded, load, load_runs_only
 from harness.analysis.runfacts import GroupKey

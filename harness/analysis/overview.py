@@ -100,7 +100,7 @@ class Overview:
         """The measurement checks (`harness.analysis.checks`) of every experiment's
         configurations, as `harness summary` groups and pools them: what each check asks,
         then a table per experiment where one failed and a sentence for the rest."""
-        from harness.analysis import checks
+        from harness.analysis import checks, checkwords
         from harness.analysis.load import load_runs_only
         from harness.analysis.runfacts import group_runs
         from harness.analysis.summary import default_by
@@ -122,7 +122,7 @@ class Overview:
             by = default_by(loaded)
             groups = group_runs(loaded, by)
             found = {k: checks.check_group(runs) for k, runs in groups.items()}
-            frame = checks.report_frame(found, by, [k for k in by if k != "experiment"])
+            frame = checkwords.report_frame(found, by, [k for k in by if k != "experiment"])
             if not any(r.telemetry for runs in groups.values() for r in runs):
                 bare.append(exp)
             if frame.empty:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis import checks, stationarity
+from harness.analysis import checks, checkwords, stationarity
 from harness.analysis.load import load_runs_only
 from harness.analysis.runfacts import RunData, RunOps, group_runs
 from harness.results import OK, OpsArrays, new_manifest, write_run
@@ -242,7 +242,7 @@ def test_group_checks_over_a_tree_by_configuration_and_by_op(checked_raw: Path) 
     assert [f.check for f in by_op[(1, "get")]] == ["client_saturated", "not_steady"]
     [runs] = [v for k, v in group_runs(loaded, ["size", "op"]).items() if k == (2, "set")]
     assert len(runs) == 5 and all(r.ops is not None and r.ops.n == 1000 for r in runs)
-    table = checks.findings_table(found, ["experiment", "size"])
+    table = checkwords.findings_table(found, ["experiment", "size"])
     assert list(table.columns) == ["experiment", "size", "check", "runs", "judged", "detail"]
     assert table[["check", "runs", "judged"]].values.tolist() == [
         ["client_saturated", 3, 5], ["not_steady", 5, 5]]

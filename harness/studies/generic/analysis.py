@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, numbers, verdict
-from harness.analysis.checks import Finding, caveat
+from harness.analysis.checks import Finding
+from harness.analysis.checkwords import caveat
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
 from harness.analysis.summary_ci import TABLE_METRICS

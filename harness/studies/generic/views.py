@@ -17,7 +17,17 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import checks, plots, pooling, prose, sweeps, tables, tails, verdict
+from harness.analysis import (
+    checks,
+    checkwords,
+    plots,
+    pooling,
+    prose,
+    sweeps,
+    tables,
+    tails,
+    verdict,
+)
 from harness.analysis.checks import Finding
 from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
@@ -146,7 +156,7 @@ class ExperimentSection:
     def checks_table(self) -> Any:
         """The measurement checks that failed, per configuration (`harness.analysis.
         checks`), or a sentence that none did."""
-        frame = checks.report_frame(self.found, self.keys)
+        frame = checkwords.report_frame(self.found, self.keys)
         if frame.empty:
             return markdown(f"No measurement check failed in {self.name}'s "
                             f"{_n(len(self.loaded.runs), 'run')} ("

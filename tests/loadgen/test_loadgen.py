@@ -16,6 +16,7 @@ from harness.loadgen import ClientConfig, ClientRun, Recorder, native
 from harness.results import ERROR, MISS, OK, TIMEOUT
 from harness.services.base import Endpoint, RunningService
 from harness.workloads import WORKLOADS
+from tests.fixtures.engines import require_native
 
 pytestmark = pytest.mark.integration
 WL = WORKLOADS.get("datastore_memcache")
@@ -238,10 +239,7 @@ def test_native_and_python_paths_record_the_same_ops(
         connections: int, inflight: int) -> None:
     """The same run on the native core, the Python fast path and the awaited path: one
     connection answers in order, so every column but the times is equal."""
-    if not native.built():
-        if os.environ.get("CI"):
-            pytest.fail("the native load-generator core is not built under CI")
-        pytest.skip("the native load-generator core is not built")
+    require_native()
     runs = {}
     for name in ("native", "python", "awaited"):
         monkeypatch.setenv(native.ENV, "python" if name == "awaited" else name)
@@ -301,10 +299,7 @@ def test_a_pause_holds_the_loop_before_each_wait(
     pause before it is read, so each latency is at least the pause; without it memcached
     on loopback answers far faster. Deep pipelines then batch (the benchmarks measure
     that); here only the floor is certain."""
-    if not native.built():
-        if os.environ.get("CI"):
-            pytest.fail("the native load-generator core is not built under CI")
-        pytest.skip("the native load-generator core is not built")
+    require_native()
     monkeypatch.setenv(native.ENV, "native")
     lat = {}
     for pause_us in (0, 3000):

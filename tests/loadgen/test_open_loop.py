@@ -21,6 +21,7 @@ from harness.run.runner import Runner
 from harness.services.base import Endpoint, RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
+from tests.fixtures.engines import require_native
 from tests.run.test_runner import _servers_installed, write_spec  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -309,8 +310,7 @@ def test_open_loop_records_and_counts_are_the_same_on_both_engines(
     """Below capacity, one connection answering in order: the same measured records
     (times aside; the intended starts are the schedule's, so equal too), every warm-up
     op a record or dropped, and nothing measured unsent."""
-    if not native.built():
-        pytest.skip("the native load-generator core is not built")
+    require_native()
     arrays, counts = {}, {}
     for engine in ("native", "python"):
         monkeypatch.setenv(native.ENV, engine)

@@ -6,7 +6,6 @@ native core is in tests/studies/kvstore/test_elastic.py."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -22,19 +21,13 @@ from harness.services.base import Endpoint, RunningService
 from harness.settings import resolve
 from harness.workloads import WORKLOADS
 from harness.workloads.kvstore import GET, PUT, KVTextRouter
+from tests.fixtures.engines import require_native
 from tests.services.test_command import KVSERVER
 
 pytestmark = pytest.mark.integration
 
 WL = WORKLOADS.get("kvstore")
 PARAMS = resolve({"records_per_client": 150, "median_bytes": 400, "get_passes": 2}, WL.params)
-
-
-def require_native() -> None:
-    if not native.built():
-        if os.environ.get("CI"):
-            pytest.fail("the native load-generator core is not built under CI")
-        pytest.skip("the native load-generator core is not built")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ value sizes, with the spec's order of values kept as the reference."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from harness.results import read_manifest
 from harness.run.runner import Runner
 from harness.spec import load_spec
 from harness.studies.generic import analyse, analysis, own_experiments
+from tests.fixtures.engines import require_native
 from tests.fixtures.machines import TestBed
 from tests.fixtures.servers import require_service
 
@@ -76,20 +76,11 @@ run: {ops: 150, timeout_s: 5}
 """
 
 
-def need_native() -> None:
-    from harness.loadgen import native
-
-    if not native.built():
-        if os.environ.get("CI"):
-            pytest.fail("the native load-generator core is not built under CI")
-        pytest.skip("the native load-generator core is not built (the pause is its own)")
-
-
 def test_a_pause_reaches_the_worker_and_the_sentence(tmp_path: Path) -> None:
     """clients.pause_us travels spec -> worker -> core -> manifest -> report: with one op
     in flight every paused op waits the pause out, and the sentence of what was measured
     names the values and what they cost."""
-    need_native()
+    require_native()
     require_service("memcached", LocalHost())
     spec = tmp_path / "paused.yaml"
     spec.write_text(PAUSED)
@@ -113,7 +104,7 @@ def test_a_pause_reaches_a_worker_on_another_machine(tmp_path: Path,
     between srv and cli's own addresses) and comes back in the manifest."""
     import yaml
 
-    need_native()
+    require_native()
     hosts = yaml.safe_dump({"hosts": machines.hosts_yaml({"server": "srv", "client": "cli"})})
     spec = tmp_path / "paused.yaml"
     spec.write_text(PAUSED.replace("hosts: {server: localhost, client: localhost}\n", hosts))

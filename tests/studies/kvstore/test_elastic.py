@@ -21,13 +21,13 @@ import pytest
 from harness.drivers.kvtext import KVTextClient
 from harness.drivers.redis import ClusterClient
 from harness.hosts import LocalHost
-from harness.loadgen import native
 from harness.results import read_manifest, read_ops
 from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.spec import load_spec
 from harness.workloads import WORKLOADS
 from harness.workloads.kvstore import PUT
+from tests.fixtures.engines import require_native
 from tests.services.test_command import KVSERVER
 from tests.services.test_redis_cluster import require_redis_cluster
 
@@ -151,10 +151,7 @@ def test_course_protocol_servers_lose_no_acknowledged_put(tmp_path: Path) -> Non
 def test_course_protocol_on_the_native_core_loses_no_acknowledged_put(tmp_path: Path) -> None:
     """The same scaling with the seeds' op sequence, which the native core runs: the
     refusals around the hand-overs and the lost server go through its slow path."""
-    if not native.built():
-        if os.environ.get("CI"):
-            pytest.fail("the native load-generator core is not built under CI")
-        pytest.skip("the native load-generator core is not built")
+    require_native()
     runner = run_elastic(tmp_path, "command", {**KVSERVER, "servers": 2}, 1.0, 2.5, 5.0,
                          params=PASSES)
     assert runner.manifest.loadgen["engine"] == "native"

@@ -33,6 +33,7 @@ from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.servers import require_service
 from tests.fixtures.sshd import SSHServer
+from tests.fixtures.tmpfs import mounted_tmpfs
 from tests.run.test_runner import _is_zombie, _tagged_workers
 
 pytestmark = pytest.mark.integration
@@ -359,21 +360,8 @@ def test_sigterm_stops_like_ctrl_c_and_resume_continues(tmp_path: Path) -> None:
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path):
-    # CI runs as root, where mounting works: there the test must run, never skip.
-    if os.geteuid() != 0 and not os.environ.get("CI"):
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"cannot mount a tmpfs under CI: {res.stderr.strip()}")
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "small", "size=512k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_full_disk_keeps_the_last_state_file_and_says_so(small_tmpfs: Path) -> None:

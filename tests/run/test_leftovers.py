@@ -33,6 +33,7 @@ from harness.run.clients import CHUNK_ENV
 from harness.run.inflight import STATE_DIR, STATE_FILE
 from harness.run.until import completed_runs
 from tests.fixtures.servers import require_service
+from tests.fixtures.tmpfs import mounted_tmpfs
 from tests.run.test_runner import _is_zombie, _tagged_workers
 
 pytestmark = pytest.mark.integration
@@ -469,20 +470,8 @@ def test_out_names_longer_than_the_file_system_allows_are_refused(tmp_path: Path
 
 @pytest.fixture
 def readonly_dir(tmp_path: Path):
-    if os.geteuid() != 0 and not os.environ.get("CI"):
-        pytest.skip("mounting a read-only tmpfs needs root")
-    mnt = tmp_path / "ro"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"cannot mount a tmpfs under CI: {res.stderr.strip()}")
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_read_only_out_is_refused_before_anything_starts(

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from harness.analysis.load import Loaded
 from harness.analysis.loo import RunSorted, compact
 from harness.results import ERROR_STATUSES, OPS_FILE
+from harness.text import raw_stream
 
 #: Columns of ops.parquet that may group ops inside a run (as in `summary.OPS_LEVEL`).
 OPS_LEVEL: tuple[str, ...] = ("op", "client")
@@ -426,7 +427,7 @@ def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int 
     paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
     found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
     rows = []
-    bar = tqdm(total=len(paths), unit="run", desc="runs read", file=sys.stderr,
+    bar = tqdm(total=len(paths), unit="run", desc="runs read", file=raw_stream(sys.stderr),
                disable=not progress, leave=False)
     workers = threads or min(4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:

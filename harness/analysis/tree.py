@@ -29,6 +29,7 @@ from harness.results import (
 )
 from harness.results.manifest import COUNT_PREFIX, KIT_PREFIX, LOADGEN_PREFIX
 from harness.results.verified import VerifiedCache
+from harness.text import raw_stream
 
 #: Fixed run-level columns, in order; parameter columns follow them.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -219,7 +220,8 @@ def read_tree(
         for stray in iter_stray_dirs(base):
             skipped.append(skip_run(stray, ResultsError(STRAY_REASON)))
     cache = VerifiedCache() if verify else None
-    with tqdm(total=len(run_dirs), unit="run", desc="reading runs", file=sys.stderr,
+    with tqdm(total=len(run_dirs), unit="run", desc="reading runs",
+              file=raw_stream(sys.stderr),
               disable=not progress, leave=False) as bar:
         for run_dir in run_dirs:
             bar.update(1)

@@ -12,6 +12,7 @@ from harness.cli import exits
 from harness.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE
 from harness.cli.parser import build_parser
 from harness.errors import HarnessError, SpecError
+from harness.text import SafeStream
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
@@ -21,6 +22,17 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Names, versions and errors from servers, manifests and imported files reach these
+    # streams: control characters in them are shown, never obeyed (`harness.text`).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     exits.current.interrupts = None
     with warnings.catch_warnings():

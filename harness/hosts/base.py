@@ -17,6 +17,10 @@ from pathlib import Path
 
 from harness.errors import CommandError
 
+#: `harness.hosts.owned` names them too; here so that the interface imports nothing.
+OWNER_ENV = "KVBENCH_OWNER"
+OWNER_MARK = ".kvbench-owner"
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -49,6 +53,10 @@ class Host(abc.ABC):
     address: str
     #: Python interpreter on this host that can `import harness`.
     python: str
+    #: The owner token of the `harness run` using this host (`harness.hosts.owned`): set,
+    #: every process started here carries it in its environment and every work directory
+    #: made here holds it in a mark file, so that a later clean-up can prove them its own.
+    owner: str | None = None
 
     # -- commands: the shared part here, each host kind's own in `_run` / `_start` -----
     def run(
@@ -74,7 +82,10 @@ class Host(abc.ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> Process:
-        """Start argv in the background in a new session, output to `log_path`."""
+        """Start argv in the background in a new session, output to `log_path`; with the
+        host's owner token in its environment."""
+        if self.owner:
+            env = {**(env or {}), OWNER_ENV: self.owner}
         return self._start(tuple(str(a) for a in argv), log_path=log_path, env=env, cwd=cwd)
 
     # -- primitives ---------------------------------------------------------------
@@ -154,7 +165,14 @@ class Host(abc.ABC):
         return 0, 0
 
     def mkdtemp(self, prefix: str = "harness-") -> str:
-        return self.run(["mktemp", "-d", "-t", f"{prefix}XXXXXX"]).stdout.strip()
+        """A new private directory in the host's temp directory, as a canonical path,
+        holding the owner mark when the host has an owner (`harness.hosts.owned`)."""
+        script = ('d=$(mktemp -d -t "${1}XXXXXX") || exit 1; '
+                  'r=$(realpath -e -- "$d" 2>/dev/null) || r=$d; '
+                  'if [ -n "$2" ]; then (umask 077; printf %s "$2" > "$r/$3") || exit 1; fi; '
+                  'echo "$r"')
+        return self.run(["sh", "-c", script, "sh", prefix, self.owner or "",
+                         OWNER_MARK]).stdout.strip()
 
     def which(self, name: str) -> str | None:
         res = self.run(["sh", "-c", 'command -v "$1"', "sh", name], check=False)

@@ -206,13 +206,15 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: cannot start {shlex.join(argv)}: {detail}")
         return Process(self.name, int(res.stdout.strip()), argv, log_path)
 
-    def open_channel(self, argv: Sequence[str]) -> paramiko.Channel:
-        """A channel running argv and left open, for a long-lived line protocol
-        (`harness.run.agentctl`); closing it ends the program's input."""
+    def open_channel(self, argv: Sequence[str], env: Mapping[str, str] | None = None
+                     ) -> paramiko.Channel:
+        """A channel running argv (with `env` added to its environment) and left open,
+        for a long-lived line protocol (`harness.run.agentctl`); closing it ends the
+        program's input."""
         transport = self._live_transport()
         try:
             chan = transport.open_session(timeout=OPEN_CHANNEL_TIMEOUT_S)
-            chan.exec_command(_command(argv, None))
+            chan.exec_command(_command(argv, env))
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise HostError(f"{self.name}: cannot start {shlex.join(argv)} on "
                             f"{self.target}: {exc}") from exc

@@ -8,6 +8,12 @@ or arguments lie in a state directory, relays by tag; it stops those, then delet
 namespaces (their veths and qdiscs go with them), the remaining interfaces and the
 directories. Idempotent: a second call finds nothing.
 
+Names in /tmp and command lines are anyone's to choose, so a name proves nothing: a state
+directory counts only if it is a real directory (not a link) of this user, and a process
+outside the namespaces is stopped only if a path it runs in or names lies inside such a
+directory, or it is a relay whose `--tag` is exactly the tag of one. Another user's
+directory, and any process that merely has the prefix in its arguments, is left alone.
+
 Resources of a tag whose owner (the process that created them, recorded with its start
 time in the state directory) is still running are in use and left alone, unless `force`.
 """
@@ -15,10 +21,12 @@ time in the state directory) is still running are in use and left alone, unless 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -77,6 +85,15 @@ def _owner_alive(state_dir: Path) -> int | None:
     return None
 
 
+def _mine(path: Path) -> bool:
+    """A state directory of this user: a real directory, not a link to one."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -89,7 +106,7 @@ def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftov
     (with `force`, nothing counts as in use)."""
     tmp = Path(tmp_dir or tempfile.gettempdir())
     found = Leftovers()
-    dirs = sorted(p for p in tmp.glob(f"{PREFIX}*") if p.is_dir())
+    dirs = sorted(p for p in tmp.glob(f"{PREFIX}*") if _mine(p))
     for d in dirs:
         tag, owner = _tag(d.name), None if force else _owner_alive(d)
         if tag and owner:
@@ -113,6 +130,7 @@ def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftov
     for ns in found.namespaces:
         pids |= {int(p) for p in _ip("netns", "pids", ns).stdout.split() if p.isdigit()}
     roots = [str(d) for d in found.dirs]
+    tags = {f"{PREFIX}{t}" for t in (_tag(d.name) for d in found.dirs) if t}
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
@@ -121,9 +139,9 @@ def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftov
         argv = _cmdline(pid)
         with contextlib.suppress(OSError):
             argv.append(os.readlink(entry / "cwd"))
-        hits = [a for a in argv if a.startswith(PREFIX) or any(r in a for r in roots)
-                or (f"/{PREFIX}" in a and _tag(a))]
-        if hits and all(mine(a) for a in hits):
+        inside = any(a == r or a.startswith(f"{r}/") for a in argv for r in roots)
+        relay = any(a == "--tag" and b in tags for a, b in itertools.pairwise(argv))
+        if inside or relay:
             pids.add(pid)
     for pid in sorted(pids):
         if _alive(pid):

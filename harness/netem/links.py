@@ -202,6 +202,11 @@ class NamespaceHost(Host):
         self.address = address
         self.python = parent.python
 
+    @property  # type: ignore[override]
+    def owner(self) -> str | None:
+        """The parent's: a namespace's processes and files are the parent host's."""
+        return self.parent.owner
+
     def _wrap(self, argv: Sequence[str]) -> list[str]:
         # Through `sh -c 'exec ...'`: a missing command exits 127 and a non-executable
         # one 126, as on every other host (`ip netns exec` says 1 for both); exec keeps

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from harness import __version__, paths
 from harness.errors import HarnessError
+from harness.text import printable, raw_stream
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
 KERNEL_NAME = "kvbench-harness"
@@ -348,7 +349,8 @@ def build_report(
     # A bar on a terminal; into a pipe or a log (`make demo | tee log`), a line per notebook.
     bar_on = progress and sys.stderr.isatty()
     with venv_kernel(executed_dir / "kernel.log") as kernel, tqdm(
-            total=len(notebooks), unit="notebook", desc="report", disable=not bar_on) as bar:
+            total=len(notebooks), unit="notebook", desc="report", disable=not bar_on,
+            file=raw_stream(sys.stderr)) as bar:
         for i, nb in enumerate(notebooks, 1):
             bar.set_postfix_str(nb.stem)
             target = executed_dir / nb.name
@@ -364,8 +366,8 @@ def build_report(
                 print(f"report: [{i}/{len(notebooks)}] {nb.stem} "
                       f"({time.monotonic() - began:.1f} s)", file=sys.stderr, flush=True)
             if failed:
-                bar.write(f"{nb.name}: failed: {failed.splitlines()[0] if failed else ''}",
-                          file=sys.stderr)
+                bar.write(printable(f"{nb.name}: failed: {failed.splitlines()[0]}"),
+                          file=raw_stream(sys.stderr))
 
     template_dir = _template_dir(out_dir)
     html_text = assemble_html(sections, raw_dir, template_dir)

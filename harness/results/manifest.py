@@ -16,14 +16,20 @@ code reads by string are constants here, so a rename is one edit.
 
 from __future__ import annotations
 
+import functools
+import re
+from collections import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from harness.errors import ResultsError
+from harness.paths import name_problem
 from harness.results.ids import config_id as config_id_of
 from harness.results.migrations import upgrade
 from harness.results.schema import RUN_STATUSES, SCHEMA_VERSION
+from harness.text import printable
 
 #: Prefixes of the flattened nested mappings in the runs table.
 LOADGEN_PREFIX, COUNT_PREFIX, KIT_PREFIX = "loadgen_", "count_", "kit_"
@@ -46,6 +52,52 @@ EXTRA_IMPORTED_FROM = "imported_from"
 
 _S = TypeVar("_S", bound="_Section")
 
+#: A run id names a directory: one plain name, as the runner and the importers make them.
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]{0,254}$")
+_MAP, _TEXT, _OPT_TEXT, _INT = (Mapping,), (str,), (str, type(None)), (int,)
+#: The type of each top-level field, as every writer stores it.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": _TEXT, "experiment": _TEXT, "workload": _TEXT, "config_id": _TEXT,
+    "repetition": _INT, "params": _MAP, "grid_point": _MAP, "status": _TEXT,
+    "started_utc": _TEXT, "ended_utc": _TEXT, "error": _OPT_TEXT, "hosts": _MAP,
+    "services": _MAP, "loadgen": _MAP, "kit": _MAP, "counts": _MAP, "ops_file": _MAP,
+    "spec_file": _OPT_TEXT, "source": _TEXT, "extra": _MAP, "telemetry": _MAP,
+    "schema_version": _INT,
+}
+_TYPE_NAMES = {str: "text", int: "an integer", type(None): "null", Mapping: "an object"}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of a field's type (bool is no number here)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        return isinstance(value, int | float if hint is float else int) and not isinstance(
+            value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    if origin in (Mapping, abc.Mapping, dict):
+        return isinstance(value, Mapping) and (len(args) < 2 or all(
+            _fits(v, args[1]) for v in value.values()))
+    if origin in (Sequence, abc.Sequence, list, tuple):
+        return isinstance(value, list | tuple) and (not args or all(
+            _fits(v, args[0]) for v in value))
+    return True
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+_SECTION_NAMES = {"Loadgen": "loadgen", "Counts": "counts", "Kit": "kit", "Extras": "extra"}
+_SECTION_FIELDS = _SECTION_NAMES
+
 
 class _Section:
     """A typed view of one of the manifest's mappings: the keys the kit gives a meaning
@@ -53,6 +105,15 @@ class _Section:
     and writes back unchanged."""
 
     more: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        # Read back from anywhere: each field of the type the kit writes, or refused.
+        hints = _hints(type(self))
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name not in ("more", "stored") and not _fits(getattr(self, f.name),
+                                                              hints[f.name]):
+                raise ResultsError(f"manifest {_SECTION_NAMES[type(self).__name__]}."
+                                   f"{f.name} is not {hints[f.name]}".replace("typing.", ""))
 
     @classmethod
     def from_dict(cls: type[_S], data: Mapping[str, Any] | None) -> _S:
@@ -105,8 +166,23 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
+        # A manifest read back may come from anywhere (a shared tree, an import): its
+        # names become paths and its fields are read by type all over the kit.
+        for name, types in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise ResultsError(f"manifest field {name!r} must be "
+                                   f"{' or '.join(_TYPE_NAMES[t] for t in types)}, "
+                                   f"not {type(value).__name__}")
         if self.status not in RUN_STATUSES:
             raise ResultsError(f"run status must be one of {RUN_STATUSES}, not {self.status!r}")
+        if problem := name_problem(self.experiment):
+            raise ResultsError(f"manifest experiment {printable(self.experiment)!r}: {problem}")
+        if not RUN_ID_RE.match(self.run_id):
+            raise ResultsError(f"manifest run_id {printable(self.run_id)!r} is not a run id "
+                               "(letters, digits and _.,=+- only: it names a directory)")
+        for view in (Loadgen, Counts, Kit, Extras):  # each nested section of its types
+            view.from_dict(getattr(self, _SECTION_FIELDS[view.__name__]))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -193,10 +269,17 @@ class Counts(_Section):
         from harness.results.schema import STATUSES
 
         data = dict(data or {})
-        by_status = {k: int(data.pop(k)) for k in list(data) if k in STATUSES}
-        optional = {k: int(data.pop(k)) for k in ("unsent", "unsent_warmup") if k in data}
-        return cls(measured=int(data.pop("measured", 0)), warmup=int(data.pop("warmup", 0)),
-                   total=int(data.pop("total", 0)), by_status=by_status, **optional,
+
+        def count(key: str, default: int = 0) -> int:
+            value = data.pop(key, default)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ResultsError(f"manifest counts.{key} is not a number")
+            return int(value)
+
+        by_status = {k: count(k) for k in list(data) if k in STATUSES}
+        optional = {k: count(k) for k in ("unsent", "unsent_warmup") if k in data}
+        return cls(measured=count("measured"), warmup=count("warmup"),
+                   total=count("total"), by_status=by_status, **optional,
                    more=data, stored=frozenset(optional))
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import IO, Any
 
 from harness.errors import HostError
 from harness.hosts import Host, LocalHost
+from harness.hosts.owned import owner_env
 
 #: How long a plain request may take before the link is taken as stuck.
 REQUEST_TIMEOUT_S = 60.0
@@ -67,8 +69,10 @@ class AgentLink:
         self._chan: Any = None
         if isinstance(host, LocalHost):
             # Its own session: a Ctrl-C meant for `harness` must not kill it first.
+            # The run's owner token in its environment, and so in its workers'.
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, start_new_session=True)
+                                          stderr=subprocess.PIPE, start_new_session=True,
+                                          env={**os.environ, **owner_env(host.owner)})
             assert self._proc.stdin and self._proc.stdout and self._proc.stderr
             stdin = self._proc.stdin
             self._write: Callable[[bytes], None] = lambda b: (stdin.write(b), stdin.flush())
@@ -78,7 +82,7 @@ class AgentLink:
             open_channel = getattr(host, "open_channel", None)
             if open_channel is None:
                 raise HostError(f"{host.name}: {type(host).__name__} cannot run an agent")
-            self._chan = open_channel(argv)
+            self._chan = open_channel(argv, env=owner_env(host.owner))
             self._write = self._chan.sendall
             out, err = self._chan.makefile("rb"), self._chan.makefile_stderr("rb")
         threading.Thread(target=self._read, args=(out,), daemon=True).start()

@@ -23,17 +23,21 @@ import fcntl
 import json
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ResultsError
+from harness.hosts import Host
+from harness.hosts.owned import boot_id, new_token
 
 STATE_DIR = ".harness"
 STATE_FILE = "state.json"
 LOCK_FILE = "lock"
-STATE_VERSION = 1
+#: 2: the owner token and the machines' boot ids (a state without them proves nothing).
+STATE_VERSION = 2
 
 
 @dataclass
@@ -83,26 +87,89 @@ class State:
     machine: str = ""
     started_utc: str = ""
     spec: str = ""
+    #: The run's owner token (`harness.hosts.owned`): in the environment of every process
+    #: it started and in a mark file in every work directory it made. Recovery acts only
+    #: on what carries it.
+    owner: str = ""
+    #: host name -> that machine's boot id when the run began: a pid and its start time
+    #: name a process only within one boot of one machine.
+    boots: dict[str, str] = field(default_factory=dict)
     servers: list[ServerEntry] = field(default_factory=list)
     #: client host name -> its work directory (records of runs in flight are in it).
     workdirs: dict[str, str] = field(default_factory=dict)
     #: Local directories of this process (copies being collected): removed on recovery.
     scratch: list[str] = field(default_factory=list)
     runs: list[InFlight] = field(default_factory=list)
+    #: What the recovery of earlier runs could not clear yet (an unreachable machine),
+    #: each with its own owner token: listed for the next attempt, proven then.
+    earlier: list[State] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> State:
-        runs = [InFlight(**{**r, "workers": [WorkerEntry(**w) for w in r.get("workers", [])]})
-                for r in data.get("runs", [])]
-        return cls(version=int(data.get("version", 0)), pid=int(data.get("pid", 0)),
-                   machine=str(data.get("machine", "")),
-                   started_utc=str(data.get("started_utc", "")), spec=str(data.get("spec", "")),
-                   servers=[ServerEntry(**s) for s in data.get("servers", [])],
-                   workdirs=dict(data.get("workdirs", {})),
-                   scratch=list(data.get("scratch", [])), runs=runs)
+    def from_dict(cls, data: dict[str, Any], nested: bool = False) -> State:
+        """The state as written by `ExperimentLock.save`; ValueError naming the first
+        field that is not of its type (the file was not written by this kit)."""
+        def entries(value: Any, where: str, kind: type, shape: dict[str, tuple[type, ...]],
+                    nested: Any = None) -> list[Any]:
+            out = []
+            for i, item in enumerate(_typed(value, list, where)):
+                item = _typed(item, dict, f"{where}[{i}]")
+                unknown = set(item) - set(shape)
+                if unknown:
+                    raise ValueError(f"{where}[{i}]: unknown field {sorted(unknown)[0]!r}")
+                for key, types in shape.items():
+                    if key in item:
+                        _typed(item[key], types, f"{where}[{i}].{key}")
+                out.append(kind(**(nested(item, f"{where}[{i}]") if nested else item)))
+            return out
+
+        def run(item: dict[str, Any], where: str) -> dict[str, Any]:
+            return {**item, "workers": entries(item.get("workers", []), f"{where}.workers",
+                                               WorkerEntry, _WORKER)}
+
+        for key in ("pid", "version"):
+            _typed(data.get(key, 0), int, key)
+        strings = {k: _typed(data.get(k, ""), str, k)
+                   for k in ("machine", "started_utc", "spec", "owner")}
+        return cls(version=data.get("version", 0), pid=data.get("pid", 0), **strings,
+                   boots=_str_map(data.get("boots", {}), "boots"),
+                   servers=entries(data.get("servers", []), "servers", ServerEntry, _SERVER),
+                   workdirs=_str_map(data.get("workdirs", {}), "workdirs"),
+                   scratch=[_typed(p, str, "scratch[]") for p in
+                            _typed(data.get("scratch", []), list, "scratch")],
+                   runs=entries(data.get("runs", []), "runs", InFlight, _RUN, run),
+                   earlier=[] if nested else [
+                       cls.from_dict(_typed(e, dict, "earlier[]"), nested=True)
+                       for e in _typed(data.get("earlier", []), list, "earlier")])
 
     def empty(self) -> bool:
-        return not (self.servers or self.workdirs or self.scratch or self.runs)
+        return not (self.servers or self.workdirs or self.scratch or self.runs
+                    or any(not e.empty() for e in self.earlier))
+
+
+_INT = (int,)
+_OPT_INT = (int, type(None))
+_STR = (str,)
+_OPT_STR = (str, type(None))
+_SERVER = {"service": _STR, "kind": _STR, "host": _STR, "pid": _INT,
+           "started_ticks": _OPT_INT, "workdir": _OPT_STR}
+_WORKER = {"host": _STR, "client": _INT, "pid": _INT, "files": (dict,),
+           "started_ticks": _OPT_INT}
+_RUN = {"run_id": _STR, "label": _STR, "manifest": (dict,), "workers": (list,),
+        "reason": _STR, "final": (bool,)}
+
+
+def _typed(value: Any, types: type | tuple[type, ...], where: str) -> Any:
+    kinds = types if isinstance(types, tuple) else (types,)
+    # bool is an int to Python, never to a state file.
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"{where}: {type(value).__name__} where the kit writes "
+                         f"{' or '.join(t.__name__ for t in kinds)}")
+    return value
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    return {_typed(k, str, where): _typed(v, str, f"{where}[{k!r}]")
+            for k, v in _typed(value, dict, where).items()}
 
 
 def state_dir(exp_dir: Path) -> Path:
@@ -122,7 +189,15 @@ def read_state(exp_dir: Path) -> State | None:
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         raise ResultsError(f"{path}: state of a different kit version; look at it, then "
                            "remove it to go on")
-    return State.from_dict(data)
+    try:
+        state = State.from_dict(data)
+        for w in (w for r in state.runs for w in r.workers):
+            _str_map(w.files, "runs[].workers[].files")
+    except (TypeError, ValueError) as exc:
+        raise ResultsError(f"{path}: not a state file this kit wrote ({exc}); nothing it "
+                           "lists was touched; look at it, then remove it to go on"
+                           ) from None
+    return state
 
 
 class ExperimentLock:
@@ -133,7 +208,7 @@ class ExperimentLock:
         self.dir = state_dir(self.exp_dir)
         self.state = State(pid=os.getpid(), machine=socket.gethostname(),
                            started_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-                           spec=spec)
+                           spec=spec, owner=new_token())
         self._fd: int | None = None
         #: Why the last `save` could not write the state file (None: it did).
         self.unsaved: str | None = None
@@ -238,6 +313,14 @@ class ExperimentLock:
     def end_run(self, run_id: str) -> None:
         """The run is written and its client files are removed (or were never there)."""
         self.state.runs = [r for r in self.state.runs if r.run_id != run_id]
+        self.save()
+
+    def own(self, hosts: Mapping[str, Host]) -> None:
+        """Give `hosts` this run's owner token (`harness.hosts.owned`) and record each
+        machine's boot id, before anything is started or made on them."""
+        for name, host in hosts.items():
+            host.owner = self.state.owner
+            self.state.boots[name] = boot_id(host)
         self.save()
 
     def run_hosts(self) -> set[str]:

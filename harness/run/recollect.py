@@ -7,6 +7,12 @@ collect SPEC` (and `harness run SPEC --resume`, before it runs anything) copies 
 checks each copy's sha256 against the one computed on the machine, merges the records
 into the run, writes the run again under the same run id and only then removes the
 files on the machine.
+
+A manifest is read back, so the files it names prove nothing by themselves: each entry
+must be of the shape the runner writes, name a host of the spec, and every file must lie
+directly in a work directory holding the entry's owner mark (`harness.hosts.owned`).
+A run with any other entry is named in one line and left as it is: nothing is read,
+removed or rewritten.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import pyarrow as pa
 
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, connect_host
+from harness.hosts.owned import is_token, owned_files, remove_owned_files
 from harness.results import (
     STATUS_CODE,
     TMP_PREFIX,
@@ -46,8 +53,9 @@ from harness.run.runstatus import (
     send_lag_p99_ms,
     target_met,
 )
-from harness.run.transfer import fetch_records, remove_files
+from harness.run.transfer import fetch_records
 from harness.spec import RunPlan, Spec, expand
+from harness.text import printable
 from harness.workloads import WORKLOADS
 
 PENDING = "pending_records"
@@ -79,6 +87,31 @@ def ops_from_table(table: pa.Table, op_names: tuple[str, ...]) -> OpsArrays:
         nbytes=table.column("bytes").to_numpy().astype(np.int64),
         warmup=table.column("warmup").to_numpy(zero_copy_only=False).astype(np.bool_),
     )
+
+
+def _pending_problem(pending: list[dict[str, Any]], spec: Spec) -> str | None:
+    """Why `pending` (a manifest's entries) is not what the runner writes, or None."""
+    owners = set()
+    for i, p in enumerate(pending):
+        files = p.get("files")
+        if set(p) != {"host", "client", "files", "error", "owner"}:
+            return f"entry {i} has fields {sorted(map(str, p))}, not the runner's"
+        if not isinstance(p["host"], str) or p["host"] not in spec.hosts:
+            return f"entry {i}: host {printable(p['host'])!r} is not a host of {spec.path}"
+        if not isinstance(p["client"], int) or isinstance(p["client"], bool):
+            return f"entry {i}: client is not a number"
+        if not isinstance(p["error"], str):
+            return f"entry {i}: error is not text"
+        if (not isinstance(files, dict) or "out" not in files or "status" not in files
+                or not all(isinstance(k, str) and isinstance(v, str)
+                           for k, v in files.items())):
+            return f"entry {i}: files is not the runner's mapping of names to paths"
+        if not is_token(p["owner"]):
+            return f"entry {i} holds no owner token (written by another kit version?)"
+        owners.add(p["owner"])
+    if len(owners) > 1:
+        return "entries of one run with different owner tokens"
+    return None
 
 
 def _without(error: str | None, lines: list[str]) -> str | None:
@@ -131,6 +164,10 @@ def collect_pending(spec: Spec, out_dir: Path,
     try:
         for run_dir, man in runs:
             pending: list[dict[str, Any]] = [dict(p) for p in man.typed_extra.pending_records]
+            bad = _pending_problem(pending, spec)
+            if bad is not None:
+                say(f"{run_dir.name}: {PENDING} {bad}; the run is left as it is")
+                continue
             for name in sorted({p["host"] for p in pending} - set(hosts)):
                 try:
                     if name not in spec.hosts:
@@ -144,7 +181,7 @@ def collect_pending(spec: Spec, out_dir: Path,
             resolved: list[str] = []
             new_errors: list[str] = []
             statuses: dict[int, dict[str, Any]] = {}
-            discard: dict[str, list[str]] = {}
+            discard: dict[str, tuple[str, list[str]]] = {}
             # The copies stay until the run is written again from them.
             tmp = tempfile.mkdtemp(prefix="harness-collect-")
             try:
@@ -154,6 +191,12 @@ def collect_pending(spec: Spec, out_dir: Path,
                     if host is None:
                         left += mine
                         continue
+                    token = mine[0]["owner"]
+                    checked = owned_files(host, token, [f for p in mine
+                                                        for f in p["files"].values()])
+                    refused = [(f, why) for f, why in checked.items() if why is not None]
+                    if refused:
+                        break
                     got = fetch_records(host, [(p["client"], p["files"]) for p in mine],
                                         Path(tmp), spec_path=str(spec.path),
                                         unfinished_pending=True)
@@ -164,7 +207,13 @@ def collect_pending(spec: Spec, out_dir: Path,
                     resolved += [p["error"] for p in mine if p["client"] not in failed_again]
                     new_errors += [e for e in got.errors
                                    if e not in (p.error for p in got.pending)]
-                    discard[name] = got.discardable
+                    discard[name] = (token, got.discardable)
+                else:
+                    refused = []
+                if refused:
+                    say(f"{run_dir.name}: its records on {name} are not proven this kit's "
+                        f"({refused[0][0]}: {refused[0][1]}); the run is left as it is")
+                    continue
                 if not parts and len(left) == len(pending):
                     still += len(left)
                     continue
@@ -188,7 +237,7 @@ def _finish_collected(run_dir: Path, man: Manifest, ops: OpsParts,
                       plans: dict[tuple[str, int], RunPlan], spec: Spec,
                       statuses: dict[int, dict[str, Any]], new_errors: list[str],
                       left: list[dict[str, Any]], pending: list[dict[str, Any]],
-                      resolved: list[str], discard: dict[str, list[str]],
+                      resolved: list[str], discard: dict[str, tuple[str, list[str]]],
                       hosts: dict[str, Host | None], say: Callable[[str], None]) -> bool:
     """Write `run_dir` again with the records collected now; True if now complete."""
     error = _without(man.error, [p["error"] for p in pending])
@@ -224,9 +273,9 @@ def _finish_collected(run_dir: Path, man: Manifest, ops: OpsParts,
                   counts=run_counts(plan, summed, workers), ops_file={})
     _replace_run(run_dir, new, ops)
     # Written and verified here: the copies on the machines can go.
-    for name, files in discard.items():
+    for name, (token, files) in discard.items():
         host = hosts[name]
         if host is not None:
-            remove_files(host, files)
+            remove_owned_files(host, token, files)
     say(f"{run_dir.name}: {len(resolved)} record file(s) collected; now {status}")
     return status == "complete"

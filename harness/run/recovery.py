@@ -11,39 +11,59 @@ before its first run), `harness collect` and `harness cleanup`. In this order:
    (they save what they measured), the records of every run it had not written are
    fetched and checked as a normal run's are, and written as that run (complete when
    every client finished, else partial, with `extra.recovered` saying how); its servers
-   are stopped; the work directories are removed. A process is signalled only if its
-   start time is the one recorded (a pid the kernel gave to another process since is
-   left alone). What cannot be reached now stays listed for the next attempt.
+   are stopped; the work directories are removed. What cannot be reached now stays
+   listed for the next attempt (`State.earlier`, with the owner token that proves it).
+
+The state file is read back, so it proves nothing by itself (`harness.hosts.owned`): a
+process is signalled only if it runs now with the recorded start time, in the boot of
+its machine the state recorded, with the state's owner token in its environment; a
+directory or file is read or removed only if it is a work directory holding the token's
+mark (or a file directly in one), reached by no symbolic link. Anything else it names is
+said in one line and left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, HostError, ResultsError
+from harness.errors import HostError, ResultsError
 from harness.hosts import Host, LocalHost, Process, connect_host
+from harness.hosts.owned import (
+    boot_id,
+    is_token,
+    owned_files,
+    owned_pids,
+    remove_owned_dirs,
+    remove_owned_files,
+)
 from harness.results import (
     MANIFEST,
-    TMP_PREFIX,
     Manifest,
     OpsParts,
-    verify_run,
     write_run,
 )
-from harness.run.inflight import ExperimentLock, InFlight, ServerEntry, WorkerEntry, read_state
+from harness.results.manifest import RUN_ID_RE
+from harness.run.inflight import (
+    ExperimentLock,
+    InFlight,
+    ServerEntry,
+    State,
+    WorkerEntry,
+    read_state,
+)
 from harness.run.runstatus import finish_manifest
-from harness.run.transfer import fetch_records, remove_files
+from harness.run.tempdirs import Recovered, recover_temp_dirs
+from harness.run.transfer import fetch_records
 from harness.spec import Spec, expand
+from harness.text import printable
 from harness.workloads import WORKLOADS
 
 #: How long stopped client processes get to save their records before they are killed.
@@ -51,80 +71,15 @@ WORKER_GRACE_S = 15.0
 SERVER_GRACE_S = 10.0
 
 
-@dataclass
-class Recovered:
-    """What `recover` did, for its caller's summary and for tests."""
-
-    runs_written: list[str] = field(default_factory=list)
-    runs_left: list[str] = field(default_factory=list)
-    processes_stopped: list[str] = field(default_factory=list)
-    temp_dirs: list[str] = field(default_factory=list)
-
-
 def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def recover_temp_dirs(exp_dir: Path, say: Callable[[str], None],
-                      found: Recovered | None = None) -> Recovered:
-    """Step 1 of the module docstring: the hidden temp directories of `exp_dir`."""
-    found = found or Recovered()
-    if not exp_dir.is_dir():
-        return found
-    temps = sorted(p for p in exp_dir.iterdir() if p.name.startswith(TMP_PREFIX))
-    # The old copies of replaced runs first: whether a staging copy matters depends on them.
-    temps.sort(key=lambda p: not p.name.startswith(f"{TMP_PREFIX}old-"))
-    for d in temps:
-        name = d.name[len(TMP_PREFIX):]
-        if name.startswith("old-"):
-            target = exp_dir / name[len("old-"):]
-            if (target / MANIFEST).exists():
-                shutil.rmtree(d)
-                say(f"{d}: removed (the old copy of run {target.name}, replaced already)")
-            else:
-                os.rename(d, target)
-                _fsync_dir(exp_dir)
-                say(f"{target}: put back (a `harness collect` was replacing it when it "
-                    "stopped; the records it was fetching are still on their machine)")
-        elif name.startswith("collect-"):
-            shutil.rmtree(d)
-            say(f"{d}: removed (a replacement `harness collect` had not put in place; the "
-                "run it was replacing is intact)")
-        elif (d / MANIFEST).exists() and not (exp_dir / name).exists() and _whole(d):
-            os.rename(d, exp_dir / name)
-            _fsync_dir(exp_dir)
-            say(f"{exp_dir / name}: found whole in its temp directory (the harness stopped "
-                "between writing and renaming it); verified and moved into place")
-            found.runs_written.append(name)
-        else:
-            shutil.rmtree(d)
-            say(f"{d}: removed (a run directory left half-written; its records are written "
-                "again from the client machines where they still are)")
-        found.temp_dirs.append(d.name)
-    return found
-
-
-def _whole(run_dir: Path) -> bool:
-    try:
-        verify_run(run_dir)
-    except HarnessError:
-        return False
-    return True
 
 
 class _Hosts:
     """Connections to the spec's hosts, made when first needed; None when unreachable."""
 
-    def __init__(self, spec: Spec, say: Callable[[str], None], same_machine: bool) -> None:
-        self.spec, self.say, self.same_machine = spec, say, same_machine
+    def __init__(self, spec: Spec, say: Callable[[str], None]) -> None:
+        self.spec, self.say = spec, say
         self._hosts: dict[str, Host | None] = {}
 
     def get(self, name: str) -> Host | None:
@@ -132,14 +87,13 @@ class _Hosts:
             self._hosts[name] = self._connect(name)
         return self._hosts[name]
 
+    def is_local(self, name: str) -> bool:
+        hspec = self.spec.hosts.get(name)
+        return (hspec is None and name == "localhost") or (
+            hspec is not None and hspec.target == "localhost")
+
     def _connect(self, name: str) -> Host | None:
         hspec = self.spec.hosts.get(name)
-        local = (hspec is None and name == "localhost") or (
-            hspec is not None and hspec.target == "localhost")
-        if local and not self.same_machine:
-            self.say(f"{name}: the earlier run was on another machine; its local "
-                     "processes and files are not this machine's, left alone")
-            return None
         if hspec is None:
             if name == "localhost":
                 return LocalHost()
@@ -160,18 +114,49 @@ class _Hosts:
                     h.close()
 
 
-def _stop_processes(host: Host, procs: list[tuple[int, int | None, str]], grace_s: float,
-                    say: Callable[[str], None]) -> list[str]:
-    """TERM (and CONT) each (pid, recorded start ticks, description) that is still the
-    process recorded, wait up to `grace_s` for all, KILL what is left. Their groups:
-    servers and workers run in sessions of their own."""
-    now = host.start_ticks([pid for pid, _, _ in procs])
+class _Machines:
+    """The hosts of one earlier run's state, as far as they are the machines it used:
+    none on this machine if it was written on another; no process signalled on a machine
+    booted since (or another one now under the same host name)."""
+
+    def __init__(self, hosts: _Hosts, state: State, say: Callable[[str], None]) -> None:
+        self.hosts, self.state, self.say = hosts, state, say
+        self.same_machine = state.machine == socket.gethostname()
+        self._booted: dict[str, bool] = {}
+
+    def get(self, name: str) -> Host | None:
+        if self.hosts.is_local(name) and not self.same_machine:
+            self.say(f"{name}: the earlier run was on another machine ({self.state.machine}"
+                     "); its local processes and files are not this machine's, left alone")
+            return None
+        return self.hosts.get(name)
+
+    def same_boot(self, name: str, host: Host) -> bool:
+        if name not in self._booted:
+            recorded = self.state.boots.get(name, "")
+            self._booted[name] = bool(recorded) and recorded == boot_id(host)
+            if not self._booted[name]:
+                self.say(f"{name}: not the boot of that machine the earlier run recorded "
+                         "(restarted since, or another machine); no process there is "
+                         "signalled")
+        return self._booted[name]
+
+
+def _stop_processes(host: Host, token: str, procs: list[tuple[int, int | None, str]],
+                    grace_s: float, say: Callable[[str], None]) -> list[str]:
+    """TERM (and CONT) each (pid, recorded start ticks, description) proven the earlier
+    run's (`owned_pids`: its start time and the owner token in its environment), wait up
+    to `grace_s` for all, KILL what is left. Their groups: servers and workers run in
+    sessions of their own. Any other is named in a line and left alone."""
+    checked = owned_pids(host, token, [(pid, ticks) for pid, ticks, _ in procs])
     mine: list[tuple[int, str]] = []
-    for pid, ticks, what in procs:
-        if pid not in now:
-            continue  # gone already
-        if ticks is not None and now[pid] != ticks:
-            say(f"{host.name}: pid {pid} ({what}) is another process now; left alone")
+    for pid, _, what in procs:
+        why = checked.get(pid, "not a process id")
+        if why == "gone":
+            continue
+        if why is not None:
+            say(f"{host.name}: pid {pid} ({what}) is not the earlier run's: {why}; left "
+                "alone")
             continue
         mine.append((pid, what))
     for pid, _ in mine:
@@ -191,6 +176,14 @@ def _stop_processes(host: Host, procs: list[tuple[int, int | None, str]], grace_
     return stopped
 
 
+def _remove_dirs(host: Host, token: str, paths: list[str], what: str,
+                 say: Callable[[str], None]) -> None:
+    """Remove the directories proven the earlier run's; name the others, left alone."""
+    for path, why in remove_owned_dirs(host, token, paths).items():
+        if why is not None:
+            say(f"{host.name}: {what} {path} is not the earlier run's: {why}; left alone")
+
+
 def _plan_of(spec: Spec, config_id: str) -> Any:
     for plan in expand(spec):
         if plan.config_id == config_id:
@@ -198,16 +191,23 @@ def _plan_of(spec: Spec, config_id: str) -> Any:
     return None
 
 
-def _recover_run(run: InFlight, spec: Spec, out_dir: Path, hosts: _Hosts,
+def _recover_run(run: InFlight, spec: Spec, out_dir: Path, hosts: _Machines,
                  say: Callable[[str], None], by: str) -> bool:
     """Write the records of a run the earlier harness had not written; True when nothing
-    of it is left on a machine (written, written already, or never made)."""
+    of it is left to deal with (written, written already, never made, or not proven the
+    earlier run's and left alone)."""
     exp_dir = out_dir / spec.name
+    man = run.manifest
+    if (not RUN_ID_RE.match(run.run_id) or man.get("run_id") != run.run_id
+            or man.get("experiment") != spec.name):
+        say(f"run {printable(run.run_id)!r} of the state is not a run of {spec.name} "
+            "(its id or experiment differs); left alone")
+        return True
     by_host: dict[str, list[WorkerEntry]] = {}
     for w in run.workers:
         by_host.setdefault(w.host, []).append(w)
     if (exp_dir / run.run_id / MANIFEST).exists():
-        _remove_worker_files(by_host, hosts)
+        _remove_worker_files(by_host, hosts, say)
         say(f"run {run.run_id} ({run.label}): written already")
         return True
     op_names = WORKLOADS.get(spec.workload).ops
@@ -220,7 +220,7 @@ def _recover_run(run: InFlight, spec: Spec, out_dir: Path, hosts: _Hosts,
         ops.close()
 
 
-def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Hosts,
+def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Machines,
                   out_dir: Path, by: str, say: Callable[[str], None],
                   by_host: dict[str, list[WorkerEntry]]) -> bool:
     """`_recover_run` once the records' copies have a place (`tmp`) and a holder (`ops`)."""
@@ -231,6 +231,18 @@ def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Ho
         host = hosts.get(name)
         if host is None:
             unreachable.append(name)
+            continue
+        checked = owned_files(host, hosts.state.owner,
+                              [f for w in workers for f in w.files.values()])
+        refused = {f: why for f, why in checked.items() if why not in (None, "gone")}
+        if refused:
+            path, why = next(iter(refused.items()))
+            say(f"run {run.run_id} ({run.label}): its records on {name} are not proven the "
+                f"earlier run's ({path}: {why}); nothing of it is read or removed")
+            return True
+        if all(why == "gone" for why in checked.values()):
+            say(f"run {run.run_id} ({run.label}): its work directory on {name} is gone, "
+                "and the records with it")
             continue
         got = fetch_records(host, [(w.client, w.files) for w in workers], Path(tmp),
                             spec_path=str(spec.path), unfinished_pending=True)
@@ -245,7 +257,7 @@ def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Ho
             "could not be fetched now; they stay there, listed for the next attempt")
         return False
     if not len(ops):
-        _remove_worker_files(by_host, hosts)
+        _remove_worker_files(by_host, hosts, say)
         say(f"run {run.run_id} ({run.label}): no records were made; nothing to write "
             "(`--resume` runs it again)")
         return True
@@ -268,80 +280,102 @@ def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Ho
                                    interrupted=False, ended_utc=recovered["utc"],
                                    extra={"recovered": recovered})
     write_run(out_dir, manifest, ops)
-    _remove_worker_files(by_host, hosts)
+    _remove_worker_files(by_host, hosts, say)
     say(f"run {run.run_id} ({run.label}): {len(ops):,} records recovered and written as "
         f"{manifest.status} ({run.reason})")
     return True
 
 
-def _remove_worker_files(by_host: dict[str, list[WorkerEntry]], hosts: _Hosts) -> None:
+def _remove_worker_files(by_host: dict[str, list[WorkerEntry]], hosts: _Machines,
+                         say: Callable[[str], None]) -> None:
     for name, workers in by_host.items():
         host = hosts.get(name)
-        if host is not None:
-            remove_files(host, [f for w in workers for f in w.files.values()])
+        if host is None:
+            continue
+        files = [f for w in workers for f in w.files.values()]
+        for path, why in remove_owned_files(host, hosts.state.owner, files).items():
+            if why not in (None, "gone"):
+                say(f"{name}: {path} is not the earlier run's: {why}; left alone")
 
 
 def recover(spec: Spec, out_dir: Path, say: Callable[[str], None] = print,
             lock: ExperimentLock | None = None, by: str = "harness run") -> Recovered:
-    """Clear what an earlier `harness run` of `spec` into `out_dir` left (module
+    """Clear what earlier `harness run`s of `spec` into `out_dir` left (module
     docstring). With `lock` (held by the caller), what could not be cleared now is carried
-    into its state, so it stays listed."""
+    into its state (with the owner token that proves it), so it stays listed."""
     out_dir = Path(out_dir)
     exp_dir = out_dir / spec.name
     found = recover_temp_dirs(exp_dir, say)
     state = read_state(exp_dir)
     if state is None or state.empty():
         return found
-    say(f"{spec.name}: the `harness run` of {state.started_utc} (pid {state.pid} on "
-        f"{state.machine}) did not end cleanly; clearing what it left")
-    hosts = _Hosts(spec, say, same_machine=state.machine == socket.gethostname())
-    left_runs: list[InFlight] = []
-    left_servers: list[ServerEntry] = []
+    hosts = _Hosts(spec, say)
+    left: list[State] = []
     try:
-        # Clients first: stopped, they save what they measured; then it is fetched.
-        by_host: dict[str, list[tuple[int, int | None, str]]] = {}
-        for run in state.runs:
-            for w in run.workers:
-                by_host.setdefault(w.host, []).append(
-                    (w.pid, w.started_ticks, f"client {w.client} of run {run.run_id}"))
-        for name, procs in by_host.items():
-            host = hosts.get(name)
-            if host is not None:
-                found.processes_stopped += _stop_processes(host, procs, WORKER_GRACE_S, say)
-        for run in state.runs:
-            if _recover_run(run, spec, out_dir, hosts, say, by):
-                found.runs_written.append(run.run_id)
-            else:
-                left_runs.append(run)
-                found.runs_left.append(run.run_id)
-        servers: dict[str, list[ServerEntry]] = {}
-        for s in state.servers:
-            servers.setdefault(s.host, []).append(s)
-        for name, entries in servers.items():
-            host = hosts.get(name)
-            if host is None:
-                left_servers += entries
-                continue
-            found.processes_stopped += _stop_processes(
-                host, [(s.pid, s.started_ticks, f"{s.kind} server {s.service!r}")
-                       for s in entries], SERVER_GRACE_S, say)
-            for d in {s.workdir for s in entries if s.workdir}:
-                host.remove_tree(d)
-        kept_hosts = {w.host for r in left_runs for w in r.workers}
-        left_workdirs = {}
-        for name, path in state.workdirs.items():
-            host = hosts.get(name) if name not in kept_hosts else None
-            if host is None:
-                left_workdirs[name] = path
-            else:
-                host.remove_tree(path)
-        for path in state.scratch:
-            shutil.rmtree(path, ignore_errors=True)
+        for earlier in (state, *state.earlier):
+            if not earlier.empty():
+                rest = _recover_state(earlier, spec, out_dir, hosts, say, by, found)
+                if not rest.empty():
+                    left.append(rest)
     finally:
         hosts.close()
     if lock is not None:
-        lock.state.runs += left_runs
-        lock.state.servers += left_servers
-        lock.state.workdirs.update(left_workdirs)
+        lock.state.earlier = left
         lock.save()
     return found
+
+
+def _recover_state(state: State, spec: Spec, out_dir: Path, all_hosts: _Hosts,
+                   say: Callable[[str], None], by: str, found: Recovered) -> State:
+    """Clear what one earlier run's `state` lists; return what is left to clear later."""
+    say(f"{spec.name}: the `harness run` of {state.started_utc} (pid {state.pid} on "
+        f"{state.machine}) did not end cleanly; clearing what it left")
+    left = State(pid=state.pid, machine=state.machine, started_utc=state.started_utc,
+                 spec=state.spec, owner=state.owner, boots=dict(state.boots))
+    if not is_token(state.owner):
+        say(f"{spec.name}: that state holds no owner token of the kit, so nothing it lists "
+            "can be proven the earlier run's; all of it is left alone")
+        return left
+    hosts = _Machines(all_hosts, state, say)
+    # Clients first: stopped, they save what they measured; then it is fetched.
+    by_host: dict[str, list[tuple[int, int | None, str]]] = {}
+    for run in state.runs:
+        for w in run.workers:
+            by_host.setdefault(w.host, []).append(
+                (w.pid, w.started_ticks, f"client {w.client} of run {run.run_id}"))
+    for name, procs in by_host.items():
+        host = hosts.get(name)
+        if host is not None and hosts.same_boot(name, host):
+            found.processes_stopped += _stop_processes(host, state.owner, procs,
+                                                       WORKER_GRACE_S, say)
+    for run in state.runs:
+        if _recover_run(run, spec, out_dir, hosts, say, by):
+            found.runs_written.append(run.run_id)
+        else:
+            left.runs.append(run)
+            found.runs_left.append(run.run_id)
+    servers: dict[str, list[ServerEntry]] = {}
+    for s in state.servers:
+        servers.setdefault(s.host, []).append(s)
+    for name, entries in servers.items():
+        host = hosts.get(name)
+        if host is None:
+            left.servers += entries
+            continue
+        if hosts.same_boot(name, host):
+            found.processes_stopped += _stop_processes(
+                host, state.owner, [(s.pid, s.started_ticks, f"{s.kind} server "
+                                     f"{s.service!r}") for s in entries],
+                SERVER_GRACE_S, say)
+        _remove_dirs(host, state.owner, sorted({s.workdir for s in entries if s.workdir}),
+                     "server work directory", say)
+    kept_hosts = {w.host for r in left.runs for w in r.workers}
+    for name, path in state.workdirs.items():
+        host = hosts.get(name) if name not in kept_hosts else None
+        if host is None:
+            left.workdirs[name] = path
+        else:
+            _remove_dirs(host, state.owner, [path], "client work directory", say)
+    if state.scratch and hosts.same_machine:
+        _remove_dirs(LocalHost(), state.owner, state.scratch, "scratch directory", say)
+    return left

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from harness.errors import HarnessError, ServiceError
 from harness.hosts.inventory import host_info, kit_info
+from harness.hosts.owned import mark_local
 from harness.results import (
     OpsArrays,
     OpsParts,
@@ -51,6 +52,7 @@ from harness.run.until import (
 )
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.text import printable, raw_stream
 from harness.workloads import WORKLOADS
 
 
@@ -93,7 +95,7 @@ class Runner(RunMachines, RunWriting):
         return count_starts(keys, capacity_for(keys), self.spec.servers == "fresh")
 
     def say(self, msg: str) -> None:
-        tqdm.write(msg, file=self.stream)
+        tqdm.write(printable(msg, keep="\n\t"), file=raw_stream(self.stream))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[ExperimentLock]:
@@ -126,13 +128,17 @@ class Runner(RunMachines, RunWriting):
         # Hosts first: a spec error leaves no trace; then the lock, and what a killed run
         # left is cleared before the plans are made (it may write runs).
         with self._hosts() as hosts, self._locked() as lock, contextlib.ExitStack() as stack:
+            # Everything started or made from here on carries the run's owner token, so
+            # that a clean-up after a kill can prove it the kit's (`harness.hosts.owned`).
+            lock.own(hosts)
             if self.resume:  # records a transfer left on client machines first
                 collect_pending(self.spec, self.out_dir, self.say)
             plans = self.plans()
             if not plans and self.spec.until is None:
                 self.say(f"{self.spec.name}: every run is complete already; nothing to do")
                 return outcomes
-            scratch = tempfile.mkdtemp(prefix="harness-collect-")
+            scratch = mark_local(tempfile.mkdtemp(prefix="harness-collect-"),
+                                 lock.state.owner)
             lock.add_scratch(scratch)
             stack.callback(self._remove_scratch, lock, scratch)
             pool = ServerPool(lambda running: self._stop_services(running, ctx),
@@ -151,10 +157,11 @@ class Runner(RunMachines, RunWriting):
             stack.callback(pool.close)  # first of all: servers stop before the rest
             # On a terminal only: into a pipe or a log the per-run lines say it all.
             on_tty = getattr(self.stream, "isatty", lambda: False)()
-            bar = stack.enter_context(tqdm(total=len(plans), unit="run", file=self.stream,
+            bar = stack.enter_context(tqdm(total=len(plans), unit="run",
+                                           file=raw_stream(self.stream),
                                            disable=not (self.progress and on_tty),
                                            dynamic_ncols=True,
-                                           desc=self.spec.name))
+                                           desc=printable(self.spec.name)))
             stopped = self._execute(plans, ctx, bar, outcomes)
             # `until`: more repetitions, one round at a time, for configurations whose
             # throughput CI is not yet tight enough.

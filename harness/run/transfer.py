@@ -47,6 +47,9 @@ class PendingRecords:
     files: dict[str, str]
     #: The line in the run's error that says so (removed once they are collected).
     error: str
+    #: The owner token of the run that made the work directory they are in
+    #: (`harness.hosts.owned`): `harness collect` reads and removes only what it proves.
+    owner: str = ""
 
 
 @dataclass
@@ -88,7 +91,8 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
                 f"on {where} at {files['out']}; `harness collect {spec_path}` (or "
                 f"`harness run {spec_path} --resume`) fetches them")
         out.errors.append(line)
-        out.pending.append(PendingRecords(host.name, cid, dict(files), line))
+        out.pending.append(PendingRecords(host.name, cid, dict(files), line,
+                                          host.owner or ""))
 
     try:
         # The parts index of each process too: what one that died had spilled.
@@ -118,7 +122,13 @@ def fetch_records(host: Host, clients: Sequence[tuple[int, Mapping[str, str]]], 
         out.statuses.append(status)
         remote = digests.get(files["out"])
         index = status.get("parts") if not died else found.get(files.get("parts", ""))
-        spilled = [p for p in index or [] if isinstance(p, dict)]
+        # A part is a file beside the records file, as the worker writes them; a status
+        # naming any other file is not followed.
+        here = files["out"].rpartition("/")[0]
+        spilled = [p for p in index or [] if isinstance(p, dict)
+                   and str(p.get("file", "")).rpartition("/")[0] == here]
+        if "parts" in status and not died:
+            status["parts"] = spilled
         if died and spilled:  # what it had written before it died is kept
             status["parts"] = spilled
             status["records"] = sum(int(p.get("records", 0)) for p in spilled)

@@ -319,3 +319,120 @@ def test_a_run_id_or_experiment_that_leaves_the_tree_is_refused(tmp_path: Path) 
         (d / "manifest.json").write_text(json.dumps({**base, field: value}))
         with pytest.raises(ResultsError, match=field):
             read_manifest(d)
+
+
+# --- the report: strings from anywhere never run script or reach local files ---------
+
+#: Each would run script, load a local file or attach one if it reached the page as HTML.
+PAYLOADS = [
+    "```\n</code></pre><img src=x onerror=\"window.pwned='img'\">",
+    "<script>window.pwned='script'</script>",
+    "<svg onload=\"window.pwned='svg'\"><circle r=9></circle></svg>",
+    "<a href=\"javascript:window.pwned='href'\">click</a>",
+    "[click](javascript:window.pwned='md')",
+    "![local](file:///etc/hostname)",
+    "<link rel=\"attachment\" href=\"file:///etc/hostname\">",
+    "<a rel=\"attachment\" href=\"file:///etc/hostname\">x</a>",
+    "<iframe src=\"file:///etc/hostname\"></iframe>",
+    "<style>body{background:url(file:///etc/hostname)}</style>",
+    "\x1b]0;title\x07 <b onmouseover=\"window.pwned='b'\">bold</b>",
+]
+
+
+def _attacked_tree(raw: Path) -> Path:
+    """An own experiment whose manifests carry the payloads wherever a string goes: the
+    spec's description, a server's version and settings, an error, a host's CPU."""
+    from tests.fixtures.rawdata import GRID_EXPERIMENT, write_grid
+
+    write_grid(raw, repetitions=2)
+    payload = "\n".join(PAYLOADS)
+    for i, m in enumerate(sorted((raw / GRID_EXPERIMENT).rglob("manifest.json"))):
+        data = json.loads(m.read_text())
+        data["extra"]["spec"] = {"name": GRID_EXPERIMENT, "description": payload,
+                                 "workload": data["workload"]}
+        data["spec_file"] = PAYLOADS[0]
+        data["services"] = {"kv": {"kind": "redis", "host": PAYLOADS[1],
+                                   "version": PAYLOADS[2],
+                                   "config": {"save": PAYLOADS[3], "x": PAYLOADS[6]}}}
+        data["hosts"] = {"server": {"cpu_model": PAYLOADS[8], "cpu_count": 2,
+                                    "kernel": PAYLOADS[9]}}
+        if i == 0:
+            data["status"], data["error"] = "partial", payload
+        m.write_text(json.dumps(data))
+    return raw
+
+
+def _html_problems(text: str) -> list[str]:
+    """What in `text` (HTML) could run script or fetch a local file."""
+    from html.parser import HTMLParser
+
+    problems: list[str] = []
+
+    class Check(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("script", "iframe", "link", "object", "embed", "svg", "base"):
+                problems.append(f"<{tag}>")
+            for name, value in attrs:
+                v = (value or "").strip().lower()
+                if name.startswith("on"):
+                    problems.append(f"<{tag} {name}>")
+                if name in ("href", "src") and not (v.startswith(("#", "http://", "https://"))
+                                                    or v.startswith("data:image/png;base64,")
+                                                    or v.startswith("data:image/svg+xml;")):
+                    problems.append(f"<{tag} {name}={v[:40]}>")
+                if name == "rel" and "attachment" in v:
+                    problems.append(f"<{tag} rel=attachment>")
+
+    Check().feed(text)
+    return problems
+
+
+def test_strings_from_manifests_reach_the_report_as_text_only(
+        tmp_path: Path, browser: Any) -> None:
+    """Every payload, wherever a manifest carries it: report.html has no element or
+    attribute that runs script or fetches a file (parsed), running it in headless
+    Chromium sets nothing, and report.pdf embeds no file (pdfdetach) and shows the
+    payloads as text."""
+    from harness.report import build_report
+
+    raw = _attacked_tree(tmp_path / "raw")
+    out = build_report(raw, tmp_path / "report", progress=False,
+                       figures_dir=tmp_path / "figures")
+    html = out["html"].read_text()
+    assert _html_problems(html) == []
+    assert "window.pwned" in html  # shown, as text
+    page = browser.new_page()
+    hits: list[str] = []
+    page.on("dialog", lambda d: (hits.append(d.message), d.dismiss()))
+    me = out["html"].as_uri()
+    page.on("request", lambda r: hits.append(r.url) if r.url.startswith("file:")
+            and r.url != me else None)
+    page.goto(me)
+    page.wait_for_load_state("load")
+    for el in page.query_selector_all("b, a, img"):  # what a reader's mouse would touch
+        el.dispatch_event("mouseover")
+    assert page.evaluate("window.pwned") is None and hits == [], hits
+    listed = subprocess.run(["pdfdetach", "-list", str(out["pdf"])], capture_output=True,
+                            text=True, check=True).stdout
+    assert listed.startswith("0 embedded files"), listed
+    text = subprocess.run(["pdftotext", str(out["pdf"]), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    assert "window.pwned='script'" in text
+    assert Path("/etc/hostname").read_text().strip() not in text.replace(
+        socket.gethostname(), "")  # the payloads' file is not printed into it
+
+
+def test_a_template_beside_the_report_is_not_loaded(tmp_path: Path) -> None:
+    """A template.html.j2 in the output directory (anyone who can write there) is not the
+    report's: the kit's own is used."""
+    from harness.report import build_report
+    from tests.fixtures.rawdata import write_tiny
+
+    raw = write_tiny(tmp_path / "raw")
+    out_dir = tmp_path / "report"
+    out_dir.mkdir()
+    (out_dir / "template.html.j2").write_text(
+        "{{ ''.__class__.__mro__[1].__subclasses__() }} PLANTED")
+    html = build_report(raw, out_dir, pdf=False, progress=False,
+                        figures_dir=tmp_path / "figures")["html"].read_text()
+    assert "PLANTED" not in html and "Contents" in html

@@ -12,6 +12,9 @@ NOT_RUN_MARKER = "harness_not_run"
 #: Output metadata key of an optional section with nothing to show: the report leaves the
 #: whole section out (e.g. "imported results" when nothing was imported).
 OMIT_MARKER = "harness_omit_section"
+#: Output metadata key of a part of a section that could not be drawn (one experiment of
+#: several): the rest of the section stands, and `harness report` names it and exits 1.
+FAILED_PART_MARKER = "harness_failed_part"
 
 
 def markdown(text: str, *, not_run: bool = False, omit: bool = False) -> Any:
@@ -22,6 +25,18 @@ def markdown(text: str, *, not_run: bool = False, omit: bool = False) -> Any:
     meta = {**({NOT_RUN_MARKER: True} if not_run else {}),
             **({OMIT_MARKER: True} if omit else {})}
     return Markdown(text, metadata=meta or None)
+
+
+def failed_part(what: str, exc: BaseException) -> Any:
+    """The note that stands in for a part of a section that raised `exc` (`what`: e.g.
+    "experiment `x`"), marked so the report counts it as a failure."""
+    from IPython.display import Markdown
+
+    from harness.text import printable
+
+    error = printable(f"{type(exc).__name__}: {exc}").replace("`", "'")
+    return Markdown(f"**Could not be drawn: {what}.** `{error}`. The rest of this section "
+                    "does not depend on it.", metadata={FAILED_PART_MARKER: what})
 
 
 def html(text: str) -> Any:

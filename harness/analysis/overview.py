@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import pooling, provenance, stationarity, tables
+from harness.analysis.display import failed_part
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import SkippedRun
@@ -116,13 +117,21 @@ class Overview:
         clean, bare = [], []
         exps = sorted(self.runs["experiment"].unique()) if len(self.runs) else []
         for exp in exps:
-            loaded = load_runs_only(self.raw_dir, experiments=[exp], include=self.include)
-            if not len(loaded.runs):
+            try:
+                loaded = load_runs_only(self.raw_dir, experiments=[exp],
+                                        include=self.include)
+                if not len(loaded.runs):
+                    continue
+                by = default_by(loaded)
+                groups = group_runs(loaded, by)
+                found = {k: checks.check_group(runs) for k, runs in groups.items()}
+                frame = checkwords.report_frame(found, by,
+                                                [k for k in by if k != "experiment"])
+            except Exception as exc:  # noqa: BLE001 - one experiment, not the whole table
+                from IPython.display import display
+
+                display(failed_part(f"the measurement checks of `{exp}`", exc))
                 continue
-            by = default_by(loaded)
-            groups = group_runs(loaded, by)
-            found = {k: checks.check_group(runs) for k, runs in groups.items()}
-            frame = checkwords.report_frame(found, by, [k for k in by if k != "experiment"])
             if not any(r.telemetry for runs in groups.values() for r in runs):
                 bare.append(exp)
             if frame.empty:

@@ -8,6 +8,7 @@ run's flat row (`flatten_manifest`), the columns the runs table has.
 from __future__ import annotations
 
 import difflib
+import json
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,7 +87,10 @@ def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[st
         for key, value in source.items():
             if key in RUN_COLUMNS:
                 continue  # never let a parameter shadow an identity column
-            row[key] = value
+            # A list or mapping (a tampered or foreign manifest, a list-valued setting) as
+            # its JSON text: every value of a grid column must be hashable and printable.
+            row[key] = (json.dumps(value, sort_keys=True, default=str)
+                        if isinstance(value, list | dict) else value)
     for prefix, mapping in (
         (LOADGEN_PREFIX, manifest.loadgen),
         (COUNT_PREFIX, manifest.counts),

@@ -140,7 +140,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                            include=args.include, parameters=parameters)
     for kind, path in outputs.items():
         print(f"{kind}: {path}")
-    return EXIT_OK
+    for line in outputs.failures:  # written with everything else; named, and not 0
+        print(f"error: {line}", file=sys.stderr)
+    return EXIT_FAILED_RUNS if outputs.failures else EXIT_OK
 
 
 #: A `-p` value is at most this long (it is parsed as YAML, like a spec's values).

@@ -28,18 +28,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from tqdm import tqdm
 
 from harness import __version__, paths
 from harness.errors import HarnessError
+from harness.report import sanitize
 from harness.text import printable, raw_stream
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
 KERNEL_NAME = "kvbench-harness"
 NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.display.NOT_RUN_MARKER
 OMIT_MARKER = "harness_omit_section"  # == harness.analysis.display.OMIT_MARKER
+FAILED_PART_MARKER = "harness_failed_part"  # == harness.analysis.display.FAILED_PART_MARKER
 REPORT_TITLE = "Key-value stores and caches: evaluation report"
 _NOTEBOOK_TIMEOUT_S = 600
 
@@ -61,6 +64,16 @@ class Section:
     not_run: bool = False
     #: An optional section with nothing to show: left out of the report.
     omit: bool = False
+    #: Parts of the section that could not be drawn (one experiment of several), each
+    #: shown where it would have been; the rest of the section stands.
+    failed_parts: list[str] = field(default_factory=list)
+
+
+class Built(dict[str, Path]):
+    """`build_report`'s paths by kind, and what failed in the report written: sections
+    whose notebook failed and parts that could not be drawn, one line each."""
+
+    failures: list[str]
 
 
 def discover_notebooks(notebooks_dir: Path) -> list[Path]:
@@ -149,9 +162,7 @@ _HEADING = re.compile(r"<h([1-3])(?: id=\"[^\"]*\")?>(.*?)</h\1>", re.S)
 
 
 def _markdown(text: str) -> str:
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
-    return _ANCHOR_LINK.sub("", markdown2html_mistune(text))
+    return _ANCHOR_LINK.sub("", sanitize.markdown(text))
 
 
 def _output_html(output: dict) -> tuple[str, bool]:
@@ -169,13 +180,23 @@ def _output_html(output: dict) -> tuple[str, bool]:
     if "text/html" in data:
         return f'<div class="output">{_joined(data["text/html"])}</div>', not_run
     if "image/svg+xml" in data:
-        return f'<figure>{_joined(data["image/svg+xml"])}</figure>', not_run
+        return f'<figure>{sanitize.svg_image(_joined(data["image/svg+xml"]))}</figure>', not_run
     if "image/png" in data:
         b64 = _joined(data["image/png"]).replace("\n", "")
         return f'<figure><img src="data:image/png;base64,{b64}" alt=""></figure>', not_run
     if "text/markdown" in data:
         return f'<div class="output">{_markdown(_joined(data["text/markdown"]))}</div>', not_run
     return "", not_run  # text/plain alone is a repr, not content
+
+
+def _marker(meta: Any, key: str) -> Any:
+    """`key`'s value in an output's metadata, at its top or under a MIME type (IPython
+    files a display object's metadata under its type)."""
+    if not isinstance(meta, dict):
+        return None
+    if key in meta:
+        return meta[key]
+    return next((v[key] for v in meta.values() if isinstance(v, dict) and key in v), None)
 
 
 def _joined(value: str | list[str]) -> str:
@@ -190,6 +211,7 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
         return Section(path.stem, path.stem, f"sec-{index}", "", omit=True)
     parts: list[str] = []
     not_run = False
+    failed_parts: list[str] = []
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if "parameters" in tags or "injected-parameters" in tags or "report-hide" in tags:
@@ -198,6 +220,9 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
             parts.append(_markdown(cell.source))
         elif cell.cell_type == "code":
             for output in cell.get("outputs", []):
+                what = _marker(output.get("metadata", {}), FAILED_PART_MARKER)
+                if what:
+                    failed_parts.append(str(what))
                 text, marker = _output_html(output)
                 parts.append(text)
                 not_run = not_run or marker
@@ -221,11 +246,13 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
             subsections.append((sub_id, re.sub(r"<[^>]+>", "", text)))
         return f'<h{level + 1} id="{sub_id}">{text}</h{level + 1}>'
 
-    body = _HEADING.sub(number, body)
+    # Whatever the outputs held: only the report's tags, attributes and URLs are kept.
+    body = _HEADING.sub(number, sanitize.clean(body))
     if failed:
         body += (f'<div class="failed"><strong>This section failed to execute:</strong> '
                  f"{html.escape(failed)}</div>")
-    return Section(path.stem, title, anchor, body, subsections, failed, not_run)
+    return Section(path.stem, title, anchor, body, subsections, failed, not_run,
+                   failed_parts=failed_parts)
 
 
 # --- assembly --------------------------------------------------------------------------
@@ -292,7 +319,7 @@ def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path) ->
         raw_dir=str(raw_dir),
         kit=f"{__version__} ({_git_commit(paths.project_root())})",
         sections=sections,
-        appendix=appendix_html(raw_dir),
+        appendix=sanitize.clean(appendix_html(raw_dir)),
         css=css,
     )
 
@@ -305,7 +332,8 @@ def write_pdf(html_text: str, pdf_path: Path, base_url: Path) -> Path:
             f"PDF export needs Pango ({exc}); install the Debian packages "
             "libpango-1.0-0 libpangoft2-1.0-0 (make setup does), or pass --no-pdf"
         ) from None
-    weasyprint.HTML(string=html_text, base_url=str(base_url)).write_pdf(str(pdf_path))
+    weasyprint.HTML(string=html_text, base_url=str(base_url),
+                    url_fetcher=sanitize.url_fetcher()).write_pdf(str(pdf_path))
     return pdf_path
 
 
@@ -319,14 +347,15 @@ def build_report(
     figures_dir: Path | None = None,
     include: Sequence[str] = (),
     parameters: Mapping[str, object] | None = None,
-) -> dict[str, Path]:
+) -> Built:
     """Execute every notebook into `out_dir`/executed/ and write report.html (and .pdf).
 
     Returns paths: ``html``, ``pdf`` (if made), ``executed`` (the directory) and one
-    entry per notebook name (its executed copy). Never starts a server: it only reads
-    `raw_dir`, which may be missing or hold only some studies. `include`: run statuses
-    every number pools besides complete (``("partial",)``; `harness.analysis.pooling`),
-    the notebooks' parameter ``include``.
+    entry per notebook name (its executed copy); and `Built.failures`: a section that
+    fails costs itself (or one experiment's part), never the rest of the report. Never
+    starts a server: it only reads `raw_dir`, which may be missing or hold only some
+    studies. `include`: run statuses every number pools besides complete
+    (``("partial",)``; `harness.analysis.pooling`), the notebooks' parameter ``include``.
     """
     from harness.analysis.pooling import check_include
 
@@ -344,7 +373,8 @@ def build_report(
     parameters = {"raw_results": str(raw_dir), "figures_dir": str(figures_dir),
                   "include": list(check_include(include)), **given}
 
-    result: dict[str, Path] = {"executed": executed_dir}
+    result = Built(executed=executed_dir)
+    result.failures = []
     sections = []
     # A bar on a terminal; into a pipe or a log (`make demo | tee log`), a line per notebook.
     bar_on = progress and sys.stderr.isatty()
@@ -361,6 +391,11 @@ def build_report(
             section = render_notebook(target, len(sections) + 1, failed)
             if not section.omit:
                 sections.append(section)
+            if failed:
+                result.failures.append(f"{nb.stem}: the notebook failed: "
+                                       f"{failed.splitlines()[0]}")
+            result.failures += [f"{nb.stem}: {what} could not be drawn"
+                                for what in section.failed_parts]
             bar.update(1)
             if progress and not bar_on:
                 print(f"report: [{i}/{len(notebooks)}] {nb.stem} "
@@ -369,7 +404,7 @@ def build_report(
                 bar.write(printable(f"{nb.name}: failed: {failed.splitlines()[0]}"),
                           file=raw_stream(sys.stderr))
 
-    template_dir = _template_dir(out_dir)
+    template_dir = paths.report_dir()
     html_text = assemble_html(sections, raw_dir, template_dir)
     html_path = out_dir / "report.html"
     html_path.write_text(html_text, encoding="utf-8")
@@ -404,14 +439,6 @@ def _study_parameters(notebook: Path) -> dict[str, object]:
 
     info = for_notebook(notebook.name)
     return dict(info.notebook_parameters()) if info is not None else {}
-
-
-def _template_dir(out_dir: Path) -> Path:
-    """The report sources: the project's report/ (a copy in `out_dir` wins, to restyle)."""
-    for candidate in (out_dir, paths.report_dir()):
-        if (candidate / "template.html.j2").exists():
-            return candidate
-    return paths.report_dir()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from harness.errors import ResultsError
 from harness.results.arrays import OpsArrays
 from harness.results.manifest import Manifest
-from harness.results.schema import MANIFEST, OPS_FILE, TMP_PREFIX
+from harness.results.schema import KEY_FIELD, MANIFEST, OPS_FILE, OPS_SCHEMA, TMP_PREFIX
 from harness.results.stream import OpsParts, sorted_parts, tally
 
 
@@ -162,6 +162,25 @@ def _check_footer(ops_path: Path, manifest: Manifest) -> None:
     if columns is not None and list(meta.schema.names) != list(columns):
         raise ResultsError(f"{ops_path}: columns {list(meta.schema.names)}, the manifest "
                            f"says {list(columns)}")
+    # Of the format's types too: a file from elsewhere with a checksum to match could
+    # hold text where every reader does arithmetic.
+    arrow = meta.schema.to_arrow_schema()
+    for want in (*OPS_SCHEMA, KEY_FIELD):
+        if want.name in arrow.names and not _same_kind(arrow.field(want.name).type,
+                                                       want.type):
+            raise ResultsError(f"{ops_path}: column {want.name} is "
+                               f"{arrow.field(want.name).type}, not {want.type}")
+
+
+def _same_kind(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a stored column's type reads as the format's (integers of any width;
+    text dictionary-encoded or not)."""
+    if pa.types.is_dictionary(want):
+        have = have.value_type if pa.types.is_dictionary(have) else have
+        return pa.types.is_string(have) or pa.types.is_large_string(have)
+    if pa.types.is_integer(want):
+        return pa.types.is_integer(have)
+    return have == want
 
 
 def read_ops(run_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:

@@ -17,7 +17,8 @@ from harness.results.io import verify_run
 from harness.results.manifest import Manifest
 from harness.results.schema import MANIFEST, OPS_FILE
 
-CACHE_VERSION = 1
+#: 2: verifications also check the ops columns are of the format's types.
+CACHE_VERSION = 2
 
 
 def cache_path() -> Path:

@@ -59,24 +59,34 @@ class GenericStudy:
     sections: list[ExperimentSection] = field(default_factory=list)
     #: Experiments asked for that have no run to pool, with why.
     empty: dict[str, str] = field(default_factory=dict)
+    #: Experiments whose runs could not be read into a section, with the error.
+    broken: dict[str, BaseException] = field(default_factory=dict)
 
     def report(self) -> Any:
         """Display every experiment's section; the report leaves this part out when
         there is none."""
         from IPython.display import display
 
-        from harness.analysis.display import markdown
+        from harness.analysis.display import failed_part, markdown
 
-        if not self.sections and not self.empty:
+        if not self.sections and not self.empty and not self.broken:
             return markdown(f"No experiment of your own under `{self.raw_dir}`: every one "
                             "there belongs to a built-in study or was imported.", omit=True)
         for name, why in self.empty.items():
             display(markdown(f"## Experiment `{name}`\n\nNo run to pool: {why}."))
+        for name, exc in self.broken.items():
+            display(markdown(f"## Experiment `{name}`"))
+            display(failed_part(f"experiment `{name}`", exc))
         for s in self.sections:
-            for part in (s.header(), s.heavy_tails(), s.configuration_table(),
-                         s.checks_table(), s.effect_findings(),
-                         s.effect_figure(), s.capacity(), s.ecdf(), s.over_time(),
-                         s.provenance()):
+            # One experiment whose runs break a view costs its own part, not the others'.
+            for view in (s.header, s.heavy_tails, s.configuration_table, s.checks_table,
+                         s.effect_findings, s.effect_figure, s.capacity, s.ecdf,
+                         s.over_time, s.provenance):
+                try:
+                    part = view()
+                except Exception as exc:  # noqa: BLE001 - any failure, named in the report
+                    display(failed_part(f"experiment `{s.name}`, {view.__name__}", exc))
+                    continue
                 for one in part if isinstance(part, list) else [part]:
                     if one is not None:
                         display(one)
@@ -93,7 +103,11 @@ def analyse(raw_dir: str | Path, experiments: Sequence[str] | None = None, *,
     names = list(experiments) if experiments else own_experiments(raw_dir)
     study = GenericStudy(raw_dir)
     for name in names:
-        loaded = load(raw_dir, experiments=[name], include=include, max_ops=FIGURE_OPS)
+        try:
+            loaded = load(raw_dir, experiments=[name], include=include, max_ops=FIGURE_OPS)
+        except Exception as exc:  # noqa: BLE001 - the others still get their sections
+            study.broken[name] = exc
+            continue
         if not len(loaded.runs):
             study.empty[name] = (pooling.line(loaded.left_out, include)
                                  if len(loaded.left_out) else "no runs found")

@@ -122,7 +122,7 @@ class ExperimentSection:
         """Where `tails.heavy_tail` fires for a configuration (and op), the note that
         leads with its percentiles and says its mean's interval is unreliable; None
         where it fires for none."""
-        keys = [*self.keys, "op"]
+        keys = list(dict.fromkeys([*self.keys, "op"]))  # a grid key `op` is the op
         note = tails.section_note(
             tails.group_checks(self.loaded, keys),
             lambda k: analysis.config_label(dict(zip(keys, k, strict=True)), keys))

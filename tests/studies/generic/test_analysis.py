@@ -4,6 +4,7 @@ shows it only when there is something of the user's to show."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -208,3 +209,66 @@ def test_an_offered_rate_grid_compares_latency_not_the_throughput_it_set(
     said = section.effect_findings().data
     assert "throughput is not compared: `run.rate_ops_s` sets it" in said
     assert said.count("throughput is not compared") == 1
+
+
+@pytest.fixture
+def shell() -> None:
+    """An IPython shell, so `display` publishes outputs `capture_output` can hold."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    InteractiveShell.instance()
+
+
+def _as_own(raw: Path, name: str) -> Path:
+    """`raw`'s one experiment renamed `name` (no built-in study owns it then)."""
+    [exp] = [d for d in raw.iterdir() if d.is_dir()]
+    for m in exp.rglob("manifest.json"):
+        data = json.loads(m.read_text())
+        data["experiment"] = name
+        m.write_text(json.dumps(data))
+    exp.rename(raw / name)
+    return raw
+
+
+def test_a_grid_key_named_op_beside_another_experiment_keeps_both_sections(
+        tmp_path: Path, grid_raw: Path, shell: None) -> None:
+    """The issue's reproduction: an own datastore_memcache experiment whose grid key is
+    `op` (also the ops' column) beside another own experiment: every part of both is
+    drawn, and the `op` rows are the ops'."""
+    from IPython.utils.capture import capture_output
+
+    raw = _as_own(write_datastore_memcache(tmp_path / "raw", sets=3), "my_ds")
+    shutil.copytree(grid_raw / GRID_EXPERIMENT, raw / GRID_EXPERIMENT)
+    study = analyse(raw)
+    assert sorted(s.name for s in study.sections) == sorted(["my_ds", GRID_EXPERIMENT])
+    with capture_output() as out:
+        study.report()
+    shown = "".join(str(o.data) for o in out.outputs)
+    assert "Could not be drawn" not in shown
+    assert "Experiment `my_ds`" in shown and f"Experiment `{GRID_EXPERIMENT}`" in shown
+    assert "store_write" in shown and "mem_read_miss" in shown
+
+
+def test_an_experiment_that_breaks_a_view_costs_only_its_own_part(
+        grid_raw: Path, tmp_path: Path, shell: None) -> None:
+    """One experiment's runs without a column every view needs: its parts are each a
+    marked note naming it and the error; the other experiment's section is whole."""
+    from IPython.utils.capture import capture_output
+
+    from harness.analysis.display import FAILED_PART_MARKER
+
+    raw = tmp_path / "raw"
+    shutil.copytree(grid_raw / GRID_EXPERIMENT, raw / GRID_EXPERIMENT)
+    _as_own(write_grid(tmp_path / "other", repetitions=2), "broken")
+    shutil.copytree(tmp_path / "other" / "broken", raw / "broken")
+    study = analyse(raw)
+    [bad] = [s for s in study.sections if s.name == "broken"]
+    bad.loaded = dataclasses.replace(bad.loaded, runs=bad.loaded.runs.drop(columns=["run_id"]))
+    with capture_output() as out:
+        study.report()
+    failed = [o for o in out.outputs
+              if FAILED_PART_MARKER in json.dumps(o.metadata, default=str)]
+    assert failed and all("broken" in str(o.data) for o in failed)
+    assert "KeyError" in str(failed[0].data)
+    good = "".join(str(o.data) for o in out.outputs if o not in failed)
+    assert f"Experiment `{GRID_EXPERIMENT}`" in good and "95% CI over runs" in good

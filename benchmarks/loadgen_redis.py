@@ -248,7 +248,8 @@ def redis_benchmark(args: argparse.Namespace, port: int, connections: int, pipel
                     requests: int, pin: bool, extra: Sequence[str] = ()) -> Trial:
     argv = [args.redis_benchmark, "-h", "127.0.0.1", "-p", str(port), "-c", str(connections),
             "-P", str(pipeline), "-n", str(requests), "-t", args.test,
-            "-d", str(args.value_size), "-r", str(args.key_space), "--csv", *extra]
+            "-d", str(args.value_size), "-r", str(args.key_space), "--csv", *extra,
+            *(["-a", args.password] if getattr(args, "password", None) else [])]
     if args.bench_threads:
         argv += ["--threads", str(args.bench_threads)]
     if pin:
@@ -276,7 +277,7 @@ def memtier(args: argparse.Namespace, port: int, connections: int, pipeline: int
             "-c", str(connections), f"--pipeline={pipeline}", f"--ratio={ratio}",
             "--key-pattern=R:R", "--key-minimum=1", f"--key-maximum={args.key_space}",
             "-d", str(args.value_size), f"--test-time={max(1, round(args.duration))}",
-            "--hide-histogram", "--print-percentiles=50,99"]
+            "--hide-histogram", "--print-percentiles=50,99", *_memtier_auth(args)]
     if pin:
         argv = ["taskset", "-c", str(CLIENT_CPU), *argv]
     cpu0 = cpu_seconds(resource.RUSAGE_CHILDREN)
@@ -295,7 +296,15 @@ def memtier_load(args: argparse.Namespace, port: int) -> None:
                     "-t", "1", "-c", "1", "--ratio=1:0", "--key-pattern=P:P",
                     "--key-minimum=1", f"--key-maximum={args.key_space}",
                     "-d", str(args.value_size), f"--requests={args.key_space}",
-                    "--hide-histogram"], capture_output=True, check=True, timeout=300)
+                    "--hide-histogram", *_memtier_auth(args)], capture_output=True,
+                   check=True, timeout=300)
+
+
+def _memtier_auth(args: argparse.Namespace) -> list[str]:
+    """The kit's Redis requires its random password: the peer tools send it too (on
+    their command line, as they only can; a throwaway password on loopback)."""
+    password = getattr(args, "password", None)
+    return [f"--authenticate={password}"] if password else []
 
 
 def _csv_row(stdout: str) -> dict[str, str] | None:
@@ -461,6 +470,7 @@ def run_benchmark(args: argparse.Namespace,
             if pin:
                 pin_cpus(svc.processes[0].pid, SERVER_CPU)
                 os.sched_setaffinity(0, {CLIENT_CPU})
+            args.password = svc.endpoint.auth.password if svc.endpoint.auth else None
             log(f"redis {svc.version} on 127.0.0.1:{svc.endpoint.port}"
                 f"{f' (CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU})' if pin else ''}")
             # redis-benchmark stops after -n requests: size -n to --duration per config.

@@ -1,4 +1,4 @@
-"""Text that came from outside the kit, made safe to print on a terminal.
+"""Text that came from outside the kit, made safe to print, and secrets kept out of it.
 
 Experiment names, server version strings, error messages of remote programs and
 imported files reach the terminal in the kit's lines; a control character in them
@@ -6,6 +6,11 @@ imported files reach the terminal in the kit's lines; a control character in the
 screen, set the window title or hide what is printed. `printable` shows each as a
 visible escape instead; `SafeStream` applies it to everything written to stdout and
 stderr by the command line (`harness.cli.entry`), so no caller has to remember.
+
+Secrets are masked on the same paths (`redact`): every password this process holds
+(`add_secret`: each `Credentials` registers its own) and any password in a URL
+(`user:***@host`) become `***` in what is printed, in every manifest written
+(`harness.results.io.write_run`) and in the report.
 """
 
 from __future__ import annotations
@@ -13,14 +18,48 @@ from __future__ import annotations
 import re
 from typing import IO, Any
 
+#: Passwords held by this process: shown nowhere (`redact`).
+_SECRETS: set[str] = set()
+#: user:password@ in a URL.
+_URL_PASSWORD = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")
+#: Shorter values are not masked: they would mask ordinary words.
+MIN_SECRET_CHARS = 6
+
+
+def add_secret(value: str) -> None:
+    """Mask `value` wherever this process prints or writes text from now on."""
+    if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret and any password in a URL as ``***``."""
+    for secret in _SECRETS:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return _URL_PASSWORD.sub(r"\1:***@", text) if "@" in text else text
+
+
+def redact_data(value: Any) -> Any:
+    """`redact` over every string of JSON-like data (keys too)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(k): redact_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_data(v) for v in value]
+    return value
+
+
 #: C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 
 
 def printable(text: object, keep: str = "") -> str:
     """`text` as a string with every control character shown as ``\\xNN`` or
-    ``\\uNNNN``, except those in `keep` (``"\\n\\t"`` for multi-line messages)."""
-    s = text if isinstance(text, str) else str(text)
+    ``\\uNNNN``, except those in `keep` (``"\\n\\t"`` for multi-line messages), and
+    secrets masked (`redact`)."""
+    s = redact(text if isinstance(text, str) else str(text))
 
     def show(m: re.Match[str]) -> str:
         c = m.group()

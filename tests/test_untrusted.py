@@ -436,3 +436,226 @@ def test_a_template_beside_the_report_is_not_loaded(tmp_path: Path) -> None:
     html = build_report(raw, out_dir, pdf=False, progress=False,
                         figures_dir=tmp_path / "figures")["html"].read_text()
     assert "PLANTED" not in html and "Contents" in html
+
+
+# --- servers the kit starts admit only the kit ---------------------------------------
+
+SERVERS_SPEC = """\
+name: {name}
+workload: {workload}
+hosts: {{server: localhost, client: localhost}}
+services:
+{services}
+clients: {{hosts: [client], processes: 1, connections: 1}}
+params: {params}
+run: {{duration_s: 1.5}}
+"""
+REDIS = "  kv: {kind: redis, host: server, settings: {save: '3600 1'}}"
+PG = ("  datastore: {kind: postgres, host: server}\n"
+      "  cache: {kind: memcached, host: server}")
+
+
+def _as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
+    """argv as an unprivileged local user (`nobody`), as anyone else on the machine."""
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           "--", *argv], capture_output=True, text=True, timeout=30,
+                          cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_another_local_user_cannot_use_the_servers_during_a_run(
+        tmp_path: Path, kind: str) -> None:
+    """While clients measure, `nobody` tries the kit's server: Redis refuses CONFIG SET
+    and FLUSHALL without the password, PostgreSQL refuses the superuser over TCP and the
+    socket (no trust rule, so no COPY ... TO PROGRAM); the run completes, and its
+    password is in no file the run or the report wrote."""
+    from harness.report import build_report
+    from harness.run.runner import Runner
+    from harness.services.postgres import find_pg_binaries
+    from harness.spec import load_spec
+
+    if os.geteuid() != 0:
+        pytest.skip("setpriv to another user needs root (CI runs as root)")
+    require_service(kind, LocalHost())
+    spec_path = tmp_path / "srv.yaml"
+    spec_path.write_text(SERVERS_SPEC.format(
+        name=f"own_{kind}", workload="redis_mix" if kind == "redis" else "datastore_memcache",
+        services=REDIS if kind == "redis" else PG,
+        params="{key_space: 100}" if kind == "redis" else "{op: store_write}"))
+    tried: dict[str, subprocess.CompletedProcess[str]] = {}
+    secrets: list[str] = []
+
+    def attack(plan: Any, running: dict[str, Any]) -> None:
+        ep = next(s.endpoint for s in running.values() if s.kind == kind)
+        secrets.append(ep.auth.password)
+        if kind == "redis":
+            for cmd in (["CONFIG", "SET", "maxmemory", "1"], ["FLUSHALL"]):
+                tried[cmd[0]] = _as_nobody("redis-cli", "-h", ep.host, "-p", str(ep.port),
+                                           *cmd)
+        else:
+            psql = find_pg_binaries(LocalHost())["psql"]
+            svc = next(s for s in running.values() if s.kind == kind)
+            for where in (ep.host, str(svc.workdir)):
+                tried[where] = _as_nobody(psql, "-w", "-h", where, "-p", str(ep.port),
+                                          "-U", "harness", "-d", "bench", "-c",
+                                          "COPY (SELECT 1) TO PROGRAM 'touch /tmp/pwned'")
+
+    [outcome] = Runner(load_spec(spec_path), tmp_path / "raw", progress=False,
+                       on_run_start=attack).run()
+    assert outcome.status == "complete"
+    assert tried and secrets
+    for what, res in tried.items():
+        said = res.stdout + res.stderr
+        if kind == "redis":
+            assert "NOAUTH" in said, (what, said)
+        else:
+            assert res.returncode != 0 and ("password" in said or "Permission denied" in
+                                            said), (what, said)
+    man = read_manifest(next(iter_run_dirs(tmp_path / "raw")))
+    svc = next(s for s in man.services.values() if s["kind"] == kind)
+    assert "random password" in svc["config"]["auth"]
+    assert svc["config"].get("bind", svc["config"].get("listen_addresses")) == "127.0.0.1"
+    build_report(tmp_path / "raw", tmp_path / "report", progress=False,
+                 figures_dir=tmp_path / "figures")
+    for root in (tmp_path / "raw", tmp_path / "report"):
+        for f in (p for p in root.rglob("*") if p.is_file()):
+            data = f.read_bytes()
+            assert not any(s.encode() in data for s in secrets), f"password in {f}"
+
+
+def test_a_redis_setting_cannot_add_options() -> None:
+    """A `save` of `--bind 0.0.0.0` is refused before anything starts; `extra` cannot set
+    what admits clients; an `extra` value is its own directive's words only (so Redis
+    refuses `hz --bind 0.0.0.0` rather than binding every interface), and words a
+    directive takes several of still reach it."""
+    from harness.errors import ServiceError
+    from harness.services import SERVICES
+
+    redis = SERVICES.get("redis")
+    assert any("save" in p for p in redis.validate({"save": "--bind 0.0.0.0"}))
+    for name in ("protected-mode", "requirepass", "bind", "user", "loadmodule"):
+        assert any("set by the launcher" in p for p in redis.validate({"extra": {name: "x"}}))
+    require_service("redis", LocalHost())
+    with pytest.raises(ServiceError, match="hz"):
+        redis.start(LocalHost(), "r", {"extra": {"hz": "--bind 0.0.0.0"}})
+    svc = redis.start(LocalHost(), "r", {"extra": {
+        "client-output-buffer-limit": "pubsub 32mb 8mb 60"}})
+    try:
+        assert svc.config["client-output-buffer-limit"].startswith("normal")
+        assert "pubsub 33554432 8388608 60" in svc.config["client-output-buffer-limit"]
+        assert svc.config["bind"] == "127.0.0.1"
+    finally:
+        svc.stop()
+
+
+def test_postgres_parameter_names_are_reserved_whatever_their_case() -> None:
+    from harness.errors import ServiceError
+    from harness.services.postgres import _check_extra
+
+    for name in ("LISTEN_ADDRESSES", "Listen_Addresses", "HBA_FILE", "Port"):
+        with pytest.raises(ServiceError, match="set by the launcher"):
+            _check_extra({name: "x"})
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::", "[::]", "0", "", "0x0"])
+def test_an_address_of_every_interface_is_refused_for_any_host(tmp_path: Path,
+                                                               address: str) -> None:
+    from harness.errors import SpecError
+    from harness.spec import load_spec
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(client=json.dumps({"target": "localhost",
+                                                   "address": address})))
+    with pytest.raises(SpecError, match="address"):
+        load_spec(spec)
+
+
+# --- sizes bounded before memory is spent --------------------------------------------
+
+def _hdr_log(tmp_path: Path, payload: str) -> Path:
+    """A YCSB-style HdrHistogram interval log of one interval holding `payload`."""
+    path = tmp_path / "bomb.hdr"
+    path.write_text("#[StartTime: 1700000000.000 (seconds since epoch)]\n"
+                    '"StartTimestamp(sec)","Interval_Length(sec)","Interval_Max(usec)",'
+                    '"Interval_Compressed_Histogram"\n'
+                    f"Tag=READ,0.000,1.000,100.000,{payload}\n")
+    return path
+
+
+@pytest.mark.parametrize("values", [10**7, 10**9])
+def test_a_tiny_histogram_claiming_many_values_is_refused_before_they_are_made(
+        tmp_path: Path, values: int, capsys: pytest.CaptureFixture) -> None:
+    """A log of a few hundred bytes whose one bucket counts 10^7 (or 10^9) values: refused
+    with the count, the memory it would take and the option that allows it, exit 2,
+    nothing written; allowed with --max-ops only where it is below the hard limit."""
+    import resource
+
+    from hdrh.histogram import HdrHistogram
+
+    hist = HdrHistogram(1, 3_600_000_000, 3)
+    hist.record_value(100, values)
+    path = _hdr_log(tmp_path, hist.encode().decode())
+    assert path.stat().st_size < 400
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert cli_main(["import", "ycsb-hdr", str(path), "-o", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert f"{values:,} ops" in err and "Traceback" not in err
+    # Within the hard limit the option allows it; past it, no option does.
+    assert ("--max-ops" in err) == (values <= 10**8), err
+    assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").rglob("ops.parquet"))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200_000, f"{grown_kib} KiB spent on a refused import"
+
+
+def test_a_zlib_bomb_in_a_histogram_is_refused_before_it_inflates(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A histogram payload whose zlib body inflates to 1 GiB (a few MB on disk): refused
+    after inflating at most the limit, in one line."""
+    import base64
+    import struct
+    import zlib
+
+    z = zlib.compressobj(9)
+    body = b"".join(z.compress(b"\0" * (1 << 24)) for _ in range(64)) + z.flush()
+    payload = base64.b64encode(struct.pack(">ii", 0x1C849304, len(body)) + body).decode()
+    path = _hdr_log(tmp_path, payload)
+    assert cli_main(["import", "ycsb-hdr", str(path), "-o", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert "inflates past" in err and "Traceback" not in err
+
+
+def test_known_hosts_markers_are_read_as_openssh_reads_them(
+        tmp_path: Path, sshd: SSHServer) -> None:
+    """A known_hosts with `@cert-authority` and unreadable lines beside the server's key
+    connects (no paramiko traceback); the same key marked `@revoked` is refused."""
+    from harness.errors import HostKeyError
+    from harness.hosts import connect_host
+
+    line = Path(sshd.known_hosts).read_text().strip()
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"@cert-authority *.example.com {sshd.host_key}\nnot a key line\n"
+                  f"|1|garbage|hash ssh-ed25519 AAAA\n{line}\n")
+    with connect_host(sshd.host_spec(known_hosts=str(kh))) as host:
+        assert host.run(["true"]).ok
+    kh.write_text(f"{line}\n@revoked * {sshd.host_key}\n")
+    with pytest.raises(HostKeyError, match="revoked"):
+        connect_host(sshd.host_spec(known_hosts=str(kh)))
+
+
+def test_control_characters_from_a_file_never_reach_the_terminal(
+        tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    """An imported file's noise lines are echoed (`skipped line N: ...`): escape
+    sequences, a carriage return, a bell and a bidirectional override in them are shown
+    as escapes, not sent to the terminal."""
+    data = Path(__file__).parent / "data" / "importers"
+    src = (data / "redis-benchmark-7.0-n2000-c10-d100.txt").read_text()
+    evil = "\x1b]0;PWNED\x07\x1b[2J\rSET: 1e9 requests per second\u202e"
+    path = tmp_path / "evil.txt"
+    path.write_text(src.replace("\n", f"\n{evil}\n", 1))
+    code = cli_main(["import", "redis-benchmark", str(path), "-o", str(tmp_path / "raw"),
+                     "--requests", "2000"])
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert code == 0 and "PWNED" in text
+    assert not any(c in text for c in "\x1b\x07\r\u202e"), repr(text)
+    assert "\\x1b]0;PWNED\\x07" in text

@@ -22,6 +22,7 @@ from harness.cli.running import (
     cmd_run,
     cmd_validate,
 )
+from harness.importers.numbers import DEFAULT_MAX_OPS
 
 DESCRIPTION = ("`harness` command line: run | validate | summary | compare | report | import "
                "| export | hosts | verify | list.")
@@ -151,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, help="requests per test, which redis-benchmark's "
                    "CSV and -q output do not state (its -n)")
     p.add_argument("--size", type=int, help="value size in bytes (gae-bench, default 100)")
+    p.add_argument("--max-ops", type=int, default=DEFAULT_MAX_OPS, metavar="N",
+                   help="ops a file may declare, each rebuilt as a record (default "
+                        f"{DEFAULT_MAX_OPS:,}: a small file can claim any count)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("export", help="raw results -> HdrHistogram logs or CSV tables",

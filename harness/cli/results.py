@@ -180,10 +180,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.experiment is not None and (problem := paths.name_problem(args.experiment)):
         shown = args.experiment if len(args.experiment) <= 40 else f"{args.experiment[:40]}..."
         raise HarnessError(f"--experiment {shown!r}: {problem}")
-    for flag in ("count", "size", "requests"):
+    for flag in ("count", "size", "requests", "max_ops"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise HarnessError(f"--{flag} {getattr(args, flag)}: must be a positive number")
-    options = ImportOptions(count=args.count, size=args.size, requests=args.requests)
+            raise HarnessError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be "
+                               "a positive number")
+    options = ImportOptions(count=args.count, size=args.size, requests=args.requests,
+                            max_ops=args.max_ops)
     # Parse and check every file before writing any: a bad one leaves nothing half-imported.
     results = [import_file(args.format, Path(f), options) for f in args.files]
     targets: dict[tuple[str, str], Path] = {}

@@ -1,7 +1,7 @@
 """PostgreSQL access for workloads: asyncpg, the fastest asyncio driver available.
 
-Connections use trust authentication on the harness's own servers, so no password is
-ever handled; for a server given by URL, asyncpg reads PGPASSWORD/.pgpass itself.
+The harness's own servers take a random password per start, which the endpoint carries
+(`Credentials`); for a server given by URL, asyncpg reads PGPASSWORD/.pgpass itself.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ async def connect(endpoint: Endpoint, timeout_s: float = 10.0) -> asyncpg.Connec
         port=endpoint.port,
         user=endpoint.extra.get("user", "postgres"),
         database=endpoint.extra.get("database", "postgres"),
+        password=endpoint.auth.password if endpoint.auth is not None else None,
         timeout=timeout_s,
         statement_cache_size=256,
     )

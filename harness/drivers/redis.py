@@ -28,6 +28,7 @@ from typing import Any
 from harness.drivers.memcache import stat_value
 from harness.drivers.pipelined import PipelinedProtocol
 from harness.errors import HarnessError
+from harness.hosts.endpoint import Credentials
 from harness.results import ERROR, REDIRECT
 
 SLOTS = 16384
@@ -200,11 +201,26 @@ class RespConnection(PipelinedProtocol):
         return futs
 
 
-async def connect(host: str, port: int, timeout_s: float = 10.0) -> RespConnection:
+async def connect(host: str, port: int, timeout_s: float = 10.0,
+                  auth: Credentials | None = None) -> RespConnection:
+    """A connection, authenticated with `auth` (AUTH [user] password) before it is
+    handed out: the native core then reads and writes its socket as it is."""
     loop = asyncio.get_running_loop()
     _, proto = await asyncio.wait_for(loop.create_connection(RespConnection, host, port),
                                       timeout_s)
+    if auth is not None:
+        reply = await asyncio.wait_for(proto.request(
+            "AUTH", *([auth.user] if auth.user else []), auth.password), timeout_s)
+        if isinstance(reply, RespError):  # the server's words never hold the password
+            proto.close()
+            raise AuthError(f"{host}:{port} refused the credentials"
+                            f"{f' of user {auth.user!r}' if auth.user else ''}: {reply}")
     return proto
+
+
+class AuthError(ConnectionError):
+    """The server refused AUTH: a wrong password or user (a ConnectionError, so a run
+    counts it as a failed connection)."""
 
 
 async def command(host: str, port: int, *args: bytes | str | int) -> Any:
@@ -230,8 +246,10 @@ def _node(addr: str) -> Node:
 class ClusterClient:
     """Commands routed by key slot over one connection per master, opened on demand."""
 
-    def __init__(self, seeds: Sequence[Node], *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, seeds: Sequence[Node], *, connect_timeout_s: float = 10.0,
+                 auth: Credentials | None = None) -> None:
         self.seeds = list(seeds)
+        self.auth = auth
         self.connect_timeout_s = connect_timeout_s
         self.slots: list[Node | None] = [None] * SLOTS
         self.conns: dict[Node, RespConnection] = {}
@@ -267,7 +285,7 @@ class ClusterClient:
     async def conn(self, node: Node) -> RespConnection:
         c = self.conns.get(node)
         if c is None or c.closed:
-            c = await connect(node[0], node[1], self.connect_timeout_s)
+            c = await connect(node[0], node[1], self.connect_timeout_s, self.auth)
             self.conns[node] = c
         return c
 

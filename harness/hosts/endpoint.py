@@ -1,5 +1,6 @@
 """Where clients reach a running service: plain data that crosses from the runner to
-every client process (`harness.loadgen.config`), so it imports nothing of the kit."""
+every client process (`harness.loadgen.config`), so it imports nothing of the kit but
+`harness.text` (standard library only), where each password is registered as a secret."""
 
 from __future__ import annotations
 
@@ -7,20 +8,43 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.text import add_secret
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a client authenticates with (Redis AUTH, PostgreSQL scram). The password is
+    never shown (`repr`), and crosses to client processes only in their own config file
+    (in a work directory only the kit's user can read), never into a manifest."""
+
+    user: str | None
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        add_secret(self.password)  # masked in everything this process prints or writes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"user": self.user, "password": self.password}
+
 
 @dataclass(frozen=True)
 class Endpoint:
     """Where clients reach a running service. `extra` holds protocol details
-    (e.g. PostgreSQL user and database); never secrets."""
+    (e.g. PostgreSQL user and database), never secrets: those are `auth`."""
 
     kind: str
     host: str
     port: int
     extra: Mapping[str, Any] = field(default_factory=dict)
+    auth: Credentials | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "host": self.host, "port": self.port, "extra": dict(self.extra)}
+        return {"kind": self.kind, "host": self.host, "port": self.port,
+                "extra": dict(self.extra),
+                **({"auth": self.auth.to_dict()} if self.auth is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Endpoint:
-        return cls(d["kind"], d["host"], int(d["port"]), dict(d.get("extra", {})))
+        auth = d.get("auth")
+        return cls(d["kind"], d["host"], int(d["port"]), dict(d.get("extra", {})),
+                   Credentials(auth.get("user"), str(auth["password"])) if auth else None)

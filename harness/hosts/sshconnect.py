@@ -4,6 +4,7 @@ unknown host keys refused unless the spec says `accept_new_host_key`."""
 
 from __future__ import annotations
 
+import binascii
 import getpass
 import os
 import socket
@@ -106,10 +107,11 @@ def open_client(spec: HostSpec, ep: Endpoint) -> paramiko.SSHClient:
     known_name = ep.host if ep.port == 22 else f"[{ep.host}]:{ep.port}"
     where = f"{spec.name} ({ep.user}@{ep.host}:{ep.port}, target {spec.target!r})"
     client = paramiko.SSHClient()
+    revoked: list[paramiko.PKey] = []
     try:
         for path in ep.known_hosts:
             if path.exists():
-                client.get_host_keys().load(str(path))
+                revoked += load_known_hosts(client.get_host_keys(), path)
         client.set_missing_host_key_policy(_KnownHostsPolicy(spec, ep))
         t = spec.connect_timeout_s
         client.connect(
@@ -135,8 +137,44 @@ def open_client(spec: HostSpec, ep: Endpoint) -> paramiko.SSHClient:
         raise HostError(f"{where}: {connect_failure(exc, spec.connect_timeout_s)}") from exc
     transport = client.get_transport()
     if transport is not None:
+        key = transport.get_remote_server_key()
+        if any(r == key for r in revoked):
+            client.close()
+            raise HostKeyError(f"{where}: the SSH host key {key.get_name()} "
+                               f"{key.fingerprint} is marked @revoked in known_hosts; "
+                               "refusing to use it")
         transport.set_keepalive(30)  # long runs must not be cut by idle NAT timeouts
     return client
+
+
+def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> list[paramiko.PKey]:
+    """Add `path`'s host keys to `keys` as OpenSSH reads the file: `@revoked` keys are
+    returned (a host offering one is refused), `@cert-authority` lines and lines that
+    are no host key are skipped (paramiko's own loader raises on them)."""
+    revoked: list[paramiko.PKey] = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return revoked
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or line.startswith("@cert-authority"):
+            continue
+        marker = line.startswith("@revoked")
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(
+                line.removeprefix("@revoked").strip() if marker else line)
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError,
+                IndexError, binascii.Error):
+            continue  # as OpenSSH does with a line it cannot read
+        if entry is None:
+            continue
+        if marker:
+            revoked.append(entry.key)
+        else:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
 
 
 def connect_failure(exc: BaseException, timeout: float) -> str:

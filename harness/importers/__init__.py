@@ -17,7 +17,7 @@ from harness.importers.cluster_perf import ClusterPerf
 from harness.importers.gae_bench import GaeBench
 from harness.importers.kv_report import KvReport
 from harness.importers.memtier_json import MemtierJson
-from harness.importers.numbers import MAX_OPS
+from harness.importers.numbers import MAX_OPS, too_many
 from harness.importers.perfctest import PerfcTest
 from harness.importers.redis_benchmark_csv import RedisBenchmarkCsv
 from harness.importers.redis_benchmark_text import RedisBenchmarkText
@@ -41,7 +41,13 @@ MAX_RECORDS_PER_OP = MAX_OPS
 def import_file(fmt: str, path: Path, options: ImportOptions | None = None) -> ImportResult:
     """Parse `path` as `fmt`; raises ImportFormatError if nothing in it is recognisable,
     or if what was parsed cannot be stored (absurd counts or times: a damaged file)."""
-    result = IMPORTERS.get(fmt).parse(Path(path), options or ImportOptions())
+    options = options or ImportOptions()
+    result = IMPORTERS.get(fmt).parse(Path(path), options)
+    # Aggregates are counts until written: bounded before any record is made of them.
+    total = sum(len(r.latencies_ns) if r.latencies_ns is not None else r.count
+                for run in result.runs for r in run.records)
+    if total > options.max_ops:
+        raise too_many(str(path), total, options.max_ops)
     for run in result.runs:
         where = f"{path}:{run.line}" if run.line else str(path)
         for rec in run.records:

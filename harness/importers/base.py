@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from harness.errors import ImportFormatError
+from harness.importers.numbers import DEFAULT_MAX_OPS
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class ImportOptions:
     count: int | None = None
     size: int | None = None
     requests: int | None = None
+    #: Ops (records) the import may rebuild in all (`numbers.DEFAULT_MAX_OPS`).
+    max_ops: int = DEFAULT_MAX_OPS
 
 
 class Importer(Protocol):

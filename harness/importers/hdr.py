@@ -13,6 +13,7 @@ quantiles the tool stated (memtier's "Time-Serie").
 
 from __future__ import annotations
 
+import base64
 import binascii
 import zlib
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import ImportFormatError
-from harness.importers.numbers import MAX_OPS
+from harness.importers.numbers import DEFAULT_MAX_OPS, MAX_OPS, too_many
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,36 @@ class DecodedHistogram:
         return np.repeat(self.values.astype(np.float64) * ns_per_unit, self.counts)
 
 
-def decode(payload: str, where: str) -> DecodedHistogram:
-    """Decode a compressed histogram; `where` names it in the error if it is damaged."""
+#: A compressed histogram inflates to its counts array: a few MB even for an hour at
+#: microsecond resolution. One that would inflate past this is a zip bomb, refused before.
+MAX_INFLATED_BYTES = 32 << 20
+#: Characters of base64 one histogram may have (its compressed form is far smaller).
+MAX_PAYLOAD_CHARS = 8 << 20
+
+
+def _check_size(text: str, where: str) -> None:
+    """Refuse a payload whose zlib body inflates past `MAX_INFLATED_BYTES`, inflating
+    at most that much to find out (HdrHistogram's decoder inflates without bound)."""
+    if len(text) > MAX_PAYLOAD_CHARS:
+        raise ImportFormatError(f"{where}: a compressed histogram of {len(text):,} "
+                                f"characters, more than {MAX_PAYLOAD_CHARS:,}")
+    try:
+        raw = base64.b64decode(text)
+        inflated = zlib.decompressobj().decompress(raw[8:], MAX_INFLATED_BYTES + 1)
+    except (ValueError, zlib.error, binascii.Error) as exc:
+        raise ImportFormatError(f"{where}: damaged compressed histogram ({exc})") from None
+    if len(inflated) > MAX_INFLATED_BYTES:
+        raise ImportFormatError(f"{where}: the compressed histogram inflates past "
+                                f"{MAX_INFLATED_BYTES >> 20} MB; is the file damaged?")
+
+
+def decode(payload: str, where: str, max_ops: int = DEFAULT_MAX_OPS) -> DecodedHistogram:
+    """Decode a compressed histogram; `where` names it in the error if it is damaged,
+    inflates too far, or counts more than `max_ops` ops."""
     from hdrh.histogram import HdrHistogram  # imported here: only imports that carry one
 
     text = payload.strip()
+    _check_size(text, where)
     try:
         hist = HdrHistogram.decode(text)
     except (ValueError, TypeError, KeyError, IndexError, zlib.error, binascii.Error) as exc:
@@ -61,6 +87,8 @@ def decode(payload: str, where: str) -> DecodedHistogram:
     if total > MAX_OPS or any(c < 0 for c in counts):
         raise ImportFormatError(f"{where}: histogram counts {total:,} ops (more than "
                                 f"{MAX_OPS:,} or negative); is the file damaged?")
+    if total > max_ops:
+        raise too_many(where, total, max_ops)
     return DecodedHistogram(np.asarray(values, np.int64), np.asarray(counts, np.int64),
                             int(hist.significant_figures))
 

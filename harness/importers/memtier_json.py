@@ -257,8 +257,8 @@ def _seconds(block: dict, where: str, what: str) -> list[Second] | None:
 
 def _from_histogram(op: str, key: str, block: dict, payload: str, dur_ms: float | None,
                     where: str, what: str, count: int | None,
-                    notes: list[str]) -> tuple[Records, int]:
-    hist = decode(payload, f"{where}: {key}")
+                    notes: list[str], max_ops: int) -> tuple[Records, int]:
+    hist = decode(payload, f"{where}: {key}", max_ops)
     lat_ns = hist.latencies(_NS_PER_US)
     if count is not None and count != hist.total:
         notes.append(f"{key}: histogram counts {hist.total} ops, Count says {count}; "
@@ -326,8 +326,10 @@ class MemtierJson:
                 continue  # no ops (memtier's figures for them are zeros and leftovers)
             stated_ms[op] = _stated_latency_ms(block, where, what)
             if use_hist:
+                budget = options.max_ops - sum(len(r.latencies_ns) for r in records
+                                               if r.latencies_ns is not None)
                 rec, sig = _from_histogram(op, key, block, _histogram(block), dur_ms,
-                                           where, what, counts[key], notes)
+                                           where, what, counts[key], notes, budget)
                 digits.add(sig)
                 if rec.latencies_ns is not None and len(rec.latencies_ns):
                     records.append(rec)

@@ -19,6 +19,20 @@ from harness.errors import ImportFormatError
 #: More ops than this in one run is a damaged file, not a measurement: each op becomes a
 #: record (one histogram or one aggregate line could otherwise ask for any number).
 MAX_OPS = 10**8
+#: Records one import may rebuild unless the user says more (`harness import --max-ops`):
+#: a file of a few hundred bytes can declare any count, and each op becomes a record
+#: (about 130 bytes of memory while it is written), so the default caps that at ~0.3 GB.
+DEFAULT_MAX_OPS = 2_000_000
+#: Bytes per rebuilt record while an import is written, for the message that refuses one.
+RECORD_BYTES = 130
+
+
+def too_many(where: str, ops: int, limit: int) -> ImportFormatError:
+    """The refusal of an import that declares more ops than `--max-ops` allows."""
+    return ImportFormatError(
+        f"{where}: declares {ops:,} ops; one record each would take about "
+        f"{ops * RECORD_BYTES / 1e9:.1f} GB of memory, more than this import allows "
+        f"({limit:,} ops). If the file is right, import it with --max-ops {ops}")
 #: A whole number with more significant digits than this is damage (int64 holds 18).
 MAX_DIGITS = 18
 

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ImportFormatError
 from harness.importers import numbers
 from harness.importers.base import (
     ImportOptions,
@@ -44,7 +43,7 @@ from harness.importers.base import (
     read_lines,
     slug,
 )
-from harness.importers.hdr import MAX_OPS, decode
+from harness.importers.hdr import decode
 
 NAME = "ycsb-hdr"
 _NUM = r"(\d+(?:\.\d*)?)"
@@ -88,13 +87,11 @@ class YcsbHdr:
                 start_epoch_s = numbers.amount(m.group(1), numbers.at(path, no), "StartTime")
             elif m := _INTERVAL.match(line.strip()):
                 first = first or no
-                hist = decode(m.group(5), f"{path}:{no}")
+                held = sum(len(p) for p in lat_parts)
+                hist = decode(m.group(5), f"{path}:{no}", options.max_ops - held)
                 if not hist.total:
                     continue
                 digits.add(hist.significant_digits)
-                if sum(len(p) for p in lat_parts) + hist.total > MAX_OPS:
-                    raise ImportFormatError(f"{path}:{no}: more than {MAX_OPS:,} ops in "
-                                            "the log; is the file damaged?")
                 if m.group(1):
                     tags.add(m.group(1))
                 begin_s, length_s = _interval(m.group(2), m.group(3), numbers.at(path, no))

@@ -22,6 +22,7 @@ from harness.results.arrays import OpsArrays
 from harness.results.manifest import Manifest
 from harness.results.schema import KEY_FIELD, MANIFEST, OPS_FILE, OPS_SCHEMA, TMP_PREFIX
 from harness.results.stream import OpsParts, sorted_parts, tally
+from harness.text import redact_data
 
 
 def _fsync_file(path: Path) -> None:
@@ -99,7 +100,7 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table | Ops
         ops_path = tmp / OPS_FILE
         rows, names = _write_ops(ops, ops_path)
         _fsync_file(ops_path)
-        data = manifest.to_dict()
+        data = redact_data(manifest.to_dict())  # no password, whatever a field holds
         data["ops_file"] = {
             "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": rows, "columns": names,
         }

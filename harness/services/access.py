@@ -4,7 +4,7 @@ A server on a spec host is reached by two kinds of machine: the **control machin
 `harness` runs: the workload's prepare and baseline steps, probes) and the spec's
 **client machines** (the load). Servers that can admit by address (PostgreSQL's
 pg_hba.conf) admit exactly these, each as a single address (/32, or /128 for IPv6),
-never a range; loopback stays trusted as initdb sets it up (the server's own machine).
+never a range, and each must still give the server's password (scram-sha-256).
 
 The address a machine connects *from* is the one its kernel picks to reach the server's
 address; it is asked on that machine (a UDP `connect`, which sends nothing), so a
@@ -64,7 +64,7 @@ class Access:
 
     @classmethod
     def of(cls, addresses: Iterable[str]) -> Access:
-        """Deduplicated, loopback dropped (initdb trusts it already), order kept."""
+        """Deduplicated, loopback dropped (initdb admits it already), order kept."""
         out: list[str] = []
         for a in addresses:
             ip = ipaddress.ip_address(a)
@@ -85,8 +85,9 @@ class Access:
                   ) -> str:
         """pg_hba.conf lines: `database` for `user` from each source, and replication
         from each of `replication` (standbys), every one an exact address."""
-        lines = [f"host {database} {user} {self.cidr(a)} trust\n" for a in self.sources]
-        lines += [f"host replication {user} {self.cidr(a)} trust\n"
+        lines = [f"host {database} {user} {self.cidr(a)} scram-sha-256\n"
+                 for a in self.sources]
+        lines += [f"host replication {user} {self.cidr(a)} scram-sha-256\n"
                   for a in Access.of(replication).sources]
         if not lines:
             return ""

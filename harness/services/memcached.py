@@ -15,7 +15,7 @@ from harness.services._util import (
     host_is_root,
     tcp_request,
 )
-from harness.services.base import RunningService, Setting
+from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
 
@@ -112,11 +112,12 @@ class Memcached(SingleServer):
             return [f"item_size_max {text!r} may be at most half of memory_mb ({memory} MiB)"]
         return []
 
-    def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
+    def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
+             ) -> list[str]:
         argv = [
             "memcached",
             "-l", host.address,
-            "-p", str(port),
+            "-p", str(endpoint.port),
             "-U", "0",  # no UDP listener: nothing here speaks it
             "-m", str(s["memory_mb"]),
             "-t", str(s["threads"]),
@@ -128,14 +129,14 @@ class Memcached(SingleServer):
             argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
         return argv
 
-    def probe(self, address: str, port: int) -> None:
-        memcached_version(address, port)
+    def probe(self, endpoint: Endpoint) -> None:
+        memcached_version(endpoint.host, endpoint.port)
 
-    def describe(self, address: str, port: int, s: Mapping[str, Any]
+    def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
-        stats = memcached_stats_settings(address, port)
+        stats = memcached_stats_settings(endpoint.host, endpoint.port)
         config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
-        return memcached_version(address, port), config
+        return memcached_version(endpoint.host, endpoint.port), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         """`stats` counters and gauges (`COUNTERS`, `GAUGES`). The asking connection is

@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.errors import HarnessError, ServiceError
 from harness.hosts import Host, Process
+from harness.hosts.endpoint import Credentials
 from harness.netem import (
     EMULATIONS,
     PROFILES,
@@ -50,12 +51,14 @@ from harness.services.base import Endpoint, RunningService, Service, Setting
 from harness.services.packages import POSTGRESQL
 from harness.services.pg_node import PgNode, cluster_binaries
 from harness.services.postgres import (
+    AUTH_MODE,
     DATABASE,
     GAUGES,
     PG_MAX_BACKENDS,
     USER,
     _check_extra,
     allow_hba,
+    new_password,
     shared_buffers_problem,
     stat_database,
 )
@@ -212,7 +215,7 @@ class PgCluster(Service):
             return None
         primary = nodes[0]
         return stat_database(primary.host, str(primary.bins["psql"]), primary.workdir,
-                             primary.port)
+                             primary.port, pgpass=primary.pgpass)
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any],
               hosts: Mapping[str, Host] | None = None, access: Access | None = None
@@ -302,7 +305,8 @@ class _Builder:
             self.rate_by = "relay"
 
         bins = cluster_binaries(host)
-        primary = PgNode.create(host, "primary", self.state, bins)
+        password = new_password()  # every node's: standbys are copies of the primary
+        primary = PgNode.create(host, "primary", self.state, bins, password)
         svc.nodes.append(primary)
         primary.initdb()
         allow_hba(host, primary.data, self.access, tuple(trust))
@@ -312,17 +316,20 @@ class _Builder:
         svc.processes.append(primary.proc)  # type: ignore[arg-type]
         primary.query(f"CREATE DATABASE {DATABASE}", "postgres")
         svc.endpoint = Endpoint("postgres", host.address, primary.port,
-                                {"user": USER, "database": DATABASE})
+                                {"user": USER, "database": DATABASE},
+                                Credentials(USER, password))
         svc.version = primary.query("SHOW server_version", DATABASE).strip()
 
         names = [f"s{i}" for i in range(1, k + 1)]
         for name, (h, parent) in zip(names, places, strict=True):
             addr, port = self.upstream(h, primary, name)
-            node = PgNode.create(h, name, parent, bins if h is host else cluster_binaries(h))
+            node = PgNode.create(h, name, parent, bins if h is host else cluster_binaries(h),
+                                 password)
             svc.nodes.append(node)
             node.basebackup(addr, port)
             node.start({**self.node_conf(h.address), "hot_standby": True,
                         "primary_conninfo": f"host={addr} port={port} user={USER} "
+                                            f"passfile={node.pgpass} "
                                             f"application_name={name}"})
             svc.processes.append(node.proc)  # type: ignore[arg-type]
         sync_names = ""
@@ -425,6 +432,7 @@ class _Builder:
             "standby_addresses": [n.host.address for n in self.svc.nodes[1:]],
             "replication": replication,
             "admitted": self.access.cidrs(),  # besides loopback; standbys: replication only
+            "auth": AUTH_MODE,
         }
 
 

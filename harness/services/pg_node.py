@@ -16,7 +16,15 @@ from typing import Any
 from harness.errors import HostError, ServiceError
 from harness.hosts import CommandResult, Host, Process
 from harness.services._util import log_tail
-from harness.services.postgres import USER, Postgres, _conf_value, find_pg_binaries
+from harness.services.postgres import (
+    USER,
+    Postgres,
+    _conf_value,
+    find_pg_binaries,
+    initdb_auth,
+    pg_env,
+    write_pgpass,
+)
 
 STOP_TIMEOUT_S = 15.0
 
@@ -40,16 +48,20 @@ class PgNode:
     workdir: str
     bins: Mapping[str, str | None]
     as_user: list[str] = field(default_factory=list)
+    #: The pgpass file (in `workdir`) with the cluster's password (`write_pgpass`).
+    pgpass: str = ""
     port: int = 0
     proc: Process | None = None
 
     @classmethod
-    def create(cls, host: Host, name: str, parent: str, bins: Mapping[str, str | None]
-               ) -> PgNode:
-        """A node with a fresh workdir `parent/<name>-XXXXXX` owned by the server user."""
+    def create(cls, host: Host, name: str, parent: str, bins: Mapping[str, str | None],
+               password: str) -> PgNode:
+        """A node with a fresh workdir `parent/<name>-XXXXXX` owned by the server user,
+        and a pgpass file there with the cluster's `password`."""
         workdir = host.run(["mktemp", "-d", "-p", parent, f"{name}-XXXXXX"]).stdout.strip()
         node = cls(host, name, workdir, bins)
         node.as_user = Postgres._drop_root(host, workdir)
+        node.pgpass = write_pgpass(host, workdir, password, node.as_user)
         return node
 
     @property
@@ -67,15 +79,19 @@ class PgNode:
 
     def _run(self, what: str, argv: list[str], timeout: float = 300) -> None:
         res = self.host.run([*self.as_user, *argv], check=False, cwd=self.workdir,
-                            timeout=timeout)
+                            timeout=timeout, env=pg_env(self.pgpass))
         if not res.ok:
             raise ServiceError(f"pg_cluster node {self.name} on {self.host.name}: {what} "
                                f"failed (exit {res.returncode}):\n"
                                f"{(res.stdout + res.stderr).strip()[-3000:]}")
 
     def initdb(self) -> None:
-        self._run("initdb", [str(self.bins["initdb"]), "-D", self.data, "--auth=trust",
-                             f"--username={USER}", "-E", "UTF8", "--locale=C", "--no-sync"])
+        try:
+            self._run("initdb", [str(self.bins["initdb"]), "-D", self.data,
+                                 *initdb_auth(self.pgpass), f"--username={USER}", "-E",
+                                 "UTF8", "--locale=C", "--no-sync"])
+        finally:
+            self.host.run(["rm", "-f", "--", f"{self.pgpass}.pw"])
 
     def basebackup(self, source: str, port: int) -> None:
         """Clone the primary at source:port into this node's data directory (WAL streamed
@@ -110,7 +126,7 @@ class PgNode:
             [str(self.bins["psql"]), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
              "-F", "\t", "-h", self.workdir, "-p", str(self.port), "-U", USER,
              "-d", database, "-c", sql],
-            check=False, timeout=60, env={"PGCONNECT_TIMEOUT": "5"},
+            check=False, timeout=60, env=pg_env(self.pgpass),
         )
 
     def query(self, sql: str, database: str) -> str:

@@ -1,11 +1,14 @@
 """PostgreSQL: a throwaway cluster (initdb) in a workdir, one postmaster per instance.
 
-Probes run `psql` on the server's host over the Unix socket in the workdir. Who else may
-connect: initdb's trust covers the socket and loopback (the server's own machine); the
-control machine and the spec's client machines are added to pg_hba.conf by their exact
-addresses (`access`, see `harness.services.access`), for user `harness` and database
-`bench` only. Any other machine is refused ("no pg_hba.conf entry"). No password
-exists, so none can leak into results or logs.
+Probes run `psql` on the server's host over the Unix socket in the workdir. Who may
+connect: only who knows the password, drawn at random for each start (scram-sha-256 on
+the socket, on loopback and on TCP; no trust rule, so another local user cannot connect
+as the superuser). The kit's psql reads it from a pgpass file in the work directory
+(readable by the server's user only); clients get it in their endpoint (`Credentials`),
+never in a manifest or a log. Besides the server's own machine, the control machine and
+the spec's client machines are added to pg_hba.conf by their exact addresses (`access`,
+see `harness.services.access`), for user `harness` and database `bench` only; any other
+machine is refused ("no pg_hba.conf entry").
 
 Its counters (telemetry) are `pg_stat_database`'s row of `bench`, read by psql over the
 socket from the `postgres` database (so the reading's own transactions count elsewhere).
@@ -15,11 +18,13 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import ServiceError
 from harness.hosts import CommandResult, Host
+from harness.hosts.endpoint import Credentials
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -54,8 +59,17 @@ def shared_buffers_problem(value: str) -> str | None:
         return f"shared_buffers {value!r} must be at least 128kB (PostgreSQL's minimum)"
     return None
 
-#: Settings the launcher owns: overriding them in `extra` would break the endpoint.
-RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories"})
+#: Settings the launcher owns: overriding them in `extra` would break the endpoint or let
+#: others in. PostgreSQL compares parameter names without case (`_check_extra` too).
+RESERVED = frozenset({"listen_addresses", "port", "unix_socket_directories",
+                      "unix_socket_permissions", "unix_socket_group", "hba_file",
+                      "ident_file", "password_encryption", "config_file", "data_directory",
+                      "ssl", "krb_server_keyfile", "shared_preload_libraries",
+                      "local_preload_libraries", "session_preload_libraries",
+                      "dynamic_library_path", "archive_command", "restore_command",
+                      "archive_library"})
+#: How clients authenticate, as the manifest records it.
+AUTH_MODE = "scram-sha-256, a random password per server start"
 #: Our named settings, which go to postgres as `-c name=value`.
 NAMED = ("synchronous_commit", "fsync", "shared_buffers", "max_connections")
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -77,8 +91,32 @@ _STAT_DATABASE = (
 )
 
 
+def new_password() -> str:
+    """A server's password: random, per start, never written where results go."""
+    return secrets.token_urlsafe(24)
+
+
+def write_pgpass(host: Host, workdir: str, password: str, as_user: list[str]) -> str:
+    """A pgpass file in `workdir` (mode 0600, the server user's when it runs as another)
+    for the kit's psql and pg_basebackup, and a standby's primary_conninfo; its path."""
+    path = f"{workdir}/pgpass"
+    # The pgpass line, and the password alone for initdb's --pwfile (removed after it).
+    script = ('umask 077; read -r pw; printf "*:*:*:%s:%s\\n" "$2" "$pw" > "$1"; '
+              'printf "%s\\n" "$pw" > "$1.pw"')
+    host.run(["sh", "-c", script, "sh", path, USER], input=f"{password}\n")
+    owner = [a.split("=", 1)[1] for a in as_user if a.startswith(("--reuid=", "--regid="))]
+    if len(owner) == 2:
+        host.run(["chown", ":".join(owner), path, f"{path}.pw"])
+    return path
+
+
+def pg_env(pgpass: str) -> dict[str, str]:
+    """The environment of the kit's psql: the password from `pgpass`, a short timeout."""
+    return {"PGPASSFILE": pgpass, "PGCONNECT_TIMEOUT": "5"}
+
+
 def stat_database(host: Host, psql: str, socket_dir: str, port: int,
-                  database: str = DATABASE) -> dict[str, float]:
+                  database: str = DATABASE, pgpass: str = "") -> dict[str, float]:
     """`pg_stat_database`'s numbers for `database` once its client backends have gone
     (up to `QUIET_WAIT_S`; any still connected then are counted in `waiting`), read with
     `psql` on the server's host, connected to the `postgres` database."""
@@ -87,7 +125,7 @@ def stat_database(host: Host, psql: str, socket_dir: str, port: int,
          "-p", str(port), "-U", USER, "-d", "postgres",
          "-c", _QUIET.format(n=int(QUIET_WAIT_S / 0.01), db=database),
          "-c", _STAT_DATABASE.format(db=database)],
-        timeout=10 + QUIET_WAIT_S, env={"PGCONNECT_TIMEOUT": "5"})
+        timeout=10 + QUIET_WAIT_S, env=pg_env(pgpass or f"{socket_dir}/pgpass"))
     data = json.loads(res.stdout.strip().splitlines()[-1])
     row = {k: v for k, v in data["row"].items() if k != "datid"
            and isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -125,6 +163,13 @@ def _major_version(bindir: str) -> tuple[int, ...]:
     return tuple(int(p) for p in ver.split(".") if p.isdigit())
 
 
+def initdb_auth(pgpass: str) -> list[str]:
+    """initdb's options for scram-sha-256 everywhere (socket, loopback, TCP), the
+    superuser's password from the file `write_pgpass` left beside the pgpass file (never
+    in an argv, where `ps` would show it)."""
+    return ["--auth=scram-sha-256", f"--pwfile={pgpass}.pw"]
+
+
 def _conf_value(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
@@ -135,9 +180,9 @@ def _check_extra(extra: Mapping[str, Any]) -> None:
     for key, value in extra.items():
         if not isinstance(key, str) or not _GUC_NAME.match(key):
             raise ServiceError(f"postgres: extra setting name {key!r} is not a parameter name")
-        if key in RESERVED:
+        if key.lower() in RESERVED:  # as PostgreSQL compares them
             raise ServiceError(f"postgres: extra setting {key!r} is set by the launcher")
-        if key in NAMED:
+        if key.lower() in NAMED:
             raise ServiceError(f"postgres: set {key!r} as its own setting, not in extra")
         if not isinstance(value, (str, int, float, bool)):
             raise ServiceError(f"postgres: extra setting {key}={value!r} must be a scalar")
@@ -200,11 +245,14 @@ class Postgres(Service):
         with Launch(host, self.kind, name) as launch:
             workdir, data = launch.workdir, f"{launch.workdir}/data"
             as_user = self._drop_root(host, workdir)
+            password = new_password()
+            pgpass = write_pgpass(host, workdir, password, as_user)
             initdb = host.run(
-                [*as_user, str(bins["initdb"]), "-D", data, "--auth=trust",
+                [*as_user, str(bins["initdb"]), "-D", data, *initdb_auth(pgpass),
                  f"--username={USER}", "-E", "UTF8", "--locale=C", "--no-sync"],
                 check=False, cwd=workdir, timeout=300,
             )
+            host.run(["rm", "-f", "--", f"{pgpass}.pw"])
             if not initdb.ok:
                 raise ServiceError(
                     f"{launch.what}: initdb failed (exit {initdb.returncode}):\n"
@@ -229,7 +277,7 @@ class Postgres(Service):
                     [str(bins["psql"]), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
                      "-F", "\t", "-h", workdir, "-p", str(port), "-U", USER,
                      "-d", database, "-c", sql],
-                    check=False, timeout=30, env={"PGCONNECT_TIMEOUT": "5"},
+                    check=False, timeout=30, env=pg_env(pgpass),
                 )
 
             def ready() -> None:
@@ -247,17 +295,21 @@ class Postgres(Service):
             rows = self._check(launch, psql(DATABASE, query)).splitlines()
             config = dict(row.split("\t", 1) for row in rows if "\t" in row)
             config["admitted"] = (access or Access()).cidrs()  # besides loopback
+            config["listen_addresses"] = host.address
+            config["auth"] = AUTH_MODE
             endpoint = Endpoint(
                 kind=self.kind, host=host.address, port=port,
                 extra={"user": USER, "database": DATABASE},
+                auth=Credentials(USER, password),
             )
             svc = launch.running(endpoint, version, config)
             svc.internal["psql"] = str(bins["psql"])
+            svc.internal["pgpass"] = pgpass
             return svc
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         return stat_database(svc.host, svc.internal["psql"], str(svc.workdir),
-                             svc.endpoint.port)
+                             svc.endpoint.port, pgpass=svc.internal["pgpass"])
 
     @staticmethod
     def _drop_root(host: Host, workdir: str) -> list[str]:

@@ -1,21 +1,29 @@
 """Redis, standalone: one redis-server, probed with RESP over TCP from the harness side;
-its counters (INFO stats, clients and commandstats) for a run's telemetry."""
+its counters (INFO stats, clients and commandstats) for a run's telemetry.
+
+The server reads its settings from a redis.conf in its work directory, one directive a
+line and every value quoted: a setting's value is that directive's arguments, never a new
+option (`--bind 0.0.0.0` as a `save` value once was). It requires a password drawn at
+random for each start (`requirepass`), which every client of the kit sends (AUTH), so no
+other local user can CONFIG SET or FLUSHALL a server under measurement."""
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from harness.drivers.redis import Incomplete, RespError, encode, parse_info, parse_reply
 from harness.hosts import Host
+from harness.hosts.endpoint import Credentials
 from harness.services._util import (
     Launch,
     NotReady,
     ProbeError,
     tcp_request,
 )
-from harness.services.base import RunningService, Setting
+from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import REDIS_SERVER
 from harness.services.single import SingleServer
 
@@ -40,9 +48,15 @@ CONFIG_NAMES = {
     "io_threads": "io-threads",
 }
 #: Directives the launcher sets itself: an `extra` overriding them would break the
-#: endpoint or the run directory.
+#: endpoint or the run directory, or let others in.
 RESERVED = frozenset({"bind", "port", "dir", "daemonize", "protected-mode", "unixsocket",
-                      "logfile", "pidfile", "include"})
+                      "unixsocketperm", "logfile", "pidfile", "include", "requirepass",
+                      "user", "aclfile", "masterauth", "masteruser", "tls-port",
+                      "enable-debug-command", "enable-module-command", "loadmodule"})
+#: How clients authenticate, as the manifest records it.
+AUTH_MODE = "requirepass, a random password per server start"
+#: An RDB snapshot rule: pairs of seconds and changes, or nothing.
+_SAVE = re.compile(r"^\s*$|^\s*[0-9]{1,10}\s+[0-9]{1,10}(\s+[0-9]{1,10}\s+[0-9]{1,10})*\s*$")
 _DIRECTIVE = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -70,6 +84,39 @@ def _directive_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def _quoted(token: str) -> str:
+    """One argument as redis.conf reads it (sdssplitargs): double quotes, with
+    backslashes, quotes and anything unprintable escaped."""
+    out = []
+    for ch in token:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif not ch.isprintable() or ord(ch) > 126:
+            out.extend(f"\\x{b:02x}" for b in ch.encode())
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def config_text(conf: Mapping[str, Any]) -> str:
+    """redis.conf text: one directive a line, each argument quoted. A list value is its
+    arguments as they are (a path, a password); any other value is split on blanks, as
+    Redis reads a directive's words (an empty one is one empty argument: `save ""`)."""
+    lines = []
+    for key, value in conf.items():
+        if not _DIRECTIVE.match(key):
+            raise ValueError(f"{key!r} is not a redis.conf directive name")
+        args = ([str(v) for v in value] if isinstance(value, list)
+                else _directive_value(value).split() or [""])
+        lines.append(" ".join([key, *map(_quoted, args)]))
+    return "\n".join(lines) + "\n"
+
+
+def auth_command(auth: Credentials) -> list[str]:
+    """AUTH [user] password."""
+    return ["AUTH", *([auth.user] if auth.user else []), auth.password]
 
 
 #: INFO fields a run's telemetry reports as deltas over the run (events), besides every
@@ -119,11 +166,33 @@ def maxmemory_problem(value: Any) -> str | None:
     return None
 
 
-def redis_command(address: str, port: int, *args: str) -> Any:
-    """Send one command and return its decoded reply; RedisReplyError on `-ERR`.
-    Replies are read by the driver's parser (`harness.drivers.redis.parse_reply`)."""
+def _replies(n: int) -> Any:
+    def complete(buf: bytes) -> bool:
+        rest = buf
+        for _ in range(n):
+            try:
+                _, used = parse_reply(rest)
+            except Incomplete:
+                return False
+            rest = rest[used:]
+        return True
+    return complete
+
+
+def redis_command(address: str, port: int, *args: str,
+                  auth: Credentials | None = None) -> Any:
+    """Send one command (after AUTH with `auth`) and return its decoded reply;
+    RedisReplyError on `-ERR`. Replies are read by the driver's parser
+    (`harness.drivers.redis.parse_reply`)."""
+    hello = encode(auth_command(auth)) if auth is not None else b""
     try:
-        reply, _ = parse_reply(tcp_request(address, port, encode(args), _complete))
+        buf = tcp_request(address, port, hello + encode(args), _replies(2 if hello else 1))
+        if hello:
+            first, used = parse_reply(buf)
+            if isinstance(first, RespError):  # the server's words never hold the password
+                raise RedisReplyError(f"AUTH refused: {first}")
+            buf = buf[used:]
+        reply, _ = parse_reply(buf)
     except RespError as exc:  # not RESP at all
         raise RedisReplyError(str(exc)) from None
     reply = _text(reply)
@@ -132,41 +201,43 @@ def redis_command(address: str, port: int, *args: str) -> Any:
     return reply
 
 
-def redis_ping(address: str, port: int) -> None:
+def redis_ping(address: str, port: int, auth: Credentials | None = None) -> None:
     """PONG, or NotReady (e.g. `-LOADING` while a dataset is read back)."""
     try:
-        reply = redis_command(address, port, "PING")
+        reply = redis_command(address, port, "PING", auth=auth)
     except RedisReplyError as exc:
         raise NotReady(str(exc)) from None
     if reply != "PONG":
         raise NotReady(f"unexpected reply to PING: {reply!r}")
 
 
-def redis_version(address: str, port: int) -> str:
-    info = redis_command(address, port, "INFO", "server")
+def redis_version(address: str, port: int, auth: Credentials | None = None) -> str:
+    info = redis_command(address, port, "INFO", "server", auth=auth)
     for line in str(info).splitlines():
         if line.startswith("redis_version:"):
             return line.split(":", 1)[1].strip()
     raise NotReady("INFO server has no redis_version")
 
 
-def redis_counters(address: str, port: int) -> dict[str, float]:
+def redis_counters(address: str, port: int, auth: Credentials | None = None
+                   ) -> dict[str, float]:
     """`COUNTERS`, `GAUGES` and every command's call counts from one INFO call (its own
     call counts under `cmdstat_info_calls` in the next reading, as Redis counts a
     command once it is done)."""
     info = parse_info(str(redis_command(address, port, "INFO", "stats", "clients",
-                                        "commandstats")))
+                                        "commandstats", auth=auth)))
     return {k: v for k, v in info.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
             and (k in COUNTERS or k in GAUGES
                  or (k.startswith("cmdstat_") and k.endswith(_CMDSTAT)))}
 
 
-def redis_config(address: str, port: int, names: list[str]) -> dict[str, str]:
+def redis_config(address: str, port: int, names: list[str],
+                 auth: Credentials | None = None) -> dict[str, str]:
     """CONFIG GET each name (one per call: multi-name GET needs Redis 7)."""
     out: dict[str, str] = {}
     for name in names:
-        reply = redis_command(address, port, "CONFIG", "GET", name)
+        reply = redis_command(address, port, "CONFIG", "GET", name, auth=auth)
         out.update(zip(reply[0::2], reply[1::2], strict=False))
     return out
 
@@ -198,34 +269,48 @@ class Redis(SingleServer):
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
         s = self.resolve(settings)
         problem = maxmemory_problem(s["maxmemory"])
-        return ([problem] if problem else []) + extra_problems(s["extra"])
+        save = ([] if _SAVE.match(s["save"]) else
+                [f"save {s['save']!r} is not an RDB rule such as '3600 1' or '3600 1 300 "
+                 "100' (pairs of seconds and changes; '' takes no snapshots)"])
+        return ([problem] if problem else []) + save + extra_problems(s["extra"])
 
-    def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
-        return [
-            "redis-server",
-            "--bind", host.address,
-            "--port", str(port),
-            "--dir", launch.workdir,
-            "--daemonize", "no",
-            # Protected mode only matters with no bind address; we always bind one.
-            "--protected-mode", "no",
-            "--maxmemory", str(s["maxmemory"]),
-            "--maxmemory-policy", s["maxmemory_policy"],
-            "--appendonly", "yes" if s["appendonly"] else "no",
-            "--appendfsync", s["appendfsync"],
-            "--save", s["save"],
-            "--io-threads", str(s["io_threads"]),
-            *(a for k, v in s["extra"].items() for a in (f"--{k}", _directive_value(v))),
-        ]
+    def credentials(self) -> Credentials:
+        return Credentials(None, secrets.token_urlsafe(24))
 
-    def probe(self, address: str, port: int) -> None:
-        redis_ping(address, port)
+    def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
+             ) -> list[str]:
+        conf = {
+            "bind": host.address,
+            "port": endpoint.port,
+            "dir": [launch.workdir],
+            "daemonize": "no",
+            "protected-mode": "yes",
+            "maxmemory": s["maxmemory"],
+            "maxmemory-policy": s["maxmemory_policy"],
+            "appendonly": s["appendonly"],
+            "appendfsync": s["appendfsync"],
+            "save": s["save"],
+            "io-threads": s["io_threads"],
+            **s["extra"],
+            **({"requirepass": [endpoint.auth.password]} if endpoint.auth else {}),
+        }
+        path = f"{launch.workdir}/redis.conf"
+        launch.host.run(["sh", "-c", 'umask 077; cat > "$1"', "sh", path],
+                        input=config_text(conf))
+        return ["redis-server", path]
 
-    def describe(self, address: str, port: int, s: Mapping[str, Any]
+    def probe(self, endpoint: Endpoint) -> None:
+        redis_ping(endpoint.host, endpoint.port, endpoint.auth)
+
+    def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
         # The extra directives too: the manifest records what the server runs with.
-        names = [*CONFIG_NAMES.values(), "bind", "port", *s["extra"]]
-        return redis_version(address, port), redis_config(address, port, names)
+        names = [*CONFIG_NAMES.values(), "bind", "port", "protected-mode", *s["extra"]]
+        host, port, auth = endpoint.host, endpoint.port, endpoint.auth
+        config: dict[str, Any] = redis_config(host, port, names, auth)
+        config["auth"] = AUTH_MODE
+        return redis_version(host, port, auth), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:
-        return redis_counters(svc.endpoint.host, svc.endpoint.port)
+        ep = svc.endpoint
+        return redis_counters(ep.host, ep.port, ep.auth)

@@ -14,6 +14,10 @@ Timeline actions (run while clients run, see the spec's `timeline`):
   del-node`, and the process is stopped.
 Each returns the durations of its phases and the slots moved, for the manifest.
 
+Every node requires the cluster's password, drawn at random for each start
+(`requirepass`, and `masterauth` for the nodes among themselves); the kit's probes,
+redis-cli (through REDISCLI_AUTH, never an argv) and clients send it.
+
 Its counters (telemetry) are the masters' INFO counters summed; a node added or removed
 during a run counts from 0 or is missing from the end, so with a timeline that changes
 the masters they describe the masters at each edge, not every command of the run.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +35,7 @@ from typing import Any
 
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
+from harness.hosts.endpoint import Credentials
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -48,9 +54,11 @@ from harness.services.base import (
 )
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
+    AUTH_MODE,
     GAUGES,
     POLICIES,
     RedisReplyError,
+    config_text,
     maxmemory_problem,
     redis_command,
     redis_config,
@@ -84,6 +92,12 @@ for _ in range(500):
 """
 
 
+def cli(host: Host, auth: Credentials | None, *args: str) -> str:
+    """redis-cli on `host`, the password in its environment (REDISCLI_AUTH), not argv."""
+    env = {"REDISCLI_AUTH": auth.password} if auth is not None else None
+    return host.run(["redis-cli", *args], timeout=CLI_TIMEOUT_S, env=env).stdout
+
+
 def free_port_pair(host: Host) -> int:
     """A free port whose cluster bus port (+10000) is free too, on `host`'s address."""
     out = host.run([host.python, "-c", _PAIR, host.address]).stdout.strip()
@@ -105,14 +119,16 @@ class Node:
         return f"{self.address}:{self.port}"
 
 
-def cluster_info(address: str, port: int) -> dict[str, str]:
-    text = str(redis_command(address, port, "CLUSTER", "INFO"))
+def cluster_info(address: str, port: int, auth: Credentials | None = None
+                 ) -> dict[str, str]:
+    text = str(redis_command(address, port, "CLUSTER", "INFO", auth=auth))
     return dict(line.split(":", 1) for line in text.split() if ":" in line)
 
 
-def slot_owners(address: str, port: int) -> list[tuple[int, int, str]]:
+def slot_owners(address: str, port: int, auth: Credentials | None = None
+                ) -> list[tuple[int, int, str]]:
     """(first slot, last slot, master address) as this node sees them, sorted."""
-    reply = redis_command(address, port, "CLUSTER", "SLOTS")
+    reply = redis_command(address, port, "CLUSTER", "SLOTS", auth=auth)
     return sorted((int(r[0]), int(r[1]), f"{r[2][0] or address}:{r[2][1]}") for r in reply)
 
 
@@ -127,6 +143,8 @@ class RedisClusterService(RunningService):
     settings: dict[str, Any] = field(default_factory=dict)
     _next_host: int = 0
     last_host: str = ""
+    #: The cluster's password (`endpoint.auth` once it runs).
+    auth: Credentials | None = field(default=None, repr=False)
 
     def info(self) -> dict[str, Any]:
         out = super().info()
@@ -160,7 +178,7 @@ class RedisClusterService(RunningService):
         return super().scale(action, args)
 
     def _cli(self, *args: str) -> str:
-        return self.host.run(["redis-cli", *args], timeout=CLI_TIMEOUT_S).stdout
+        return cli(self.host, self.auth, *args)
 
     def _add(self, args: Mapping[str, Any]) -> dict[str, Any]:
         assert self.launcher is not None
@@ -262,18 +280,20 @@ class RedisCluster(Service):
             name=name, kind=self.kind, host=host,
             endpoint=Endpoint(self.provides(s), host.address, 0), version="", config={},
             processes=[], workdir=None, launches={host.name: launch}, hosts=dict(known),
-            launcher=self, settings=s, _next_host=s["masters"])
+            launcher=self, settings=s, _next_host=s["masters"],
+            auth=Credentials(None, secrets.token_urlsafe(24)))
         try:
             for i in range(s["masters"]):
                 svc.nodes.append(self.start_node(svc, known[names[i % len(names)]]))
             self._create(svc)
             self.wait_agreed(svc, len(svc.nodes))
             first = svc.nodes[0]
-            svc.version = redis_version(first.address, first.port)
+            svc.version = redis_version(first.address, first.port, svc.auth)
             svc.config = {**redis_config(first.address, first.port,
                                          ["maxmemory", "maxmemory-policy", "appendonly",
-                                          "save", "cluster-node-timeout"]),
-                          "masters": s["masters"], "hosts": names}
+                                          "save", "cluster-node-timeout", "bind",
+                                          "protected-mode"], svc.auth),
+                          "masters": s["masters"], "hosts": names, "auth": AUTH_MODE}
         except BaseException as exc:
             # Read the failing node's log before cleanup removes it, then stop every node
             # on every host (one Launch per host).
@@ -285,14 +305,14 @@ class RedisCluster(Service):
                 raise error from exc
             raise
         svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
-            "protocol": "redis_cluster", "nodes": [n.addr for n in svc.nodes]})
+            "protocol": "redis_cluster", "nodes": [n.addr for n in svc.nodes]}, svc.auth)
         return svc
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         """Every master's `redis_counters`, summed (see the module's note on scaling)."""
         total: dict[str, float] = {}
         for node in getattr(svc, "nodes", []):
-            for k, v in redis_counters(node.address, node.port).items():
+            for k, v in redis_counters(node.address, node.port, svc.endpoint.auth).items():
                 total[k] = total.get(k, 0) + v
         return total
 
@@ -305,37 +325,45 @@ class RedisCluster(Service):
         port = free_port_pair(host)
         ndir = f"{launch.workdir}/node-{port}"
         host.run(["mkdir", "-p", ndir])
-        argv = [
-            "redis-server", "--bind", host.address, "--port", str(port), "--dir", ndir,
-            "--daemonize", "no", "--protected-mode", "no",
-            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", str(s["node_timeout_ms"]),
-            "--maxmemory", str(s["maxmemory"]), "--maxmemory-policy", s["policy"],
-            "--appendonly", "no", "--save", "",
-        ]
+        conf = {
+            "bind": host.address, "port": port, "dir": [ndir], "daemonize": "no",
+            "protected-mode": "yes", "cluster-enabled": "yes",
+            "cluster-config-file": "nodes.conf",
+            "cluster-node-timeout": s["node_timeout_ms"], "maxmemory": s["maxmemory"],
+            "maxmemory-policy": s["policy"], "appendonly": "no", "save": "",
+            **({"requirepass": [svc.auth.password], "masterauth": [svc.auth.password]}
+               if svc.auth else {}),
+        }
+        host.run(["sh", "-c", 'umask 077; cat > "$1"', "sh", f"{ndir}.conf"],
+                 input=config_text(conf))
+        argv = ["redis-server", f"{ndir}.conf"]
         # One log per node; `fail()` shows the tail of the node being started.
         launch.log_path = f"{ndir}.log"
         svc.last_host = host.name
         proc = launch.start(argv)
         node = Node(host, host.address, port, proc)
-        launch.wait_until_ready(proc, lambda: redis_ping(host.address, port),
+        launch.wait_until_ready(proc, lambda: redis_ping(host.address, port, svc.auth),
                                 timeout_s=self.ready_timeout_s)
-        node.node_id = str(redis_command(host.address, port, "CLUSTER", "MYID"))
+        node.node_id = str(redis_command(host.address, port, "CLUSTER", "MYID",
+                                         auth=svc.auth))
         return node
 
     def _create(self, svc: RedisClusterService) -> None:
         nodes = svc.nodes
+        auth = svc.auth
         if len(nodes) >= 3:
-            svc.host.run(["redis-cli", "--cluster", "create", *(n.addr for n in nodes),
-                          "--cluster-replicas", "0", "--cluster-yes"], timeout=CLI_TIMEOUT_S)
+            cli(svc.host, auth, "--cluster", "create", *(n.addr for n in nodes),
+                "--cluster-replicas", "0", "--cluster-yes")
             return
         for i, n in enumerate(nodes):
             slots = range(i * SLOTS // len(nodes), (i + 1) * SLOTS // len(nodes))
-            redis_command(n.address, n.port, "CLUSTER", "ADDSLOTS", *map(str, slots))
-            redis_command(n.address, n.port, "CLUSTER", "SET-CONFIG-EPOCH", str(i + 1))
+            redis_command(n.address, n.port, "CLUSTER", "ADDSLOTS", *map(str, slots),
+                          auth=auth)
+            redis_command(n.address, n.port, "CLUSTER", "SET-CONFIG-EPOCH", str(i + 1),
+                          auth=auth)
         for n in nodes[1:]:
             redis_command(nodes[0].address, nodes[0].port, "CLUSTER", "MEET", n.address,
-                          str(n.port))
+                          str(n.port), auth=auth)
 
     def wait_agreed(self, svc: RedisClusterService, count: int) -> None:
         """Until every node knows `count` nodes, is `ok`, and all see one slot map."""
@@ -345,12 +373,12 @@ class RedisCluster(Service):
             try:
                 maps = []
                 for n in svc.nodes:
-                    info = cluster_info(n.address, n.port)
+                    info = cluster_info(n.address, n.port, svc.auth)
                     if info.get("cluster_state") != "ok" or \
                             int(info.get("cluster_known_nodes", 0)) != count:
                         raise NotReady(f"{n.addr}: {info.get('cluster_state')}, knows "
                                        f"{info.get('cluster_known_nodes')} of {count} nodes")
-                    maps.append(slot_owners(n.address, n.port))
+                    maps.append(slot_owners(n.address, n.port, svc.auth))
                 if all(m == maps[0] for m in maps) and \
                         sum(b - a + 1 for a, b, _ in maps[0]) == SLOTS:
                     return

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.hosts import Host
+from harness.hosts.endpoint import Credentials
 from harness.services._util import DEFAULT_READY_TIMEOUT_S, Launch, resolve_checked
 from harness.services.base import Endpoint, RunningService, Service
 
@@ -18,26 +19,33 @@ class SingleServer(Service):
         self.ready_timeout_s = ready_timeout_s
 
     @abc.abstractmethod
-    def argv(self, host: Host, launch: Launch, port: int, s: Mapping[str, Any]) -> list[str]:
-        """The server's command line for resolved settings `s`, listening on host:port."""
+    def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
+             ) -> list[str]:
+        """The server's command line for resolved settings `s`, listening at `endpoint`
+        and admitting its credentials (if any)."""
 
     @abc.abstractmethod
-    def probe(self, address: str, port: int) -> None:
+    def probe(self, endpoint: Endpoint) -> None:
         """Return once the server answers; raise NotReady (or OSError) until then."""
 
     @abc.abstractmethod
-    def describe(self, address: str, port: int, s: Mapping[str, Any]
+    def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
         """The running server's version and effective config (as it reports them, for
         the settings `s` it was started with), for the manifest."""
 
+    def credentials(self) -> Credentials | None:
+        """What clients must authenticate with on a server this kit starts (a kind that
+        can require a password draws one per start); None: the kind has none."""
+        return None
+
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         s = resolve_checked(self, settings)
         with Launch(host, self.kind, name) as launch:
-            port = host.free_port()
-            proc = launch.start(self.argv(host, launch, port, s))
-            launch.wait_until_ready(proc, lambda: self.probe(host.address, port),
+            endpoint = Endpoint(kind=self.kind, host=host.address, port=host.free_port(),
+                                auth=self.credentials())
+            proc = launch.start(self.argv(host, launch, endpoint, s))
+            launch.wait_until_ready(proc, lambda: self.probe(endpoint),
                                     timeout_s=self.ready_timeout_s)
-            version, config = self.describe(host.address, port, s)
-            endpoint = Endpoint(kind=self.kind, host=host.address, port=port)
+            version, config = self.describe(endpoint, s)
             return launch.running(endpoint, version, config)

@@ -23,6 +23,7 @@ from harness.spec.limits import (
     MAX_SECONDS,
     MIN_RATE_OPS_S,
 )
+from harness.text import redact_data
 
 TOP_LEVEL = {
     "name": "experiment name: the directory under raw_results/",
@@ -257,22 +258,10 @@ class RunPlan:
 _CREDENTIAL_FIELDS = ("identity_file", "known_hosts", "ssh_config")
 
 
-_URL_PASSWORD = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")
-
-
 def recorded_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The spec as every manifest keeps it: JSON-safe, without the hosts' identity
     files, known_hosts and ssh_config paths, and with any password in a URL masked."""
     doc = json.loads(json.dumps(dict(raw), default=str))
-
-    def scrub(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        if isinstance(value, str):
-            return _URL_PASSWORD.sub(r"\1:***@", value)
-        return value
 
     hosts = doc.get("hosts")
     if isinstance(hosts, dict):
@@ -280,4 +269,4 @@ def recorded_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(host, dict):
                 for key in _CREDENTIAL_FIELDS:
                     host.pop(key, None)
-    return scrub(doc)
+    return redact_data(doc)

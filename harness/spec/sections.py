@@ -3,7 +3,9 @@ the pause), called by `load`'s validation with its `bad(field, message)`."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -244,6 +246,11 @@ def validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, H
         elif isinstance(target, str) and target_port_problem(target):
             bad(f"{where}.target", str(target_port_problem(target)))
             ok = False
+        for key, value in (("address", entry.get("address")),
+                           ("target", _target_address(entry.get("target")))):
+            if isinstance(value, str) and (problem := listen_problem(value)):
+                bad(f"{where}.{key}", problem)
+                ok = False
         timeout = entry.get("connect_timeout_s")
         if is_number(timeout) and not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:
             bad(f"{where}.connect_timeout_s", "must be more than 0 and at most "
@@ -252,6 +259,37 @@ def validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, H
         if ok:
             hosts[str(hname)] = HostSpec(name=str(hname), **entry)
     return hosts
+
+
+def listen_problem(address: str) -> str | None:
+    """Why servers must not listen at `address`: an unspecified one (0.0.0.0, ::) binds
+    every interface of the machine, which the kit promises never to do."""
+    text = address.strip().strip("[]")
+    if not text:
+        return "an empty address; give the machine's address on the clients' network"
+    try:
+        ip = ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        try:  # what inet_aton reads as IPv4 too ("0", "0x0"), as the resolver would
+            ip = ipaddress.ip_address(socket.inet_aton(text))
+        except OSError:
+            return None  # a name: resolved where it is used
+    if ip.is_unspecified:
+        return (f"{address!r} means every interface; servers bind the one address they "
+                "are measured on: give the machine's address on the clients' network")
+    if ip.is_multicast:
+        return f"{address!r} is a multicast address, not a machine's"
+    return None
+
+
+def _target_address(target: Any) -> str | None:
+    """The host part of an SSH target `user@host:port` (None for localhost)."""
+    if not isinstance(target, str) or target in ("localhost", "local"):
+        return None
+    host = target.rsplit("@", 1)[-1]
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def is_number(value: Any) -> bool:

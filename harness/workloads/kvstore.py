@@ -182,7 +182,7 @@ class KVStore(Workload):
         if backend_of(ep, params["backend"]) != "redis_cluster":
             return  # the course protocol has no flush; keys of earlier runs stay
         # Every run starts from an empty cluster, so memory limits act the same each time.
-        client = resp.ClusterClient(seeds_of(ep))
+        client = resp.ClusterClient(seeds_of(ep), auth=ep.auth)
         try:
             await client.connect_all()
             for node in set(client.slots):
@@ -270,7 +270,7 @@ class KVClient(WorkloadClient):
 
     async def connect(self) -> Any:
         if self.backend == "redis_cluster":
-            conn: Any = resp.ClusterClient(seeds_of(self.endpoint))
+            conn: Any = resp.ClusterClient(seeds_of(self.endpoint), auth=self.endpoint.auth)
         else:
             conn = KVTextClient(seeds_of(self.endpoint), greeting=self.greeting)
         try:

@@ -58,7 +58,7 @@ class RedisMixClient(MixClientBase):
 
     @staticmethod
     async def open(endpoint: Endpoint) -> Any:
-        return await resp.connect(endpoint.host, endpoint.port)
+        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth)
 
 
 class RedisMix(KeyValueMix):

@@ -109,7 +109,7 @@ class RedisStore(Store):
     kind = "redis"
 
     async def open(self, endpoint: Endpoint) -> Any:
-        return await resp.connect(endpoint.host, endpoint.port)
+        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth)
 
     async def close(self, conn: Any) -> None:
         conn.close()

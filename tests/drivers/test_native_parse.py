@@ -14,6 +14,7 @@ from harness.drivers.memcache import MemcacheProtocol
 from harness.drivers.redis import RespConnection, encode
 from harness.loadgen import native
 from harness.services.base import RunningService
+from harness.services.redis import auth_command
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +30,9 @@ def _capture(service: RunningService, payload: bytes, parser: Any, count: int) -
     """Send `payload` (count requests) in one write; the raw bytes of all the replies."""
     data = b""
     with socket.create_connection((service.endpoint.host, service.endpoint.port), 5) as s:
+        if service.endpoint.auth is not None:  # the kit's Redis takes its password first
+            s.sendall(encode(auth_command(service.endpoint.auth)))
+            assert s.recv(64) == b"+OK\r\n"
         s.sendall(payload)
         while True:
             replies: list[Any] = []

@@ -99,8 +99,9 @@ def test_live_redis_benchmark(redis_server, tmp_path: Path) -> None:
         pytest.skip(msg)
     ep = redis_server.endpoint
     out = subprocess.run(
-        [exe, "-h", ep.host, "-p", str(ep.port), "-n", "2000", "-c", "4", "-t", "set,get",
-         "--csv"], capture_output=True, text=True, timeout=120, check=True,
+        [exe, "-h", ep.host, "-p", str(ep.port), "-a", ep.auth.password, "-n", "2000", "-c",
+         "4", "-t", "set,get", "--csv"], capture_output=True, text=True, timeout=120,
+        check=True,
     ).stdout
     path = write_variant(tmp_path, "live.csv", out)
     table = import_and_summarise("redis-benchmark-csv", path, tmp_path / "raw", ["op"],

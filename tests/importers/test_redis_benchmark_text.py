@@ -99,8 +99,8 @@ def test_live_redis_benchmark_text(redis_server, tmp_path: Path, quiet: bool) ->
     exe = shutil.which("redis-benchmark")
     assert exe, "redis-benchmark not installed: apt-get install redis-tools"
     ep = redis_server.endpoint
-    cmd = [exe, "-h", ep.host, "-p", str(ep.port), "-n", "1500", "-c", "4", "-t",
-           "set,get,lpush", *(["-q"] if quiet else [])]
+    cmd = [exe, "-h", ep.host, "-p", str(ep.port), "-a", ep.auth.password, "-n", "1500",
+           "-c", "4", "-t", "set,get,lpush", *(["-q"] if quiet else [])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
     path = write_variant(tmp_path, "live.txt", out)
     table = import_and_summarise("redis-benchmark", path, tmp_path / "raw", ["op"],

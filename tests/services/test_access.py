@@ -27,9 +27,9 @@ def test_pg_hba_lines_are_single_addresses_for_the_bench_database_only() -> None
         "bench", "harness", replication=["10.0.0.9", "127.0.0.1"])
     entries = [line.split() for line in lines.splitlines() if not line.startswith("#")]
     assert entries == [
-        ["host", "bench", "harness", "10.0.0.7/32", "trust"],
-        ["host", "bench", "harness", "fd00::5/128", "trust"],
-        ["host", "replication", "harness", "10.0.0.9/32", "trust"],
+        ["host", "bench", "harness", "10.0.0.7/32", "scram-sha-256"],
+        ["host", "bench", "harness", "fd00::5/128", "scram-sha-256"],
+        ["host", "replication", "harness", "10.0.0.9/32", "scram-sha-256"],
     ]
     assert Access().hba_lines("bench", "harness") == ""
 
@@ -52,11 +52,12 @@ def test_source_address_without_python_says_which_host() -> None:
         source_address(host, "127.0.0.1")
 
 
-def _psql_from(m: Machine, address: str, port: int, database: str = DATABASE) -> tuple[int,
-                                                                                      str]:
+def _psql_from(m: Machine, address: str, port: int, database: str = DATABASE,
+               password: str = "") -> tuple[int, str]:
     psql = find_pg_binaries(LocalHost())["psql"]
-    res = m.run([psql, "-X", "-A", "-t", "-h", address, "-p", str(port), "-U", USER, "-d",
-                 database, "-c", "SELECT 1"], check=False, timeout=30)
+    res = m.run(["env", f"PGPASSWORD={password}", psql, "-X", "-A", "-t", "-w", "-h",
+                 address, "-p", str(port), "-U", USER, "-d", database, "-c", "SELECT 1"],
+                check=False, timeout=30)
     return res.returncode, res.stderr
 
 
@@ -74,18 +75,22 @@ def test_postgres_on_a_machine_admits_exactly_the_given_machines(
                                     hosts={"server": server}, access=access)
         try:
             ep = svc.endpoint
+            pw = ep.auth.password
             assert ep.host == srv.address
-            assert _psql_from(cli, ep.host, ep.port)[0] == 0
-            code, err = _psql_from(oth, ep.host, ep.port)
+            assert _psql_from(cli, ep.host, ep.port, password=pw)[0] == 0
+            # An admitted machine without the password is refused too.
+            code, err = _psql_from(cli, ep.host, ep.port, password="wrong")
+            assert code != 0 and "password authentication failed" in err
+            code, err = _psql_from(oth, ep.host, ep.port, password=pw)
             assert code != 0 and f'no pg_hba.conf entry for host "{oth.address}"' in err
             # Admitted for the bench database only.
-            code, err = _psql_from(cli, ep.host, ep.port, "postgres")
+            code, err = _psql_from(cli, ep.host, ep.port, "postgres", password=pw)
             assert code != 0 and "no pg_hba.conf entry" in err
             # The control machine (this process's namespace) too.
             psql = find_pg_binaries(LocalHost())["psql"]
             res = LocalHost().run([psql, "-X", "-A", "-t", "-h", ep.host, "-p", str(ep.port),
                                    "-U", USER, "-d", DATABASE, "-c", "SELECT 1"],
-                                  check=False, timeout=30)
+                                  check=False, timeout=30, env={"PGPASSWORD": pw})
             assert res.ok, res.stderr
         finally:
             svc.stop()
@@ -94,7 +99,7 @@ def test_postgres_on_a_machine_admits_exactly_the_given_machines(
 PING = {
     # kind -> (request, what the reply starts with)
     "memcached": (b"version\r\n", b"VERSION "),
-    "redis": (b"PING\r\n", b"+PONG"),
+    "redis": (b"PING\r\n", b"-NOAUTH"),  # reachable, and wants the kit's password
 }
 ASK = """
 import socket, sys

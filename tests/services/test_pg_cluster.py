@@ -56,7 +56,7 @@ def cluster() -> Iterator[Any]:
 async def _fetch(svc: ClusterService, sql: str) -> list[Any]:
     ep = svc.endpoint
     conn = await asyncpg.connect(host=ep.host, port=ep.port, user=ep.extra["user"],
-                                 database=ep.extra["database"])
+                                 database=ep.extra["database"], password=ep.auth.password)
     try:
         if ";" in sql:  # several statements: simple protocol, no rows
             await conn.execute(sql)
@@ -73,7 +73,7 @@ def fetch(svc: ClusterService, sql: str) -> list[Any]:
 async def _commit_ms(svc: ClusterService, n: int) -> list[float]:
     ep = svc.endpoint
     conn = await asyncpg.connect(host=ep.host, port=ep.port, user=ep.extra["user"],
-                                 database=ep.extra["database"])
+                                 database=ep.extra["database"], password=ep.auth.password)
     try:
         await conn.execute("CREATE TABLE c (x int)")
         out = []

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 async def _query(svc: RunningService, *sql: str) -> list[Any]:
     ep = svc.endpoint
     conn = await asyncpg.connect(
-        host=ep.host, port=ep.port, user=ep.extra["user"], database=ep.extra["database"]
-    )
+        host=ep.host, port=ep.port, user=ep.extra["user"], database=ep.extra["database"],
+        password=ep.auth.password)
     try:
         return [await conn.fetch(q) for q in sql]
     finally:
@@ -66,7 +66,8 @@ def test_settings_are_applied(start_server: StartServer) -> None:
         "max_connections": "20", "work_mem": "8MB", "jit": "off",
     }
     # A server used from this machine only admits no other address (pg_hba: loopback).
-    assert svc.config == {**shown, "admitted": []}
+    assert svc.config == {**shown, "admitted": [], "listen_addresses": "127.0.0.1",
+                          "auth": "scram-sha-256, a random password per server start"}
 
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def _cmd(svc: RunningService, *args: str) -> object:
-    return redis_command(svc.endpoint.host, svc.endpoint.port, *args)
+    return redis_command(svc.endpoint.host, svc.endpoint.port, *args, auth=svc.endpoint.auth)
 
 
 def test_set_then_get(redis_server: RunningService) -> None:

@@ -51,12 +51,13 @@ def test_masters_spread_over_hosts_serve_every_slot_and_stop_cleanly(
         assert svc.config["maxmemory-policy"] == "allkeys-lfu"
         for node in svc.nodes:
             assert tcp_listeners(node.port) == {"127.0.0.1"}
-            owners = slot_owners(node.address, node.port)
+            owners = slot_owners(node.address, node.port, svc.endpoint.auth)
             assert sum(b - a + 1 for a, b, _ in owners) == 16384
             assert {o for _, _, o in owners} == {n.addr for n in svc.nodes}
 
         async def roundtrip() -> None:
-            client = ClusterClient([(svc.endpoint.host, svc.endpoint.port)])
+            client = ClusterClient([(svc.endpoint.host, svc.endpoint.port)],
+                                   auth=svc.endpoint.auth)
             await client.connect_all()
             assert len(client.conns) == 2
             for i in range(200):

@@ -161,7 +161,8 @@ def _run(cfg: ClientConfig, prepare: bool = True, client: Any = None,
 
 
 def _info(endpoint: Endpoint, section: str) -> dict[str, str]:
-    text = str(redis_command(endpoint.host, endpoint.port, "INFO", section))
+    text = str(redis_command(endpoint.host, endpoint.port, "INFO", section,
+                             auth=endpoint.auth))
     return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
@@ -169,9 +170,10 @@ def _info(endpoint: Endpoint, section: str) -> dict[str, str]:
 def test_prepare_loads_every_key(redis_server: RunningService) -> None:
     ep = redis_server.endpoint
     asyncio.run(WL.prepare({"redis": ep}, PARAMS))
-    assert redis_command(ep.host, ep.port, "DBSIZE") == 500
+    assert redis_command(ep.host, ep.port, "DBSIZE", auth=ep.auth) == 500
     for i in (0, 250, 499):
-        assert redis_command(ep.host, ep.port, "GET", key_of(i, 16).decode()) == "x" * 100
+        assert redis_command(ep.host, ep.port, "GET", key_of(i, 16).decode(),
+                             auth=ep.auth) == "x" * 100
 
 
 @pytest.mark.integration
@@ -190,7 +192,7 @@ def test_run_mixes_gets_and_sets_and_every_get_hits(
     assert int(stats["keyspace_misses"]) == 0
     assert int(stats["keyspace_hits"]) == int(gets.sum())
     # SETs only ever touched keys of the key space.
-    assert redis_command(ep.host, ep.port, "DBSIZE") == 500
+    assert redis_command(ep.host, ep.port, "DBSIZE", auth=ep.auth) == 500
 
 
 class _DepthClient(RedisMixClient):
@@ -258,7 +260,7 @@ def test_inflight_16_on_one_connection_pipelines(redis_server: RunningService) -
 
     async def in_order() -> list[object]:
         # Distinct values per key: a reply matched to the wrong request would show.
-        conn = await resp.connect(ep.host, ep.port)
+        conn = await resp.connect(ep.host, ep.port, auth=ep.auth)
         try:
             for k in keys:
                 assert await conn.request(b"SET", k, b"v-" + k) == b"OK"
@@ -305,7 +307,7 @@ def test_an_error_reply_fails_the_op_and_the_run_goes_on(
 
     async def poison() -> None:
         await WL.prepare({"redis": ep}, params)
-        conn = await resp.connect(ep.host, ep.port)
+        conn = await resp.connect(ep.host, ep.port, auth=ep.auth)
         try:
             await conn.request(b"DEL", key_of(7, 16))
             assert await conn.request(b"LPUSH", key_of(7, 16), b"x") == 1

@@ -45,7 +45,7 @@ def _client(kind: str, ep: Endpoint, client_id: int = 0, **params: Any) -> YcsbC
 
 async def _redis_records(ep: Endpoint) -> tuple[dict[str, dict[str, str]], list[Any]]:
     """Every hash in the database, and `_indices` with its scores."""
-    conn = await resp.connect(ep.host, ep.port)
+    conn = await resp.connect(ep.host, ep.port, auth=ep.auth)
     try:
         names = [k.decode() for k in await conn.request("KEYS", "*")]
         hashes = {}

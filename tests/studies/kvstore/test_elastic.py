@@ -100,7 +100,7 @@ def _endpoint() -> Any:
 async def read_back(svc: RunningService, keys: list[bytes]) -> dict[bytes, bytes | None]:
     if svc.kind == "redis_cluster":
         nodes = [(n.address, n.port) for n in svc.nodes]  # type: ignore[attr-defined]
-        client: Any = ClusterClient(nodes)
+        client: Any = ClusterClient(nodes, auth=svc.endpoint.auth)
         await client.connect_all()
         get = lambda k: client.execute(k, "GET", k)  # noqa: E731
     else:

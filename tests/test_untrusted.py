@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -659,3 +660,28 @@ def test_control_characters_from_a_file_never_reach_the_terminal(
     assert code == 0 and "PWNED" in text
     assert not any(c in text for c in "\x1b\x07\r\u202e"), repr(text)
     assert "\\x1b]0;PWNED\\x07" in text
+
+
+def test_netem_cleanup_leaves_what_only_looks_like_the_kits(tmp_path: Path) -> None:
+    """A process whose arguments merely start with the kit's prefix, and a prefixed
+    directory of another user in the temp directory: `netem cleanup` leaves both."""
+    from harness.netem import PREFIX
+    from harness.netem.cleanup import cleanup
+
+    tag = uuid.uuid4().hex[:6]
+    proc = subprocess.Popen(["bash", "-c", f"exec -a {PREFIX}{tag}-x sleep 300"],
+                            start_new_session=True)
+    foreign = tmp_path / f"{PREFIX}{tag}-yyyyyy"
+    foreign.mkdir()
+    (foreign / "precious").write_text("x")
+    if os.geteuid() == 0:
+        os.chown(foreign, 65534, 65534)  # nobody's, as another user would leave it
+    try:
+        time.sleep(0.2)
+        lines: list[str] = []
+        cleanup(tmp_dir=str(tmp_path), say=lines.append)
+        assert proc.poll() is None, lines
+        assert (foreign / "precious").exists() == (os.geteuid() == 0), lines
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

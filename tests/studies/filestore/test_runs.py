@@ -144,3 +144,34 @@ def test_built_in_specs_validate() -> None:
     root = Path(__file__).resolve().parents[3] / "experiments"
     assert len(expand(load_spec(root / "filestore_memcache.yaml"))) == 60
     assert len(expand(load_spec(root / "filestore_external.yaml"))) >= 1
+
+
+def test_a_password_in_the_apps_url_is_in_no_file_the_run_writes(
+        tmp_path: Path, start_server: StartServer) -> None:
+    """The same app named by a URL with `user:password@`: every manifest (the services'
+    config, the spec copy) and the report show it masked; the password is in no file."""
+    from harness.report import build_report
+
+    cache = start_server("memcached")
+    storage = tmp_path / "by-hand"
+    storage.mkdir()
+    env = {"FILESTORE_MEMCACHED": f"127.0.0.1:{cache.endpoint.port}"}
+    secret = "s3cr3t-pw-" + tmp_path.name[-6:]
+    with app_started_by_hand(storage, **env) as url:
+        url = url.replace("http://", f"http://bench:{secret}@")
+        text = SPEC.replace(
+            "  cache: {kind: memcached, host: server}\n"
+            "  app: {kind: filestore, host: server}",
+            f"  app: {{kind: external, host: server, "
+            f"settings: {{provides: filestore, url: '{url}'}}}}")
+        path = tmp_path / "fs-ext.yaml"
+        path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
+        outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
+        assert [o.status for o in outcomes] == ["complete"] * 2
+    mans = check_runs(tmp_path / "raw", 2)
+    assert mans[0].services["app"]["config"]["url"].startswith("http://bench:***@")
+    build_report(tmp_path / "raw", tmp_path / "report", progress=False,
+                 figures_dir=tmp_path / "figures")
+    for root in (tmp_path / "raw", tmp_path / "report"):
+        for f in (p for p in root.rglob("*") if p.is_file()):
+            assert secret.encode() not in f.read_bytes(), f"password in {f}"

@@ -99,8 +99,9 @@ def audit(bed: TestBed, found: list[str]) -> Callable[[RunPlan, dict[str, Runnin
         for svc in running.values():
             if svc.endpoint.kind != "postgres":
                 continue
-            for m in ("cli", "oth"):
-                res = bed[m].run([psql, "-X", "-A", "-t", "-h", svc.endpoint.host, "-p",
+            for m in ("cli", "oth"):  # with the server's password: only the address decides
+                res = bed[m].run(["env", f"PGPASSWORD={svc.endpoint.auth.password}", psql,
+                                  "-X", "-A", "-t", "-w", "-h", svc.endpoint.host, "-p",
                                   str(svc.endpoint.port), "-U", USER, "-d", DATABASE, "-c",
                                   "SELECT 1"], check=False, timeout=30)
                 if m == "cli":

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,15 +33,14 @@ from tqdm import tqdm
 from harness import __version__, paths
 from harness.errors import HarnessError
 from harness.report import sanitize
+from harness.report.execute import execute_notebook, venv_kernel
 from harness.text import printable, raw_stream
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
-KERNEL_NAME = "kvbench-harness"
 NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.display.NOT_RUN_MARKER
 OMIT_MARKER = "harness_omit_section"  # == harness.analysis.display.OMIT_MARKER
 FAILED_PART_MARKER = "harness_failed_part"  # == harness.analysis.display.FAILED_PART_MARKER
 REPORT_TITLE = "Key-value stores and caches: evaluation report"
-_NOTEBOOK_TIMEOUT_S = 600
 
 
 class ReportError(HarnessError):
@@ -73,86 +69,14 @@ class Built(dict[str, Path]):
     """`build_report`'s paths by kind, and what failed in the report written: sections
     whose notebook failed and parts that could not be drawn, one line each."""
 
-    failures: list[str]
+    def __init__(self, *args: object, **kwargs: Path) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.failures: list[str] = []
 
 
 def discover_notebooks(notebooks_dir: Path) -> list[Path]:
     """Every ``NN-name.ipynb`` in `notebooks_dir`, in order: adding one adds a section."""
     return sorted(Path(notebooks_dir).glob(NOTEBOOK_GLOB))
-
-
-@contextmanager
-def venv_kernel(log: Path | None = None) -> Iterator[str]:
-    """A kernelspec that runs this interpreter, found first on JUPYTER_PATH.
-
-    A user-level ``python3`` kernelspec may point at another Python without the harness;
-    pinning ``sys.executable`` makes batch runs use this venv whatever is installed.
-    With `log`, the kernel's own stderr goes there instead of the console: jupyter_client
-    interrupts every kernel it shuts down, and ipykernel logs that as an ERROR
-    ("KeyboardInterrupt caught in kernel") after notebooks that ran fine; a notebook's
-    own errors are in its cells and fail the report either way.
-    """
-    with tempfile.TemporaryDirectory(prefix="harness-kernel-") as tmp:
-        spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
-        spec_dir.mkdir(parents=True)
-        # Kernels talk over loopback only; ipykernel's plain-text TCP warning would bury
-        # the report's own output, so the kernel logs errors only.
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                "--log-level=ERROR"]
-        if log is not None:
-            argv = ["sh", "-c", 'exec "$@" 2>>"$0"', str(log), *argv]
-        spec = {
-            "argv": argv,
-            "display_name": "Python (harness)",
-            "language": "python",
-        }
-        (spec_dir / "kernel.json").write_text(json.dumps(spec))
-        old = os.environ.get("JUPYTER_PATH")
-        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (tmp, old) if p)
-        try:
-            yield KERNEL_NAME
-        finally:
-            if old is None:
-                os.environ.pop("JUPYTER_PATH", None)
-            else:
-                os.environ["JUPYTER_PATH"] = old
-
-
-#: Kernel starts tried per notebook, and what nbclient says of one that died starting.
-_KERNEL_STARTS = 3
-_KERNEL_DIED = "Kernel died before replying to kernel_info"
-
-
-def execute_notebook(
-    notebook: Path, out_path: Path, parameters: dict[str, object], kernel_name: str
-) -> str | None:
-    """Execute one notebook; returns None on success, else the error text."""
-    import papermill as pm  # heavy; only the report needs it
-
-    declared = pm.inspect_notebook(str(notebook))
-    params = {k: v for k, v in parameters.items() if k in declared}
-    for attempt in range(1, _KERNEL_STARTS + 1):
-        try:
-            pm.execute_notebook(
-                str(notebook),
-                str(out_path),
-                parameters=params,
-                kernel_name=kernel_name,
-                cwd=str(notebook.parent),
-                progress_bar=False,
-                execution_timeout=_NOTEBOOK_TIMEOUT_S,
-            )
-        except pm.PapermillExecutionError as exc:
-            return f"{exc.ename}: {exc.evalue}"
-        except RuntimeError as exc:
-            # jupyter_client picks the kernel's five TCP ports free, then the kernel binds
-            # them: another process may take one in between ("Address already in use"),
-            # and the kernel dies before it ran anything. Start another.
-            if _KERNEL_DIED not in str(exc) or attempt == _KERNEL_STARTS:
-                raise
-            continue
-        return None
-    return None
 
 
 # --- notebook -> HTML ----------------------------------------------------------------
@@ -374,7 +298,6 @@ def build_report(
                   "include": list(check_include(include)), **given}
 
     result = Built(executed=executed_dir)
-    result.failures = []
     sections = []
     # A bar on a terminal; into a pipe or a log (`make demo | tee log`), a line per notebook.
     bar_on = progress and sys.stderr.isatty()

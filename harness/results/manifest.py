@@ -212,7 +212,7 @@ class Manifest:
             raise ResultsError(f"{where}: unknown manifest fields {unknown}")
         try:
             return cls(**data)
-        except TypeError as exc:
+        except (TypeError, ResultsError) as exc:  # named with the file it came from
             raise ResultsError(f"{where}: {exc}") from None
 
 

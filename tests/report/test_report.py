@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from harness import paths
 from harness.report import build_report, discover_notebooks, execute_notebook
+from harness.report.build import Built
 from tests.fixtures.claims import assert_wording_rule
 
 
@@ -134,7 +135,7 @@ def test_report_command_passes_include(monkeypatch: pytest.MonkeyPatch, tmp_path
 
     seen = {}
     monkeypatch.setattr(harness.report, "build_report",
-                        lambda raw, out, **kw: seen.update(kw) or {})
+                        lambda raw, out, **kw: seen.update(kw) or Built())
     assert main(["report", "--raw", str(tiny_raw), "--out", str(tmp_path / "r"),
                  "--include", "partial"]) == 0
     assert seen["include"] == ["partial"]
@@ -234,7 +235,7 @@ def test_report_compare_and_p_reach_the_notebooks(monkeypatch: pytest.MonkeyPatc
 
     seen: dict = {}
     monkeypatch.setattr(harness.report, "build_report",
-                        lambda raw, out, **kw: seen.update(kw) or {})
+                        lambda raw, out, **kw: seen.update(kw) or Built())
     other = tmp_path / "other"
     shutil.copytree(tiny_raw, other)
     assert main(["report", "--raw", str(tiny_raw), "--out", str(tmp_path / "r"),

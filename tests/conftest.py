@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.fixtures.rawdata",
     "tests.fixtures.engines",
     "tests.fixtures.browser",
+    "tests.fixtures.byhand",
 ]
 
 #: Test files (relative to tests/) whose tests time things or share the CPU on purpose.

@@ -48,3 +48,9 @@ class Endpoint:
         auth = d.get("auth")
         return cls(d["kind"], d["host"], int(d["port"]), dict(d.get("extra", {})),
                    Credentials(auth.get("user"), str(auth["password"])) if auth else None)
+
+
+def split_hostport(address: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets) as (host, port)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)

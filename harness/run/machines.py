@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness.errors import HostError, ServiceError, SpecError
-from harness.hosts import Host, connect_host
+from harness.hosts import Host, LocalHost, connect_host
 from harness.run.context import (
     PREPARE_NOTE_S,
     PREPARE_TIMEOUT_S,
@@ -23,6 +23,7 @@ from harness.run.inflight import ExperimentLock, ServerEntry
 from harness.run.preflight import kit_problems, loopback_problems, python_problems
 from harness.services import SERVICES
 from harness.services.access import access_for
+from harness.services.attached import AttachedService, credentials
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan
 
@@ -33,7 +34,8 @@ class RunMachines:
 
     @contextlib.contextmanager
     def _hosts(self) -> Iterator[dict[str, Host]]:
-        used = {s.host for s in self.spec.services.values()} | set(self.spec.clients.hosts)
+        used = {s.host for s in self.spec.services.values() if s.observed or s.address is None}
+        used |= set(self.spec.clients.hosts)
         used |= {h for s in self.spec.services.values()  # services spread over hosts
                  for h in SERVICES.get(s.kind).extra_hosts(s.settings)}
         hosts: dict[str, Host] = {}
@@ -45,6 +47,8 @@ class RunMachines:
                 except HostError as exc:
                     problems.append(f"{self.spec.path}:hosts.{name}: cannot connect: {exc}")
             for sname, svc in self.spec.services.items():
+                if svc.address is not None:
+                    continue  # nothing of it is started: it is asked below
                 if svc.host in hosts:
                     missing = SERVICES.get(svc.kind).missing_binaries(hosts[svc.host],
                                                                       svc.settings)
@@ -61,12 +65,29 @@ class RunMachines:
                          else python_problems(hosts[name]))
                 problems += [f"{self.spec.path}:hosts.{name}: {p}" for p in found]
             problems += [f"{self.spec.path}:{p}" for p in loopback_problems(self.spec)]
+            problems += self._attach_problems(hosts)
             if problems:
                 raise SpecError(problems)
             yield hosts
         finally:
             for h in hosts.values():
                 h.close()
+
+    def _attach_problems(self, hosts: dict[str, Host]) -> list[str]:
+        """Every server at an address, asked before the grid (its password read, its
+        protocol spoken, who it is): one line each for those that do not answer."""
+        self._credentials: dict[str, Any] = {}
+        out = []
+        for sname, svc in self.spec.services.items():
+            if svc.address is None:
+                continue
+            try:
+                self._credentials[sname] = credentials(sname, svc.auth)
+                SERVICES.get(svc.kind).attach(hosts.get(svc.host) or LocalHost(), svc,
+                                              self._credentials[sname])
+            except ServiceError as exc:
+                out.append(f"{self.spec.path}:{exc}")
+        return out
 
     @staticmethod
     def _start_agents(ctx: RunContext) -> None:
@@ -109,6 +130,10 @@ class RunMachines:
         try:
             for name, svc in plan.services.items():
                 launcher = SERVICES.get(svc.kind)
+                if svc.address is not None:  # not the kit's: asked, never started
+                    running[name] = launcher.attach(hosts.get(svc.host) or LocalHost(), svc,
+                                                    self._credentials.get(name))
+                    continue
                 kwargs: dict[str, Any] = {}
                 if launcher.needs_peers:  # in spec order: the services started so far
                     kwargs["peers"] = {r.endpoint.kind: r.endpoint for r in running.values()}
@@ -138,6 +163,8 @@ class RunMachines:
         known = {(s.host, s.pid) for s in ctx.lock.state.servers}
         new: list[ServerEntry] = []
         for name, svc in running.items():
+            if isinstance(svc, AttachedService):
+                continue  # its process is not the kit's: never stopped, never listed
             procs = [p for p in svc.processes if (p.host, p.pid) not in known]
             by_host: dict[str, list[int]] = {}
             for p in procs:

@@ -177,7 +177,8 @@ def loopback_problems(spec: Spec) -> list[str]:
     """A server on a loopback address (localhost) with clients on other machines: they
     would connect to their own loopback. Clear before anything connects."""
     out = []
-    for sname, hname in ((s, svc.host) for s, svc in spec.services.items()):
+    for sname, hname in ((s, svc.host) for s, svc in spec.services.items()
+                         if svc.address is None):  # at an address: the user's to reach
         if not _is_loopback(_target_host(spec.hosts[hname])):
             continue
         far = [c for c in spec.clients.hosts if not _is_loopback(_target_host(spec.hosts[c]))]

@@ -43,6 +43,7 @@ from harness.results.stream import Ops, tally
 from harness.run.agentctl import AgentLink, AgentPool
 from harness.run.clients import ClientGroup
 from harness.services import SERVICES
+from harness.services.attached import AttachedService
 from harness.services.base import RunningService
 
 #: Row fields of `procstat.snapshot`'s processes.
@@ -230,6 +231,14 @@ class RunTelemetry:
                            self.counters_start[name], end)}
                 for name, end in self.counters_end.items() if name in self.counters_start},
         }
+        unobserved = [{"service": name, "address": f"{svc.endpoint.host}:{svc.endpoint.port}",
+                       "why": "a server at an address on a machine the spec does not name"
+                       if not getattr(svc, "observed_host", True) else
+                       "its process was not visible on the host named (another user's?)"}
+                      for name, svc in self.running.items()
+                      if isinstance(svc, AttachedService) and not svc.observed]
+        if unobserved:  # what no check can judge: the server's CPU and machine
+            out["unobserved"] = unobserved
         if self.notes:
             out["notes"] = self.notes
         return out

@@ -144,10 +144,22 @@ class Service(abc.ABC):
     #: Names of `counters` that are levels (connections open, items stored), not counts
     #: of events: a run reports their value at its end, not a difference.
     gauges: tuple[str, ...] = ()
+    #: Whether a server of this kind the kit did not start can be measured at an address
+    #: (`attach`; spec field `address`).
+    attachable: bool = False
+    #: The settings that still mean something for a server at an address (the rest only
+    #: a launcher can apply, and are refused there).
+    address_settings: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         """Start the server with `settings` (defaults filled in) and wait until it answers."""
+
+    def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
+        """The server at `spec.address` (a spec's `ServiceSpec`), asked who it is as after
+        a start (`harness.services.attached`); ServiceError in one line naming the
+        service, what failed and what to fix. `creds`: its `Credentials`, or None."""
+        raise NotImplementedError(f"{self.kind} cannot be measured at an address")
 
     def provides(self, settings: Mapping[str, Any]) -> str:
         """The service kind this service counts as for a workload's `requires` (its own,

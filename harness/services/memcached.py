@@ -9,12 +9,15 @@ from typing import Any
 
 from harness.drivers.memcache import parse_stats, stats_done, stats_request
 from harness.hosts import Host
+from harness.hosts.endpoint import split_hostport
 from harness.services._util import (
     Launch,
     NotReady,
+    ProbeError,
     host_is_root,
     tcp_request,
 )
+from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
@@ -128,6 +131,19 @@ class Memcached(SingleServer):
         if host_is_root(host):
             argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
         return argv
+
+    attachable = True
+
+    def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
+        address, port = split_hostport(spec.address)
+        try:
+            version = memcached_version(address, port)
+            config = memcached_stats_settings(address, port)
+        except (OSError, ProbeError) as exc:
+            raise not_answering(spec, "no memcached answer", exc,
+                                "check the address, and that memcached listens there "
+                                "(in plain text, without TLS)") from None
+        return attached(host, spec, self.kind, self.kind, version, config, creds)
 
     def probe(self, endpoint: Endpoint) -> None:
         memcached_version(endpoint.host, endpoint.port)

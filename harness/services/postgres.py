@@ -25,6 +25,7 @@ from typing import Any
 from harness.errors import ServiceError
 from harness.hosts import CommandResult, Host
 from harness.hosts.endpoint import Credentials
+from harness.services import pg_remote
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -307,7 +308,14 @@ class Postgres(Service):
             svc.internal["pgpass"] = pgpass
             return svc
 
+    attachable = True
+
+    def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
+        return pg_remote.attach(host, spec, creds)
+
     def counters(self, svc: RunningService) -> dict[str, float]:
+        if "psql" not in svc.internal:  # a server at an address: over its protocol
+            return pg_remote.counters(svc.endpoint)
         return stat_database(svc.host, svc.internal["psql"], str(svc.workdir),
                              svc.endpoint.port, pgpass=svc.internal["pgpass"])
 

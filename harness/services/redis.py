@@ -16,13 +16,14 @@ from typing import Any
 
 from harness.drivers.redis import Incomplete, RespError, encode, parse_info, parse_reply
 from harness.hosts import Host
-from harness.hosts.endpoint import Credentials
+from harness.hosts.endpoint import Credentials, split_hostport
 from harness.services._util import (
     Launch,
     NotReady,
     ProbeError,
     tcp_request,
 )
+from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import REDIS_SERVER
 from harness.services.single import SingleServer
@@ -232,6 +233,41 @@ def redis_counters(address: str, port: int, auth: Credentials | None = None
                  or (k.startswith("cmdstat_") and k.endswith(_CMDSTAT)))}
 
 
+#: CONFIG GET * answers with these too: never recorded, whatever the server's own are.
+_SECRET_CONFIG = re.compile(r"pass|secret|auth|key-file", re.IGNORECASE)
+
+
+def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None
+                   ) -> tuple[str, dict[str, Any]]:
+    """A Redis at an address: it answers (with `creds`), its version, and its effective
+    configuration (`CONFIG GET *`, passwords left out; what an ACL user may not read is
+    said so). ServiceError in one line naming what failed and what to fix."""
+    try:
+        redis_command(address, port, "PING", auth=creds)
+        version = redis_version(address, port, creds)
+    except RedisReplyError as exc:
+        said = str(exc)
+        fix = ("it wants a password: give auth: {password_env: VAR} (and user: for an ACL "
+               "user)" if "NOAUTH" in said else
+               f"check the user and the password in {spec.auth.source()}"
+               if spec.auth is not None and ("WRONGPASS" in said or "AUTH" in said)
+               else "the user may lack a permission the kit needs (PING, INFO)"
+               if "NOPERM" in said else "check the address and that Redis listens there")
+        raise not_answering(spec, "Redis refused", exc, fix) from None
+    except (OSError, NotReady, ProbeError) as exc:
+        raise not_answering(spec, "no Redis answer", exc,
+                            "check the address and that Redis listens there, in plain text "
+                            "(a TLS port needs tls:)") from None
+    try:
+        reply = redis_command(address, port, "CONFIG", "GET", "*", auth=creds)
+        config: dict[str, Any] = {k: v for k, v in zip(reply[0::2], reply[1::2],
+                                                        strict=False)
+                                  if not _SECRET_CONFIG.search(str(k))}
+    except RedisReplyError as exc:  # an ACL user without CONFIG
+        config = {"config_get": f"not permitted for this user: {exc}"}
+    return version, config
+
+
 def redis_config(address: str, port: int, names: list[str],
                  auth: Credentials | None = None) -> dict[str, str]:
     """CONFIG GET each name (one per call: multi-name GET needs Redis 7)."""
@@ -274,8 +310,15 @@ class Redis(SingleServer):
                  "100' (pairs of seconds and changes; '' takes no snapshots)"])
         return ([problem] if problem else []) + save + extra_problems(s["extra"])
 
+    attachable = True
+
     def credentials(self) -> Credentials:
         return Credentials(None, secrets.token_urlsafe(24))
+
+    def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
+        address, port = split_hostport(spec.address)
+        version, config = redis_identity(spec, address, port, creds)
+        return attached(host, spec, self.kind, self.kind, version, config, creds)
 
     def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
              ) -> list[str]:

@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
-from harness.hosts.endpoint import Credentials
+from harness.hosts.endpoint import Credentials, split_hostport
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -43,6 +43,7 @@ from harness.services._util import (
     ProbeError,
     resolve_checked,
 )
+from harness.services.attached import attached, not_answering
 from harness.services.base import (
     NODE_ACTION_ARGS,
     Endpoint,
@@ -63,6 +64,7 @@ from harness.services.redis import (
     redis_command,
     redis_config,
     redis_counters,
+    redis_identity,
     redis_ping,
     redis_version,
 )
@@ -308,11 +310,32 @@ class RedisCluster(Service):
             "protocol": "redis_cluster", "nodes": [n.addr for n in svc.nodes]}, svc.auth)
         return svc
 
+    attachable = True
+    address_settings = ("provides",)
+
+    def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
+        """A cluster at an address (`spec.address` is any node): the masters from its
+        slot map, each asked as after a start."""
+        address, port = split_hostport(spec.address)
+        version, config = redis_identity(spec, address, port, creds)
+        try:
+            owners = slot_owners(address, port, creds)
+        except (OSError, RedisReplyError, ProbeError) as exc:
+            raise not_answering(spec, "no cluster slot map", exc,
+                                "is it a Redis Cluster node (cluster-enabled yes)? For a "
+                                "standalone Redis use kind redis") from None
+        nodes = sorted({o for _, _, o in owners})
+        return attached(host, spec, self.kind, self.provides(spec.settings), version,
+                        {**config, "masters": len(nodes)}, creds,
+                        {"protocol": "redis_cluster", "nodes": nodes})
+
     def counters(self, svc: RunningService) -> dict[str, float]:
         """Every master's `redis_counters`, summed (see the module's note on scaling)."""
         total: dict[str, float] = {}
-        for node in getattr(svc, "nodes", []):
-            for k, v in redis_counters(node.address, node.port, svc.endpoint.auth).items():
+        nodes = [(n.address, n.port) for n in getattr(svc, "nodes", [])] or [
+            split_hostport(a) for a in svc.endpoint.extra.get("nodes", [])]
+        for address, port in nodes:
+            for k, v in redis_counters(address, port, svc.endpoint.auth).items():
                 total[k] = total.get(k, 0) + v
         return total
 

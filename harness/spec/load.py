@@ -15,6 +15,7 @@ import yaml
 from harness.errors import RegistryError, SpecError
 from harness.paths import name_problem
 from harness.settings import check_settings, check_value, did_you_mean, resolve
+from harness.spec.access import SERVICE_FIELDS, service_access
 from harness.spec.files import (
     MAX_SPEC_BYTES,
     BadYaml,
@@ -198,12 +199,14 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             bad(where, "expected a mapping with kind, host, settings")
             continue
         for k in sdef:
-            if k not in ("kind", "host", "settings"):
-                hint = did_you_mean(str(k), ["kind", "host", "settings"])
+            if k not in SERVICE_FIELDS:
+                hint = did_you_mean(str(k), SERVICE_FIELDS)
                 bad(f"{where}.{k}", f"unknown field{hint}")
         kind = sdef.get("kind", sname)
         host = sdef.get("host", "localhost")
-        if not isinstance(host, str) or host not in hosts:
+        # A server at an address needs no host: one named is the machine observed.
+        if (not isinstance(host, str) or host not in hosts) and (
+                "host" in sdef or "address" not in sdef):
             bad(f"{where}.host", f"unknown host {host!r}; hosts: {sorted(hosts)}")
         if not isinstance(kind, str):
             bad(f"{where}.kind", f"expected a service kind name, got {kind!r}; kinds: "
@@ -215,6 +218,14 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             bad(f"{where}.kind", str(exc))
             continue
         raw_settings = sdef.get("settings")
+        access = service_access(where, sdef, kind, service, bad)
+        if access.get("address") is not None and isinstance(raw_settings, Mapping):
+            for k in [k for k in raw_settings if k not in service.address_settings]:
+                bad(f"{where}.settings.{k}", "a launcher's setting: the server at "
+                    f"{access['address']} runs with its own (the manifest records them as "
+                    "it reports them); drop it, or let the kit start the server")
+            raw_settings = {k: v for k, v in raw_settings.items()
+                            if k in service.address_settings}
         report(check_settings(f"{where}.settings", raw_settings, service.settings))
         settings = resolve(raw_settings if isinstance(raw_settings, Mapping) else {},
                            service.settings)
@@ -222,8 +233,14 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             for h in settings["hosts"]:
                 if not isinstance(h, str) or h not in hosts:
                     bad(f"{where}.settings.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
-        services[sname] = ServiceSpec(sname, kind, host, settings)
+        services[sname] = ServiceSpec(sname, kind, host, settings, **access)
     if workload is not None:
+        for sname, svc in services.items():
+            wipes = workload.clears.get(svc.kind) if svc.address is not None else None
+            if wipes:
+                bad(f"services.{sname}.address", f"workload {wname!r} wipes data on its "
+                    f"{svc.kind} ({wipes}): it is never run against a server the kit did "
+                    "not start; let the kit start one, or pick another workload")
         # A stand-in (kind `external`) counts as the kind it provides.
         kinds = [SERVICES.get(s.kind).provides(s.settings) for s in services.values()]
         for needed in workload.requires:

@@ -31,7 +31,7 @@ TOP_LEVEL = {
     "workload": "workload name (harness run --list-workloads)",
     "inventory": "YAML file mapping host names to targets",
     "hosts": "name -> 'localhost' | 'user@host:port' | inventory/ssh-config name | mapping",
-    "services": "name -> {kind, host, settings}",
+    "services": "name -> {kind, host, settings} or {kind, address, auth, database}",
     "clients": "{hosts, processes, connections, inflight, pause_us}",
     "params": "fixed workload parameters",
     "grid": "parameter -> list of values; every combination is one configuration",
@@ -142,11 +142,34 @@ UNTIL_FIELDS: dict[str, Setting] = {
 
 
 @dataclass(frozen=True)
+class AuthSpec:
+    """Where a server's password comes from (never the password itself): an environment
+    variable or a file of the user's, read when the run starts."""
+
+    user: str | None = None
+    password_env: str | None = None
+    password_file: str | None = None
+
+    def source(self) -> str:
+        """What the manifest and messages name instead of the password."""
+        return (f"environment variable {self.password_env}" if self.password_env
+                else f"file {self.password_file}")
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     name: str
     kind: str
     host: str
     settings: Mapping[str, Any]
+    #: HOST:PORT of a server the kit does not start (None: the kit starts it on `host`).
+    address: str | None = None
+    auth: AuthSpec | None = None
+    #: The database of a PostgreSQL at an address.
+    database: str | None = None
+    #: Whether `host` was named: a server at an address is observed (its machine's
+    #: /proc read) only on a host the spec names.
+    observed: bool = True
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,14 @@ the pause), called by `load`'s validation with its `bad(field, message)`."""
 
 from __future__ import annotations
 
-import ipaddress
 import math
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.hosts.hostspec import HostSpec
 from harness.settings import Setting, check_settings, did_you_mean, resolve
+from harness.spec.access import listen_problem
 from harness.spec.files import (
     MAX_INVENTORY_BYTES,
     BadYaml,
@@ -180,6 +179,10 @@ def grid_setting(
         if parts[2] not in schema:
             bad(f"grid.{key}", f"unknown {svc.kind} setting{did_you_mean(parts[2], schema)}")
             return None
+        if svc.address is not None and parts[2] not in SERVICES.get(svc.kind).address_settings:
+            bad(f"grid.{key}", f"service {parts[1]!r} is at an address: the kit cannot "
+                               f"change its {parts[2]}")
+            return None
         return schema[parts[2]]
     if key in params:
         return params[key]
@@ -259,27 +262,6 @@ def validate_hosts(path: Path, data: Mapping[str, Any], bad: Any) -> dict[str, H
         if ok:
             hosts[str(hname)] = HostSpec(name=str(hname), **entry)
     return hosts
-
-
-def listen_problem(address: str) -> str | None:
-    """Why servers must not listen at `address`: an unspecified one (0.0.0.0, ::) binds
-    every interface of the machine, which the kit promises never to do."""
-    text = address.strip().strip("[]")
-    if not text:
-        return "an empty address; give the machine's address on the clients' network"
-    try:
-        ip = ipaddress.ip_address(text.split("%")[0])
-    except ValueError:
-        try:  # what inet_aton reads as IPv4 too ("0", "0x0"), as the resolver would
-            ip = ipaddress.ip_address(socket.inet_aton(text))
-        except OSError:
-            return None  # a name: resolved where it is used
-    if ip.is_unspecified:
-        return (f"{address!r} means every interface; servers bind the one address they "
-                "are measured on: give the machine's address on the clients' network")
-    if ip.is_multicast:
-        return f"{address!r} is a multicast address, not a machine's"
-    return None
 
 
 def _target_address(target: Any) -> str | None:

@@ -186,6 +186,9 @@ class Workload(abc.ABC):
     #: Its clients name each op's key number (`WorkloadClient.keynums`), so a spec may
     #: set `run.record_keys`.
     records_keys: bool = False
+    #: Service kinds whose whole data (or a table of a fixed name) its `prepare` wipes,
+    #: each with what it does: never run against a server the kit did not start.
+    clears: Mapping[str, str] = {}
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
         """Cross-field problems beyond per-setting types (messages without a prefix)."""

@@ -79,6 +79,7 @@ class Cluster(Workload):
                    "scan, search/delete of N objects")
     ops = OPS
     requires = ("postgres",)
+    clears: Mapping[str, str] = {"postgres": f"DROP TABLE IF EXISTS {TABLE} before each run"}
     params: Mapping[str, Setting] = {
         "op": Setting((str,), "insert", "the operation of the run", choices=OPS),
         "objects": Setting((int,), 100_000, "N: objects per run (= run.ops)", low=1,

@@ -328,6 +328,9 @@ class Ycsb(Workload):
     ops = OPS
     requires = ()
     requires_one_of = KINDS
+    clears: Mapping[str, str] = {
+        "memcached": "flush_all before the load (memcached cannot list keys)",
+        "postgres": "DROP TABLE IF EXISTS usertable before the load"}
     params: Mapping[str, Setting] = PARAMS
 
     def __init__(self) -> None:

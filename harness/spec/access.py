@@ -1,0 +1,124 @@
+"""A service entry's way in: a server at an address the kit does not start, the
+credentials it takes (where the password comes from, never the password), its database.
+
+    services:
+      cache: {kind: redis, address: "10.0.0.5:6380", host: db1,
+              auth: {user: bench, password_env: REDIS_PASSWORD}}
+      db: {kind: postgres, address: "db.example:5432", database: bench,
+           auth: {user: bench, password_file: ~/.kvbench/pg}}
+
+Checked here, before anything connects; the password is read when the run starts
+(`harness.services.access_creds`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from harness.spec.model import AuthSpec
+
+#: The fields of a service entry.
+SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database")
+AUTH_FIELDS = ("user", "password_env", "password_file")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$")
+
+Bad = Callable[[str, str], None]
+
+
+def listen_problem(address: str) -> str | None:
+    """Why servers must not listen at `address`: an unspecified one (0.0.0.0, ::) binds
+    every interface of the machine, which the kit promises never to do."""
+    text = address.strip().strip("[]")
+    if not text:
+        return "an empty address; give the machine's address on the clients' network"
+    try:
+        ip = ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        try:  # what inet_aton reads as IPv4 too ("0", "0x0"), as the resolver would
+            ip = ipaddress.ip_address(socket.inet_aton(text))
+        except OSError:
+            return None  # a name: resolved where it is used
+    if ip.is_unspecified:
+        return (f"{address!r} means every interface; servers bind the one address they "
+                "are measured on: give the machine's address on the clients' network")
+    if ip.is_multicast:
+        return f"{address!r} is a multicast address, not a machine's"
+    return None
+
+
+def service_access(where: str, sdef: Mapping[str, Any], kind: str, service: Any,
+                   bad: Bad) -> dict[str, Any]:
+    """The ServiceSpec fields `address`, `auth`, `database` and `observed` of one entry,
+    each problem reported as `bad(field, message)`."""
+    out: dict[str, Any] = {"observed": "host" in sdef}
+    address = sdef.get("address")
+    if address is not None:
+        m = _ADDRESS.match(address) if isinstance(address, str) else None
+        if m is None or not 0 < int(m.group(2)) < 65536:
+            bad(f"{where}.address", f"{address!r} is not HOST:PORT (an IPv6 host in "
+                                    "brackets: [fd00::5]:6379)")
+        elif not getattr(service, "attachable", False):
+            bad(f"{where}.address", f"the kit cannot measure a {kind} it does not start; "
+                                    "at an address: memcached, redis, redis_cluster, "
+                                    "postgres (an HTTP app: kind external with url)")
+        elif problem := listen_problem(m.group(1)):
+            bad(f"{where}.address", problem)
+        else:
+            out["address"] = address
+    auth = sdef.get("auth")
+    if auth is not None:
+        parsed = _auth(f"{where}.auth", auth, bad)
+        if address is None:
+            bad(f"{where}.auth", "credentials are for a server at an address; a server the "
+                                 "kit starts takes a random password of its own")
+        elif kind not in ("redis", "redis_cluster", "postgres"):
+            bad(f"{where}.auth", f"{kind} takes no password in the protocol the kit speaks "
+                                 "to it; keep its network private")
+        elif parsed is not None:
+            out["auth"] = parsed
+    database = sdef.get("database")
+    if database is not None:
+        if kind != "postgres" or address is None:
+            bad(f"{where}.database", "names the database of a postgres at an address")
+        elif not isinstance(database, str) or not _DATABASE.match(database):
+            bad(f"{where}.database", f"{database!r} is not a database name (letters, "
+                                     "digits, _ $ -, starting with a letter or _)")
+        else:
+            out["database"] = database
+    return out
+
+
+def _auth(where: str, auth: Any, bad: Bad) -> AuthSpec | None:
+    if not isinstance(auth, Mapping):
+        bad(where, "expected {user, password_env | password_file}")
+        return None
+    for k in auth:
+        if k not in AUTH_FIELDS:
+            bad(f"{where}.{k}", "unknown field" + (
+                "; a password is never written in a spec: name an environment variable "
+                "(password_env) or a file (password_file) that holds it"
+                if str(k) == "password" else f" (fields: {', '.join(AUTH_FIELDS)})"))
+            return None
+    user, env, path = (auth.get(k) for k in AUTH_FIELDS)
+    if user is not None and (not isinstance(user, str) or not user or any(
+            c.isspace() for c in user)):
+        bad(f"{where}.user", f"{user!r} is not a user name")
+        return None
+    if (env is None) == (path is None):
+        bad(where, "give exactly one of password_env (an environment variable's name) "
+                   "or password_file (a file holding the password)")
+        return None
+    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
+        bad(f"{where}.password_env", f"{env!r} is not an environment variable name")
+        return None
+    if path is not None and (not isinstance(path, str) or not path):
+        bad(f"{where}.password_file", "expected a file path")
+        return None
+    return AuthSpec(user, env, os.path.expanduser(path) if path else None)

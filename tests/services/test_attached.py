@@ -1,0 +1,174 @@
+"""Servers at an address: started by hand as a user starts them (their own users and
+passwords, no default user), measured by `harness run` without the kit starting or
+stopping anything there; and every way that goes wrong, in one line before the grid."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main as cli_main
+from harness.hosts import LocalHost
+from harness.results import iter_run_dirs, read_manifest
+from tests.fixtures.byhand import ByHand, start_memcached, start_postgres, start_redis
+from tests.fixtures.servers import require_service
+
+pytestmark = pytest.mark.integration
+
+ACL = "user default off\nuser bench on >{pw} ~* &* +@all\n"
+
+
+def _spec(tmp_path: Path, name: str, workload: str, services: str, params: str,
+          grid: str = "clients.connections: [1, 4]") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\nworkload: {workload}\nhosts: {{client: localhost}}\n"
+                    f"services:\n{services}\nclients: {{hosts: [client], processes: 1, "
+                    f"connections: 1}}\nparams: {params}\ngrid: {{{grid}}}\n"
+                    "repetitions: 2\nrun: {ops: 400, warmup_ops: 20}\n")
+    return path
+
+
+def _no_secret(tmp_path: Path, secret: str) -> None:
+    """Nothing the run or the report wrote holds `secret`."""
+    for root in (tmp_path / "raw", tmp_path / "raw2", tmp_path / "report"):
+        for f in (p for p in root.rglob("*") if p.is_file()):
+            assert secret.encode() not in f.read_bytes(), f"password in {f}"
+
+
+@pytest.fixture
+def acl_redis(tmp_path: Path, by_hand: Callable[[ByHand], ByHand]) -> ByHand:
+    require_service("redis", LocalHost())
+    pw = "bench-acl-" + tmp_path.name[-8:]
+    server = by_hand(start_redis(tmp_path, ACL.format(pw=pw)))
+    server.password, server.user = pw, "bench"
+    return server
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_redis_with_an_acl_user_and_no_default_user_is_measured_at_its_address(
+        tmp_path: Path, acl_redis: ByHand, engine: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("BENCH_REDIS_PW", acl_redis.password)
+    monkeypatch.setenv("KVBENCH_ENGINE", engine)
+    spec = _spec(tmp_path, "my_redis", "redis_mix",
+                 f"  kv: {{kind: redis, address: '{acl_redis.address}', "
+                 "auth: {user: bench, password_env: BENCH_REDIS_PW}}",
+                 "{key_space: 500}")
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert len(mans) == 4 and {m.status for m in mans} == {"complete"}
+    assert {m.loadgen["engine"] for m in mans} == {engine}
+    kv = mans[0].services["kv"]
+    assert kv["started_by"].startswith("not the kit")
+    assert kv["auth"] == "user bench, password from environment variable BENCH_REDIS_PW"
+    assert kv["observed"] is False and kv["pids"] == []
+    assert kv["config"]["port"] == str(acl_redis.port) and "requirepass" not in kv["config"]
+    tele = mans[0].telemetry
+    assert tele["unobserved"][0]["service"] == "kv"
+    delta = tele["counters"]["kv"]["delta"]
+    assert delta["cmdstat_get_calls"] + delta["cmdstat_set_calls"] >= 400
+    # The kit started and stopped nothing: the server is still up, its data still there.
+    assert acl_redis.procs[0].poll() is None
+    cli_main(["report", "--raw", str(raw), "--out", str(tmp_path / "report"), "--no-pdf"])
+    capsys.readouterr()
+    _no_secret(tmp_path, acl_redis.password)
+
+
+@pytest.mark.parametrize("case", ["wrong password", "no password", "env unset",
+                                  "nothing there", "file missing"])
+def test_what_goes_wrong_is_one_line_before_the_grid(
+        tmp_path: Path, acl_redis: ByHand, case: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    auth = {"wrong password": "{user: bench, password_env: PW}",
+            "no password": None, "env unset": "{user: bench, password_env: PW_UNSET}",
+            "nothing there": "{user: bench, password_env: PW}",
+            "file missing": f"{{user: bench, password_file: '{tmp_path}/nope'}}"}[case]
+    address = ("127.0.0.1:1" if case == "nothing there" else acl_redis.address)
+    monkeypatch.setenv("PW", "wrong" if case == "wrong password" else acl_redis.password)
+    monkeypatch.delenv("PW_UNSET", raising=False)
+    entry = f"{{kind: redis, address: '{address}'" + (f", auth: {auth}" if auth else "") + "}"
+    spec = _spec(tmp_path, "bad", "redis_mix", f"  kv: {entry}", "{key_space: 10}")
+    assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "services.kv" in err[0] and "Traceback" not in err[0], err
+    says = {"wrong password": "check the user and the password in environment variable PW",
+            "no password": "it wants a password", "env unset": "PW_UNSET is not set",
+            "nothing there": "Connection refused", "file missing": "nope"}[case]
+    assert says in err[0]
+    assert acl_redis.password not in err[0]
+    assert not (tmp_path / "raw").exists() or not list(iter_run_dirs(tmp_path / "raw"))
+
+
+@pytest.mark.parametrize("entry, says", [
+    ("{kind: redis, address: '127.0.0.1:6379', auth: {password: hunter2}}",
+     "a password is never written in a spec"),
+    ("{kind: redis, address: '127.0.0.1:6379', settings: {maxmemory: 64mb}}",
+     "settings.maxmemory: a launcher's setting"),
+    ("{kind: memcached, address: '127.0.0.1:6379', auth: {password_env: X}}",
+     "memcached takes no password"),
+    ("{kind: redis, address: '0.0.0.0:6379'}", "means every interface"),
+    ("{kind: redis, address: 'somewhere'}", "is not HOST:PORT"),
+    ("{kind: filestore, address: '127.0.0.1:80'}", "cannot measure a filestore"),
+    ("{kind: redis, auth: {password_env: X}}", "credentials are for a server at an address"),
+])
+def test_an_address_entry_is_checked_before_anything_connects(
+        tmp_path: Path, entry: str, says: str, capsys: pytest.CaptureFixture) -> None:
+    workload = "memcache_mix" if "memcached" in entry else "redis_mix"
+    spec = _spec(tmp_path, "bad", workload, f"  kv: {entry}", "{key_space: 10}",
+                 grid="clients.connections: [1]")
+    assert cli_main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and "hunter2" not in err
+
+
+def test_a_workload_that_wipes_data_is_never_pointed_at_an_address(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    spec = tmp_path / "y.yaml"
+    spec.write_text("name: y\nworkload: ycsb\nhosts: {client: localhost}\nservices:\n"
+                    "  kv: {kind: memcached, address: '127.0.0.1:11211'}\n"
+                    "clients: {hosts: [client]}\nrun: {ops: 10}\n")
+    assert cli_main(["validate", str(spec)]) == 2
+    assert "wipes data on its memcached (flush_all" in capsys.readouterr().err
+
+
+def test_postgres_and_memcached_at_addresses_run_the_datastore_workload(
+        tmp_path: Path, by_hand: Callable[[ByHand], ByHand],
+        capsys: pytest.CaptureFixture) -> None:
+    """A PostgreSQL of its own (scram, a user owning a database) and a memcached, both
+    started by hand: the datastore workload makes its own tables there; a user who may
+    not create tables is named with the privilege, before the grid."""
+    require_service("postgres", LocalHost())
+    require_service("memcached", LocalHost())
+    pg = by_hand(start_postgres(tmp_path / "pg", "bench", "pg-pass-" + tmp_path.name[-6:],
+                                "benchdb", grants="CREATE USER weak PASSWORD 'weak-pw-1';"
+                                " REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+    mc = by_hand(start_memcached())
+    (tmp_path / "pw").write_text(pg.password + "\n")
+    services = (f"  db: {{kind: postgres, address: '{pg.address}', database: benchdb, "
+                f"auth: {{user: bench, password_file: '{tmp_path}/pw'}}}}\n"
+                f"  cache: {{kind: memcached, address: '{mc.address}'}}")
+    spec = _spec(tmp_path, "my_ds", "datastore_memcache", services,
+                 "{value_size_bytes: 100}", grid="op: [store_write, store_read, mem_write]")
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert {m.status for m in mans} == {"complete"} and len(mans) == 6
+    db = mans[0].services["db"]
+    assert db["config"]["database"] == "benchdb" and db["config"]["user"] == "bench"
+    assert "server_version" in db["config"] and db["version"].split(".")[0].isdigit()
+    assert mans[0].telemetry["counters"]["db"]["delta"]["xact_commit"] > 0
+    (tmp_path / "weak").write_text("weak-pw-1\n")
+    spec.write_text(spec.read_text().replace("user: bench", "user: weak").replace(
+        f"{tmp_path}/pw", f"{tmp_path}/weak"))
+    assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw2"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "user 'weak' may not create tables in schema public" in err
+    assert "GRANT CREATE ON SCHEMA public TO weak" in err
+    _no_secret(tmp_path, pg.password)
+    assert json.dumps(mans[0].to_dict()).count("pg-pass") == 0
+    assert sys.executable  # the kit's own interpreter measured; nothing started there

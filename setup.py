@@ -6,6 +6,7 @@ compiler (or Python headers) the install goes on and prints one line; the load
 generator then uses its pure-Python path (harness.loadgen.native.ENGINE says which).
 """
 
+import os
 import sys
 
 from setuptools import Extension, setup
@@ -38,12 +39,25 @@ class OptionalBuildExt(build_ext):
 
 
 SOURCES = ["harness/loadgen/_native.c", "harness/loadgen/native_core/engine.c",
-           "harness/loadgen/native_core/protocols.c"]
+           "harness/loadgen/native_core/protocols.c", "harness/loadgen/native_core/tls.c"]
 HEADERS = ["harness/loadgen/native_core/engine.h"]
+
+
+def _openssl() -> dict:
+    """TLS in the core where OpenSSL's headers are installed (Debian: libssl-dev, which
+    make setup installs); without them the core speaks plain TCP and the Python engine
+    measures TLS."""
+    for include in ("/usr/include", "/usr/local/include", sys.prefix + "/include"):
+        if os.path.exists(f"{include}/openssl/ssl.h"):
+            return {"define_macros": [("KVBENCH_TLS", "1")], "libraries": ["ssl", "crypto"],
+                    "include_dirs": [include] if include != "/usr/include" else []}
+    print("kvbench: OpenSSL headers not found: the native core is built without TLS",
+          file=sys.stderr)
+    return {}
 
 
 setup(
     ext_modules=[Extension("harness.loadgen._native", SOURCES, depends=HEADERS,
-                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"])],
+                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"], **_openssl())],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.drivers.pipelined import PipelinedProtocol
+from harness.drivers.tls import tls_kwargs
 from harness.errors import HarnessError
+from harness.hosts.endpoint import TLSConfig
 
 
 class MemcacheError(HarnessError):
@@ -112,10 +114,12 @@ class MemcacheProtocol(PipelinedProtocol):
         return self.call(b"version\r\n")
 
 
-async def connect(host: str, port: int, timeout_s: float = 10.0) -> MemcacheProtocol:
+async def connect(host: str, port: int, timeout_s: float = 10.0,
+                  tls: TLSConfig | None = None) -> MemcacheProtocol:
+    """A connection (over TLS with `tls`, as memcached -Z speaks it)."""
     loop = asyncio.get_running_loop()
     _, proto = await asyncio.wait_for(
-        loop.create_connection(MemcacheProtocol, host, port), timeout_s
-    )
+        loop.create_connection(MemcacheProtocol, host, port, **tls_kwargs(tls, host)),
+        timeout_s)
     return proto
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from harness.drivers.tls import client_context
 from harness.services.base import Endpoint
 
 
@@ -18,6 +19,7 @@ async def connect(endpoint: Endpoint, timeout_s: float = 10.0) -> asyncpg.Connec
         user=endpoint.extra.get("user", "postgres"),
         database=endpoint.extra.get("database", "postgres"),
         password=endpoint.auth.password if endpoint.auth is not None else None,
+        ssl=client_context(endpoint.tls) if endpoint.tls is not None else None,
         timeout=timeout_s,
         statement_cache_size=256,
     )

@@ -27,8 +27,9 @@ from typing import Any
 
 from harness.drivers.memcache import stat_value
 from harness.drivers.pipelined import PipelinedProtocol
+from harness.drivers.tls import tls_kwargs
 from harness.errors import HarnessError
-from harness.hosts.endpoint import Credentials
+from harness.hosts.endpoint import Credentials, TLSConfig
 from harness.results import ERROR, REDIRECT
 
 SLOTS = 16384
@@ -202,12 +203,13 @@ class RespConnection(PipelinedProtocol):
 
 
 async def connect(host: str, port: int, timeout_s: float = 10.0,
-                  auth: Credentials | None = None) -> RespConnection:
-    """A connection, authenticated with `auth` (AUTH [user] password) before it is
-    handed out: the native core then reads and writes its socket as it is."""
+                  auth: Credentials | None = None, tls: TLSConfig | None = None
+                  ) -> RespConnection:
+    """A connection (over TLS with `tls`), authenticated with `auth` (AUTH [user]
+    password) before it is handed out."""
     loop = asyncio.get_running_loop()
-    _, proto = await asyncio.wait_for(loop.create_connection(RespConnection, host, port),
-                                      timeout_s)
+    _, proto = await asyncio.wait_for(loop.create_connection(
+        RespConnection, host, port, **tls_kwargs(tls, host)), timeout_s)
     if auth is not None:
         reply = await asyncio.wait_for(proto.request(
             "AUTH", *([auth.user] if auth.user else []), auth.password), timeout_s)
@@ -247,9 +249,10 @@ class ClusterClient:
     """Commands routed by key slot over one connection per master, opened on demand."""
 
     def __init__(self, seeds: Sequence[Node], *, connect_timeout_s: float = 10.0,
-                 auth: Credentials | None = None) -> None:
+                 auth: Credentials | None = None, tls: TLSConfig | None = None) -> None:
         self.seeds = list(seeds)
         self.auth = auth
+        self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.slots: list[Node | None] = [None] * SLOTS
         self.conns: dict[Node, RespConnection] = {}
@@ -285,7 +288,7 @@ class ClusterClient:
     async def conn(self, node: Node) -> RespConnection:
         c = self.conns.get(node)
         if c is None or c.closed:
-            c = await connect(node[0], node[1], self.connect_timeout_s, self.auth)
+            c = await connect(node[0], node[1], self.connect_timeout_s, self.auth, self.tls)
             self.conns[node] = c
         return c
 

@@ -216,6 +216,25 @@ static PyObject *Engine_set_pause(Engine *e, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Before the first socket: TLS on every socket (tls.c), with the CA (PEM; None: the
+ * system's), a client certificate and key (PEM or None), the name to check, whether to
+ * verify, and the greeting each connection sends first (b"": none). */
+static PyObject *Engine_set_tls(Engine *e, PyObject *args) {
+    const char *ca, *cert, *key, *name; int verify; const char *hello; Py_ssize_t hello_len;
+    if (!PyArg_ParseTuple(args, "zzzzpy#", &ca, &cert, &key, &name, &verify, &hello,
+                          &hello_len))
+        return NULL;
+    if (e->running) { PyErr_SetString(PyExc_RuntimeError, "engine running"); return NULL; }
+    char err[256];
+    tls_free_ctx(e);
+    if (tls_setup(e, ca, cert, key, name, verify, hello, (size_t)hello_len, err,
+                  sizeof err) < 0) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* Between runs: the columns were sealed and others come next; until `run` starts on
  * them, `published` must not count the old ones' records. */
 static PyObject *Engine_rewind(Engine *e, PyObject *Py_UNUSED(ignored)) {
@@ -229,6 +248,7 @@ static void Engine_dealloc(Engine *e) {
     if (e->conns) {
         for (int ci = 0; ci < e->nconns; ci++) {
             Conn *c = &e->conns[ci];
+            tls_close(c);
             free(c->in); free(c->out);
             PyMem_RawFree(c->q_seq); PyMem_RawFree(c->q_t0); PyMem_RawFree(c->q_int);
         }
@@ -245,6 +265,7 @@ static void Engine_dealloc(Engine *e) {
     if (e->epfd >= 0) close(e->epfd);
     if (e->evfd >= 0) close(e->evfd);
     if (e->tmfd >= 0) close(e->tmfd);
+    tls_free_ctx(e);
     pthread_mutex_destroy(&e->lock);
     Py_XDECREF(e->keep);
     Py_TYPE(e)->tp_free((PyObject *)e);
@@ -468,6 +489,8 @@ static PyMethodDef Engine_methods[] = {
     {"state", (PyCFunction)Engine_state, METH_NOARGS, "state() -> dict of counters"},
     {"rewind", (PyCFunction)Engine_rewind, METH_NOARGS,
      "rewind() -> None; between runs: no record written yet (the next run's columns)"},
+    {"set_tls", (PyCFunction)Engine_set_tls, METH_VARARGS,
+     "set_tls(ca_pem, cert_pem, key_pem, server_name, verify, hello): TLS on every socket"},
     {"set_pause", (PyCFunction)Engine_set_pause, METH_VARARGS,
      "set_pause(ns): closed loop, the loop sleeps ns before each wait while ops are in "
      "flight (0: never)"},
@@ -517,5 +540,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "R_STORED", R_STORED);
     PyModule_AddIntConstant(m, "R_OTHER", R_OTHER);
     PyModule_AddIntConstant(m, "R_REFUSED", R_REFUSED);
+    PyModule_AddIntConstant(m, "TLS", tls_built());
     return m;
 }

@@ -103,11 +103,16 @@ def _native_or_why(client: Any) -> tuple[NativeOps | None, str]:
     if engine() != "native":
         return None, (f"{ENV}=python" if os.environ.get(ENV, "").strip().lower() == "python"
                       else "the native core is not built")
+    endpoint = getattr(client, "endpoint", None)
+    if getattr(endpoint, "tls", None) is not None and not _native.TLS:
+        return None, "TLS, and the native core was built without OpenSSL (libssl-dev)"
     ops = client.native_ops()
     if ops is None:
         return None, "its workload, with these settings, has no native ops"
     if ops.protocol not in PROTOCOLS:
         return None, f"the core does not speak {ops.protocol!r}"
+    if getattr(endpoint, "tls", None) is not None and ops.router is not None:
+        return None, "TLS to servers the core routes between (it makes one session a socket)"
     return ops, ""
 
 
@@ -143,6 +148,32 @@ def _failure(kind: int, message: str) -> BaseException:
 def _backoff_s(consecutive: int) -> float:
     """`ClientRun._on_error`'s back-off, so a dead server is not a busy loop of errors."""
     return min(0.001 * 2 ** min(consecutive, 10), 0.5)
+
+
+class _RawConn:
+    """A plain TCP connection whose TLS the core makes itself (tls.c): Python never
+    reads it; it only closes it."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+
+    @property
+    def closed(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _greeting(endpoint: Any, protocol: str) -> bytes:
+    """What each connection sends before its first op, over TLS in the core: Redis's
+    AUTH where the endpoint has credentials."""
+    if endpoint.auth is None or not protocol.startswith("resp"):
+        return b""
+    from harness.drivers.redis import encode
+
+    auth = endpoint.auth
+    return encode(["AUTH", *([auth.user] if auth.user else []), auth.password])
 
 
 class NativeRun:
@@ -185,6 +216,30 @@ class NativeRun:
             if self.router is not None else (1, b"", ops.set_sizes, ops.set_tail_framing_bytes))
         if cfg.pause_us:
             self.engine.set_pause(round(cfg.pause_us * 1000))
+        tls = self.tls
+        if tls is not None:
+            self.engine.set_tls(tls.ca_pem, tls.cert_pem, tls.key_pem,
+                                tls.server_name or self.endpoint.host, tls.verify,
+                                _greeting(self.endpoint, ops.protocol))
+
+    @property
+    def endpoint(self) -> Any:
+        return getattr(self.run.client, "endpoint", None)
+
+    @property
+    def tls(self) -> Any:
+        return getattr(self.endpoint, "tls", None)
+
+    async def connect(self) -> Any:
+        """A connection for the core: the client's own, or over TLS a plain TCP one on
+        which the core makes the handshake and sends the greeting."""
+        if self.tls is None:
+            return await self.run.client.connect()
+        ep = self.endpoint
+        loop = asyncio.get_running_loop()
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(asyncio.Protocol, ep.host, ep.port), 10)
+        return _RawConn(transport)
 
     def _warmup_end(self) -> tuple[int, int]:
         """Open loop: the first measured seq and when it is due (absolute): the core drops
@@ -260,7 +315,7 @@ class NativeRun:
                 return
             t0 = clock()
             try:
-                conn = await run.client.connect()
+                conn = await self.connect()
             except Exception as err:  # noqa: BLE001 - recorded as the next op's failure
                 self.engine.connect_failed(i, t0, clock())
                 run.last_error = f"{type(err).__name__}: {err}"

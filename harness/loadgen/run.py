@@ -196,9 +196,11 @@ class ClientRun:
 
     async def connect_all(self) -> None:
         """Open connections before the common start; failures are retried in the loop."""
+        connect = (self.native_run.connect if self.native_run is not None
+                   else self.client.connect)
         for c in self.conns:
             try:
-                c.conn = await self.client.connect()
+                c.conn = await connect()
             except Exception as exc:  # noqa: BLE001 - any driver error means "not connected"
                 self.last_error = f"connect: {type(exc).__name__}: {exc}"
 

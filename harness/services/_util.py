@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harness.drivers.tls import client_context, server_hostname
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
+from harness.hosts.endpoint import TLSConfig
 from harness.services.base import Endpoint, RunningService, Service
 from harness.settings import check_bounds
 
@@ -149,10 +151,16 @@ class Launch:
 
 
 def tcp_request(
-    host: str, port: int, payload: bytes, done: Callable[[bytes], bool], timeout_s: float = 5.0
+    host: str, port: int, payload: bytes, done: Callable[[bytes], bool], timeout_s: float = 5.0,
+    tls: TLSConfig | None = None,
 ) -> bytes:
-    """Send `payload` to host:port and read until `done(reply)`; OSError if cut short."""
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+    """Send `payload` to host:port (over TLS with `tls`) and read until `done(reply)`;
+    OSError if cut short (ssl.SSLError, one, if the handshake fails)."""
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout_s))
+        if tls is not None:
+            sock = stack.enter_context(client_context(tls).wrap_socket(
+                sock, server_hostname=server_hostname(tls, host)))
         sock.sendall(payload)
         reply = b""
         while not done(reply):

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.errors import ServiceError
 from harness.hosts import Host, Process
-from harness.hosts.endpoint import Credentials, Endpoint, split_hostport
+from harness.hosts.endpoint import Credentials, Endpoint, TLSConfig, split_hostport
 from harness.services.base import RunningService
 
 #: How much of a password file is read (a password, not a document).
@@ -71,6 +71,8 @@ class AttachedService(RunningService):
         out = super().info()
         out["started_by"] = "not the kit: measured at an address"
         out["observed"] = self.observed
+        if self.endpoint.tls is not None:
+            out["tls"] = self.endpoint.tls.describe()
         if self.auth_source is not None:
             user = self.endpoint.auth.user if self.endpoint.auth else None
             out["auth"] = (f"user {user}, " if user else "") + f"password from {self.auth_source}"
@@ -93,7 +95,8 @@ def listening_pid(host: Host, port: int) -> int | None:
 
 def attached(host: Host, spec: Any, kind: str, endpoint_kind: str,
              version: str, config: dict[str, Any], creds: Credentials | None,
-             extra: dict[str, Any] | None = None) -> AttachedService:
+             extra: dict[str, Any] | None = None, tls: TLSConfig | None = None
+             ) -> AttachedService:
     """The RunningService of a server at `spec.address` (`spec`: the spec's
     `ServiceSpec`; `host`: the spec host named, or the control machine when none is)."""
     address, port = split_hostport(str(spec.address))
@@ -106,7 +109,7 @@ def attached(host: Host, spec: Any, kind: str, endpoint_kind: str,
         name=spec.name, kind=kind, host=host,
         # `foreign`: a workload never wipes what it finds there (`Workload.clears`).
         endpoint=Endpoint(endpoint_kind, address, port, {**(extra or {}), "foreign": True},
-                          creds),
+                          creds, tls),
         version=version, config=config, processes=processes, observed=bool(processes),
         observed_host=bool(spec.observed),
         auth_source=spec.auth.source() if spec.auth else None)

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.drivers.memcache import parse_stats, stats_done, stats_request
+from harness.drivers.tls import handshake_problem
 from harness.hosts import Host
-from harness.hosts.endpoint import split_hostport
+from harness.hosts.endpoint import TLSConfig, split_hostport
 from harness.services._util import (
     Launch,
     NotReady,
@@ -21,6 +22,7 @@ from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
+from harness.services.tlsconf import TLS_SETTING, address_tls
 
 #: memcached's -I: a size in bytes, k or m; from its slab chunk (512 KiB, of which it must
 #: be a multiple) to 1 GiB, and at most half of -m (memcached 1.6 refuses anything else).
@@ -59,22 +61,26 @@ def _line_done(reply: bytes) -> bool:
     return reply.endswith(b"\r\n")
 
 
-def memcached_version(address: str, port: int) -> str:
+def memcached_version(address: str, port: int, tls: TLSConfig | None = None) -> str:
     """The server's version via `version`; NotReady if the reply is not a version."""
-    reply = tcp_request(address, port, b"version\r\n", _line_done).decode(errors="replace")
+    reply = tcp_request(address, port, b"version\r\n", _line_done, tls=tls).decode(
+        errors="replace")
     if not reply.startswith("VERSION "):
         raise NotReady(f"unexpected reply to version: {reply.strip()!r}")
     return reply[len("VERSION "):].strip()
 
 
-def memcached_stats(address: str, port: int, group: str = "") -> dict[str, Any]:
+def memcached_stats(address: str, port: int, group: str = "",
+                    tls: TLSConfig | None = None) -> dict[str, Any]:
     """`stats` (or `stats <group>`) as a dict, read by the driver's parser."""
-    return parse_stats(tcp_request(address, port, stats_request(group), stats_done))
+    return parse_stats(tcp_request(address, port, stats_request(group), stats_done,
+                                   tls=tls))
 
 
-def memcached_stats_settings(address: str, port: int) -> dict[str, Any]:
+def memcached_stats_settings(address: str, port: int, tls: TLSConfig | None = None
+                             ) -> dict[str, Any]:
     """`stats settings` as a dict; numbers converted, everything else kept as text."""
-    return memcached_stats(address, port, "settings")
+    return memcached_stats(address, port, "settings", tls)
 
 
 class Memcached(SingleServer):
@@ -93,6 +99,7 @@ class Memcached(SingleServer):
         "item_size_max": Setting(
             (str, type(None)), None, "Largest item, e.g. '1m' (-I); None keeps the default."
         ),
+        "tls": TLS_SETTING,
     }
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
@@ -128,36 +135,43 @@ class Memcached(SingleServer):
         ]
         if s["item_size_max"] is not None:
             argv += ["-I", s["item_size_max"]]
+        if endpoint.tls is not None:  # memcached -Z: TLS on every listener
+            cert, key = self.tls_paths(launch)
+            argv += ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}"]
         if host_is_root(host):
             argv += ["-u", "nobody"]  # memcached refuses to run as root without -u
         return argv
 
     attachable = True
+    address_settings = ("tls",)
 
     def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
         address, port = split_hostport(spec.address)
+        tls = address_tls(spec)
         try:
-            version = memcached_version(address, port)
-            config = memcached_stats_settings(address, port)
+            version = memcached_version(address, port, tls)
+            config = memcached_stats_settings(address, port, tls)
         except (OSError, ProbeError) as exc:
-            raise not_answering(spec, "no memcached answer", exc,
-                                "check the address, and that memcached listens there "
-                                "(in plain text, without TLS)") from None
-        return attached(host, spec, self.kind, self.kind, version, config, creds)
+            raise not_answering(spec, "no memcached answer", exc, handshake_problem(exc) or (
+                "check the address, and that memcached listens there" + (
+                    "" if tls else " in plain text (with -Z it needs tls:)"))) from None
+        return attached(host, spec, self.kind, self.kind, version, config, creds, tls=tls)
 
     def probe(self, endpoint: Endpoint) -> None:
-        memcached_version(endpoint.host, endpoint.port)
+        memcached_version(endpoint.host, endpoint.port, endpoint.tls)
 
     def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
-        stats = memcached_stats_settings(endpoint.host, endpoint.port)
+        stats = memcached_stats_settings(endpoint.host, endpoint.port, endpoint.tls)
         config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
-        return memcached_version(endpoint.host, endpoint.port), config
+        if endpoint.tls is not None:
+            config["tls"] = endpoint.tls.describe()
+        return memcached_version(endpoint.host, endpoint.port, endpoint.tls), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         """`stats` counters and gauges (`COUNTERS`, `GAUGES`). The asking connection is
         one of `curr_connections` and, at the end, of `total_connections`; `stats`
         itself counts in none of the others."""
-        stats = memcached_stats(svc.endpoint.host, svc.endpoint.port)
+        stats = memcached_stats(svc.endpoint.host, svc.endpoint.port, tls=svc.endpoint.tls)
         return {k: stats[k] for k in (*COUNTERS, *GAUGES)
                 if isinstance(stats.get(k), (int, float))}

@@ -15,9 +15,11 @@ from typing import Any
 
 import asyncpg
 
+from harness.drivers.tls import client_context, handshake_problem
 from harness.hosts import Host
 from harness.hosts.endpoint import Credentials, Endpoint, split_hostport
 from harness.services.attached import AttachedService, attached, not_answering
+from harness.services.tlsconf import address_tls
 
 #: Who a server at an address is asked as, when the spec names no user.
 DEFAULT_USER = "postgres"
@@ -32,7 +34,8 @@ async def _fetch(endpoint: Endpoint, *sql: str) -> list[list[Any]]:
     conn = await asyncpg.connect(host=endpoint.host, port=endpoint.port,
                                  user=endpoint.extra.get("user"),
                                  database=endpoint.extra.get("database"),
-                                 password=auth.password if auth else None, timeout=10)
+                                 password=auth.password if auth else None, timeout=10,
+                                 ssl=client_context(endpoint.tls) if endpoint.tls else None)
     try:
         return [[tuple(r) for r in await conn.fetch(q)] for q in sql]
     finally:
@@ -49,8 +52,9 @@ def attach(host: Host, spec: Any, creds: Credentials | None) -> AttachedService:
     address, port = split_hostport(spec.address)
     user = (creds.user if creds else None) or DEFAULT_USER
     database = spec.database or user
+    tls = address_tls(spec)
     endpoint = Endpoint("postgres", address, port, {"user": user, "database": database},
-                        creds)
+                        creds, tls)
     try:
         version, settings, can = fetch(endpoint, "SHOW server_version",
                                        "SELECT name, setting FROM pg_settings ORDER BY name",
@@ -63,9 +67,9 @@ def attach(host: Host, spec: Any, creds: Credentials | None) -> AttachedService:
         raise not_answering(spec, f"no database {database!r}", exc,
                             "name an existing one in database:") from None
     except (asyncpg.PostgresError, OSError, TimeoutError, asyncpg.InterfaceError) as exc:
-        raise not_answering(spec, "no PostgreSQL answer", exc,
-                            "check the address, pg_hba.conf for this machine, and the "
-                            "user") from None
+        raise not_answering(spec, "no PostgreSQL answer", exc, handshake_problem(exc) or (
+            "check the address, pg_hba.conf for this machine (hostssl needs tls:), and "
+            "the user")) from None
     if not can[0][0]:  # every workload of the kit's makes its own tables
         raise not_answering(spec, f"user {user!r} may not create tables in schema public "
                             f"of {database!r}", PermissionError("CREATE on schema public"),
@@ -75,7 +79,7 @@ def attach(host: Host, spec: Any, creds: Credentials | None) -> AttachedService:
                               if not _SECRET.search(name)}
     config["user"], config["database"] = user, database
     return attached(host, spec, "postgres", "postgres", str(version[0][0]), config, creds,
-                    {"user": user, "database": database})
+                    {"user": user, "database": database}, tls)
 
 
 def counters(endpoint: Endpoint) -> dict[str, float]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.errors import ServiceError
 from harness.hosts import CommandResult, Host
-from harness.hosts.endpoint import Credentials
+from harness.hosts.endpoint import Credentials, TLSConfig
 from harness.services import pg_remote
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
@@ -36,6 +36,7 @@ from harness.services._util import (
 from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
 from harness.services.packages import POSTGRESQL
+from harness.services.tlsconf import TLS_SETTING, server_files
 
 USER = "harness"
 DATABASE = "bench"
@@ -214,6 +215,7 @@ class Postgres(Service):
         "max_connections": Setting((int,), 100, "Maximum concurrent connections.", low=1,
                                    high=PG_MAX_BACKENDS, why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
+        "tls": TLS_SETTING,
     }
 
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
@@ -268,6 +270,7 @@ class Postgres(Service):
                 **{k: s[k] for k in NAMED},
                 **s["extra"],
             }
+            tls = self._tls(host, workdir, data, as_user, conf) if s["tls"] else None
             argv = [*as_user, str(bins["postgres"]), "-D", data]
             for key, value in conf.items():
                 argv += ["-c", f"{key}={_conf_value(value)}"]
@@ -298,10 +301,12 @@ class Postgres(Service):
             config["admitted"] = (access or Access()).cidrs()  # besides loopback
             config["listen_addresses"] = host.address
             config["auth"] = AUTH_MODE
+            if tls is not None:
+                config["tls"] = tls.describe() + " only (hostnossl rejected)"
             endpoint = Endpoint(
                 kind=self.kind, host=host.address, port=port,
                 extra={"user": USER, "database": DATABASE},
-                auth=Credentials(USER, password),
+                auth=Credentials(USER, password), tls=tls,
             )
             svc = launch.running(endpoint, version, config)
             svc.internal["psql"] = str(bins["psql"])
@@ -309,6 +314,7 @@ class Postgres(Service):
             return svc
 
     attachable = True
+    address_settings = ("tls",)
 
     def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
         return pg_remote.attach(host, spec, creds)
@@ -318,6 +324,20 @@ class Postgres(Service):
             return pg_remote.counters(svc.endpoint)
         return stat_database(svc.host, svc.internal["psql"], str(svc.workdir),
                              svc.endpoint.port, pgpass=svc.internal["pgpass"])
+
+    @staticmethod
+    def _tls(host: Host, workdir: str, data: str, as_user: list[str], conf: dict[str, Any]
+             ) -> TLSConfig:
+        """TLS only over TCP: a throwaway CA's certificate (its key the server user's,
+        0600, as PostgreSQL insists), `ssl` on, and every TCP connection without TLS
+        rejected first in pg_hba.conf (the kit's psql uses the socket)."""
+        tls, cert, key = server_files(host, workdir, [host.address])
+        owner = [a.split("=", 1)[1] for a in as_user if a.startswith(("--reuid=", "--regid="))]
+        if len(owner) == 2:
+            host.run(["chown", ":".join(owner), cert, key])
+        host.run(["sed", "-i", "1i hostnossl all all all reject", f"{data}/pg_hba.conf"])
+        conf.update(ssl="on", ssl_cert_file=cert, ssl_key_file=key)
+        return tls
 
     @staticmethod
     def _drop_root(host: Host, workdir: str) -> list[str]:

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.drivers.redis import Incomplete, RespError, encode, parse_info, parse_reply
+from harness.drivers.tls import handshake_problem
 from harness.hosts import Host
-from harness.hosts.endpoint import Credentials, split_hostport
+from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
 from harness.services._util import (
     Launch,
     NotReady,
@@ -27,6 +28,7 @@ from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
 from harness.services.packages import REDIS_SERVER
 from harness.services.single import SingleServer
+from harness.services.tlsconf import TLS_SETTING, address_tls
 
 POLICIES = (
     "allkeys-lru",
@@ -181,13 +183,14 @@ def _replies(n: int) -> Any:
 
 
 def redis_command(address: str, port: int, *args: str,
-                  auth: Credentials | None = None) -> Any:
+                  auth: Credentials | None = None, tls: TLSConfig | None = None) -> Any:
     """Send one command (after AUTH with `auth`) and return its decoded reply;
     RedisReplyError on `-ERR`. Replies are read by the driver's parser
     (`harness.drivers.redis.parse_reply`)."""
     hello = encode(auth_command(auth)) if auth is not None else b""
     try:
-        buf = tcp_request(address, port, hello + encode(args), _replies(2 if hello else 1))
+        buf = tcp_request(address, port, hello + encode(args), _replies(2 if hello else 1),
+                          tls=tls)
         if hello:
             first, used = parse_reply(buf)
             if isinstance(first, RespError):  # the server's words never hold the password
@@ -202,31 +205,33 @@ def redis_command(address: str, port: int, *args: str,
     return reply
 
 
-def redis_ping(address: str, port: int, auth: Credentials | None = None) -> None:
+def redis_ping(address: str, port: int, auth: Credentials | None = None,
+               tls: TLSConfig | None = None) -> None:
     """PONG, or NotReady (e.g. `-LOADING` while a dataset is read back)."""
     try:
-        reply = redis_command(address, port, "PING", auth=auth)
+        reply = redis_command(address, port, "PING", auth=auth, tls=tls)
     except RedisReplyError as exc:
         raise NotReady(str(exc)) from None
     if reply != "PONG":
         raise NotReady(f"unexpected reply to PING: {reply!r}")
 
 
-def redis_version(address: str, port: int, auth: Credentials | None = None) -> str:
-    info = redis_command(address, port, "INFO", "server", auth=auth)
+def redis_version(address: str, port: int, auth: Credentials | None = None,
+                  tls: TLSConfig | None = None) -> str:
+    info = redis_command(address, port, "INFO", "server", auth=auth, tls=tls)
     for line in str(info).splitlines():
         if line.startswith("redis_version:"):
             return line.split(":", 1)[1].strip()
     raise NotReady("INFO server has no redis_version")
 
 
-def redis_counters(address: str, port: int, auth: Credentials | None = None
-                   ) -> dict[str, float]:
+def redis_counters(address: str, port: int, auth: Credentials | None = None,
+                   tls: TLSConfig | None = None) -> dict[str, float]:
     """`COUNTERS`, `GAUGES` and every command's call counts from one INFO call (its own
     call counts under `cmdstat_info_calls` in the next reading, as Redis counts a
     command once it is done)."""
     info = parse_info(str(redis_command(address, port, "INFO", "stats", "clients",
-                                        "commandstats", auth=auth)))
+                                        "commandstats", auth=auth, tls=tls)))
     return {k: v for k, v in info.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
             and (k in COUNTERS or k in GAUGES
@@ -237,14 +242,14 @@ def redis_counters(address: str, port: int, auth: Credentials | None = None
 _SECRET_CONFIG = re.compile(r"pass|secret|auth|key-file", re.IGNORECASE)
 
 
-def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None
-                   ) -> tuple[str, dict[str, Any]]:
+def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None,
+                   tls: TLSConfig | None = None) -> tuple[str, dict[str, Any]]:
     """A Redis at an address: it answers (with `creds`), its version, and its effective
     configuration (`CONFIG GET *`, passwords left out; what an ACL user may not read is
     said so). ServiceError in one line naming what failed and what to fix."""
     try:
-        redis_command(address, port, "PING", auth=creds)
-        version = redis_version(address, port, creds)
+        redis_command(address, port, "PING", auth=creds, tls=tls)
+        version = redis_version(address, port, creds, tls)
     except RedisReplyError as exc:
         said = str(exc)
         fix = ("it wants a password: give auth: {password_env: VAR} (and user: for an ACL "
@@ -255,11 +260,11 @@ def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None
                if "NOPERM" in said else "check the address and that Redis listens there")
         raise not_answering(spec, "Redis refused", exc, fix) from None
     except (OSError, NotReady, ProbeError) as exc:
-        raise not_answering(spec, "no Redis answer", exc,
-                            "check the address and that Redis listens there, in plain text "
-                            "(a TLS port needs tls:)") from None
+        raise not_answering(spec, "no Redis answer", exc, handshake_problem(exc) or (
+            "check the address and that Redis listens there" + (
+                "" if tls else ", in plain text (a TLS port needs tls:)"))) from None
     try:
-        reply = redis_command(address, port, "CONFIG", "GET", "*", auth=creds)
+        reply = redis_command(address, port, "CONFIG", "GET", "*", auth=creds, tls=tls)
         config: dict[str, Any] = {k: v for k, v in zip(reply[0::2], reply[1::2],
                                                         strict=False)
                                   if not _SECRET_CONFIG.search(str(k))}
@@ -269,11 +274,12 @@ def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None
 
 
 def redis_config(address: str, port: int, names: list[str],
-                 auth: Credentials | None = None) -> dict[str, str]:
+                 auth: Credentials | None = None, tls: TLSConfig | None = None
+                 ) -> dict[str, str]:
     """CONFIG GET each name (one per call: multi-name GET needs Redis 7)."""
     out: dict[str, str] = {}
     for name in names:
-        reply = redis_command(address, port, "CONFIG", "GET", name, auth=auth)
+        reply = redis_command(address, port, "CONFIG", "GET", name, auth=auth, tls=tls)
         out.update(zip(reply[0::2], reply[1::2], strict=False))
     return out
 
@@ -298,8 +304,9 @@ class Redis(SingleServer):
         ),
         "io_threads": Setting((int,), 1, "I/O threads (1 = main thread only).", low=1,
                               high=128, why="Redis's own maximum"),
-        "extra": Setting((dict,), {}, "More redis.conf directives, name -> value, passed "
-                         "as --name value and recorded as the server reports them"),
+        "extra": Setting((dict,), {}, "More redis.conf directives, name -> value, written "
+                         "to its redis.conf and recorded as the server reports them"),
+        "tls": TLS_SETTING,
     }
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
@@ -311,20 +318,26 @@ class Redis(SingleServer):
         return ([problem] if problem else []) + save + extra_problems(s["extra"])
 
     attachable = True
+    address_settings = ("tls",)
 
     def credentials(self) -> Credentials:
         return Credentials(None, secrets.token_urlsafe(24))
 
     def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
         address, port = split_hostport(spec.address)
-        version, config = redis_identity(spec, address, port, creds)
-        return attached(host, spec, self.kind, self.kind, version, config, creds)
+        tls = address_tls(spec)
+        version, config = redis_identity(spec, address, port, creds, tls)
+        return attached(host, spec, self.kind, self.kind, version, config, creds, tls=tls)
 
     def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
              ) -> list[str]:
+        tls = {"port": 0, "tls-port": endpoint.port, "tls-auth-clients": "no",
+               **dict(zip(("tls-cert-file", "tls-key-file"),
+                          ([p] for p in self.tls_paths(launch)), strict=True))
+               } if endpoint.tls else {"port": endpoint.port}
         conf = {
             "bind": host.address,
-            "port": endpoint.port,
+            **tls,
             "dir": [launch.workdir],
             "daemonize": "no",
             "protected-mode": "yes",
@@ -343,17 +356,18 @@ class Redis(SingleServer):
         return ["redis-server", path]
 
     def probe(self, endpoint: Endpoint) -> None:
-        redis_ping(endpoint.host, endpoint.port, endpoint.auth)
+        redis_ping(endpoint.host, endpoint.port, endpoint.auth, endpoint.tls)
 
     def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
         # The extra directives too: the manifest records what the server runs with.
         names = [*CONFIG_NAMES.values(), "bind", "port", "protected-mode", *s["extra"]]
-        host, port, auth = endpoint.host, endpoint.port, endpoint.auth
-        config: dict[str, Any] = redis_config(host, port, names, auth)
+        host, port, auth, tls = endpoint.host, endpoint.port, endpoint.auth, endpoint.tls
+        config: dict[str, Any] = redis_config(host, port, [*names, *(
+            ["tls-port", "tls-auth-clients"] if tls else [])], auth, tls)
         config["auth"] = AUTH_MODE
-        return redis_version(host, port, auth), config
+        return redis_version(host, port, auth, tls), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         ep = svc.endpoint
-        return redis_counters(ep.host, ep.port, ep.auth)
+        return redis_counters(ep.host, ep.port, ep.auth, ep.tls)

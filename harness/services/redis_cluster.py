@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
-from harness.hosts.endpoint import Credentials, split_hostport
+from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -68,6 +68,7 @@ from harness.services.redis import (
     redis_ping,
     redis_version,
 )
+from harness.services.tlsconf import address_tls
 
 SLOTS = 16384
 CLI_TIMEOUT_S = 600.0
@@ -127,10 +128,10 @@ def cluster_info(address: str, port: int, auth: Credentials | None = None
     return dict(line.split(":", 1) for line in text.split() if ":" in line)
 
 
-def slot_owners(address: str, port: int, auth: Credentials | None = None
-                ) -> list[tuple[int, int, str]]:
+def slot_owners(address: str, port: int, auth: Credentials | None = None,
+                tls: TLSConfig | None = None) -> list[tuple[int, int, str]]:
     """(first slot, last slot, master address) as this node sees them, sorted."""
-    reply = redis_command(address, port, "CLUSTER", "SLOTS", auth=auth)
+    reply = redis_command(address, port, "CLUSTER", "SLOTS", auth=auth, tls=tls)
     return sorted((int(r[0]), int(r[1]), f"{r[2][0] or address}:{r[2][1]}") for r in reply)
 
 
@@ -311,15 +312,16 @@ class RedisCluster(Service):
         return svc
 
     attachable = True
-    address_settings = ("provides",)
+    address_settings = ("provides", "tls")
 
     def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
         """A cluster at an address (`spec.address` is any node): the masters from its
         slot map, each asked as after a start."""
         address, port = split_hostport(spec.address)
-        version, config = redis_identity(spec, address, port, creds)
+        tls = address_tls(spec)
+        version, config = redis_identity(spec, address, port, creds, tls)
         try:
-            owners = slot_owners(address, port, creds)
+            owners = slot_owners(address, port, creds, tls)
         except (OSError, RedisReplyError, ProbeError) as exc:
             raise not_answering(spec, "no cluster slot map", exc,
                                 "is it a Redis Cluster node (cluster-enabled yes)? For a "
@@ -327,7 +329,7 @@ class RedisCluster(Service):
         nodes = sorted({o for _, _, o in owners})
         return attached(host, spec, self.kind, self.provides(spec.settings), version,
                         {**config, "masters": len(nodes)}, creds,
-                        {"protocol": "redis_cluster", "nodes": nodes})
+                        {"protocol": "redis_cluster", "nodes": nodes}, tls)
 
     def counters(self, svc: RunningService) -> dict[str, float]:
         """Every master's `redis_counters`, summed (see the module's note on scaling)."""
@@ -335,7 +337,8 @@ class RedisCluster(Service):
         nodes = [(n.address, n.port) for n in getattr(svc, "nodes", [])] or [
             split_hostport(a) for a in svc.endpoint.extra.get("nodes", [])]
         for address, port in nodes:
-            for k, v in redis_counters(address, port, svc.endpoint.auth).items():
+            for k, v in redis_counters(address, port, svc.endpoint.auth,
+                                       svc.endpoint.tls).items():
                 total[k] = total.get(k, 0) + v
         return total
 

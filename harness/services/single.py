@@ -12,6 +12,7 @@ from harness.hosts import Host
 from harness.hosts.endpoint import Credentials
 from harness.services._util import DEFAULT_READY_TIMEOUT_S, Launch, resolve_checked
 from harness.services.base import Endpoint, RunningService, Service
+from harness.services.tlsconf import server_files
 
 
 class SingleServer(Service):
@@ -34,6 +35,11 @@ class SingleServer(Service):
         """The running server's version and effective config (as it reports them, for
         the settings `s` it was started with), for the manifest."""
 
+    @staticmethod
+    def tls_paths(launch: Launch) -> tuple[str, str]:
+        """Where `start` put the server's certificate and key (with `tls`)."""
+        return f"{launch.workdir}/tls-cert.pem", f"{launch.workdir}/tls-key.pem"
+
     def credentials(self) -> Credentials | None:
         """What clients must authenticate with on a server this kit starts (a kind that
         can require a password draws one per start); None: the kind has none."""
@@ -42,8 +48,11 @@ class SingleServer(Service):
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         s = resolve_checked(self, settings)
         with Launch(host, self.kind, name) as launch:
+            # TLS only, with a certificate of a CA made for this start (`tlsconf`).
+            tls = server_files(host, launch.workdir, [host.address])[0] if s.get(
+                "tls") else None
             endpoint = Endpoint(kind=self.kind, host=host.address, port=host.free_port(),
-                                auth=self.credentials())
+                                auth=self.credentials(), tls=tls)
             proc = launch.start(self.argv(host, launch, endpoint, s))
             launch.wait_until_ready(proc, lambda: self.probe(endpoint),
                                     timeout_s=self.ready_timeout_s)

@@ -23,7 +23,7 @@ from typing import Any
 from harness.spec.model import AuthSpec
 
 #: The fields of a service entry.
-SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database")
+SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database", "tls")
 AUTH_FIELDS = ("user", "password_env", "password_file")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
@@ -92,6 +92,14 @@ def service_access(where: str, sdef: Mapping[str, Any], kind: str, service: Any,
                                      "digits, _ $ -, starting with a letter or _)")
         else:
             out["database"] = database
+    tls = sdef.get("tls", (sdef.get("settings") or {}).get("tls") if isinstance(
+        sdef.get("settings"), Mapping) else None)
+    if tls is not None:
+        from harness.services.tlsconf import tls_problems
+
+        for problem in tls_problems(tls, address is not None):
+            field, _, message = problem.partition(": ")
+            bad(f"{where}.{field}", message)
     return out
 
 

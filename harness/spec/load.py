@@ -218,6 +218,9 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             bad(f"{where}.kind", str(exc))
             continue
         raw_settings = sdef.get("settings")
+        if "tls" in sdef:  # written beside address and auth; a setting (a grid key) really
+            raw_settings = {**(raw_settings if isinstance(raw_settings, Mapping) else {}),
+                            "tls": sdef["tls"]}
         access = service_access(where, sdef, kind, service, bad)
         if access.get("address") is not None and isinstance(raw_settings, Mapping):
             for k in [k for k in raw_settings if k not in service.address_settings]:

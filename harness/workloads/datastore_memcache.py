@@ -69,7 +69,8 @@ class DatastoreMemcache(Workload):
             )
         finally:
             await conn.close()
-        mc = await memcache.connect(endpoints["memcached"].host, endpoints["memcached"].port)
+        cache = endpoints["memcached"]
+        mc = await memcache.connect(cache.host, cache.port, tls=cache.tls)
         try:
             if await mc.set(HIT_KEY, value) != b"STORED":
                 raise WorkloadError("memcached did not store the read-hit key")
@@ -96,7 +97,8 @@ class _Client(WorkloadClient):
     async def connect(self) -> Any:
         if self.uses_pg:
             return await pg.connect(self.endpoint)
-        return await memcache.connect(self.endpoint.host, self.endpoint.port)
+        return await memcache.connect(self.endpoint.host, self.endpoint.port,
+                                      tls=self.endpoint.tls)
 
     async def close(self, conn: Any) -> None:
         if self.uses_pg:

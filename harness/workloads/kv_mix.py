@@ -37,6 +37,7 @@ OP_PATTERN_LEN = 1 << 16
 KEY_SEQ_LEN = (1 << 17) + 1
 #: Sets per pipelined batch in `prepare`.
 PREPARE_BATCH = 1000
+PREPARE_BATCH_TLS = 100
 #: Keys of a key space: every client process encodes a get and a set of each key (about
 #: 270 bytes a key, measured), so 4 M keys are about 1 GiB in each client process.
 MAX_KEY_SPACE = 4_000_000
@@ -148,10 +149,14 @@ class KeyValueMix(Workload):
         sizes = mix_dists.value_sizes(params, np.random.default_rng([cls.seed, 1 << 32]),
                                       len(keys), self.max_value_bytes)
         tails = value_tails(sizes, cls.set_tail)
-        conn = await cls.open(endpoints[self.requires[0]])
+        endpoint = endpoints[self.requires[0]]
+        # memcached -Z drops a connection that pipelines a few hundred requests over TLS
+        # at once (1.6.18: close_notify, then its replies): smaller batches there.
+        step = PREPARE_BATCH if endpoint.tls is None else PREPARE_BATCH_TLS
+        conn = await cls.open(endpoint)
         try:
-            for lo in range(0, len(keys), PREPARE_BATCH):
-                batch = keys[lo:lo + PREPARE_BATCH]
+            for lo in range(0, len(keys), step):
+                batch = keys[lo:lo + step]
                 futs = [conn.call(cls.set_head(k, int(sizes[lo + i])) + tails[lo + i])
                         for i, k in enumerate(batch)]
                 for k, fut in zip(batch, futs, strict=True):

@@ -184,7 +184,7 @@ class KVStore(Workload):
         if ep.extra.get("foreign"):
             return  # a cluster the kit did not start: its data is never flushed
         # Every run starts from an empty cluster, so memory limits act the same each time.
-        client = resp.ClusterClient(seeds_of(ep), auth=ep.auth)
+        client = resp.ClusterClient(seeds_of(ep), auth=ep.auth, tls=ep.tls)
         try:
             await client.connect_all()
             for node in set(client.slots):
@@ -272,7 +272,8 @@ class KVClient(WorkloadClient):
 
     async def connect(self) -> Any:
         if self.backend == "redis_cluster":
-            conn: Any = resp.ClusterClient(seeds_of(self.endpoint), auth=self.endpoint.auth)
+            conn: Any = resp.ClusterClient(seeds_of(self.endpoint), auth=self.endpoint.auth,
+                                           tls=self.endpoint.tls)
         else:
             conn = KVTextClient(seeds_of(self.endpoint), greeting=self.greeting)
         try:

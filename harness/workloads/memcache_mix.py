@@ -49,7 +49,7 @@ class MixClient(MixClientBase):
 
     @staticmethod
     async def open(endpoint: Endpoint) -> Any:
-        return await memcache.connect(endpoint.host, endpoint.port)
+        return await memcache.connect(endpoint.host, endpoint.port, tls=endpoint.tls)
 
 
 class MemcacheMix(KeyValueMix):

@@ -58,7 +58,8 @@ class RedisMixClient(MixClientBase):
 
     @staticmethod
     async def open(endpoint: Endpoint) -> Any:
-        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth)
+        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth,
+                                  tls=endpoint.tls)
 
 
 class RedisMix(KeyValueMix):

@@ -109,7 +109,8 @@ class RedisStore(Store):
     kind = "redis"
 
     async def open(self, endpoint: Endpoint) -> Any:
-        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth)
+        return await resp.connect(endpoint.host, endpoint.port, auth=endpoint.auth,
+                                  tls=endpoint.tls)
 
     async def close(self, conn: Any) -> None:
         conn.close()
@@ -234,7 +235,7 @@ class MemcachedStore(Store):
         return b"%s %s 0 0 %d\r\n%s\r\n" % (verb, MemcachedStore.item_key(key), len(doc), doc)
 
     async def open(self, endpoint: Endpoint) -> Any:
-        return await memcache.connect(endpoint.host, endpoint.port)
+        return await memcache.connect(endpoint.host, endpoint.port, tls=endpoint.tls)
 
     async def close(self, conn: Any) -> None:
         conn.close()

@@ -172,3 +172,103 @@ def test_postgres_and_memcached_at_addresses_run_the_datastore_workload(
     _no_secret(tmp_path, pg.password)
     assert json.dumps(mans[0].to_dict()).count("pg-pass") == 0
     assert sys.executable  # the kit's own interpreter measured; nothing started there
+
+
+# --- TLS: servers started by hand with a CA of the test's own (openssl) -------------
+
+def _ca(d: Path, name: str = "127.0.0.1") -> dict[str, Path]:
+    """A CA and a server certificate for `name`, made with the openssl command line."""
+    import subprocess
+
+    d.mkdir(parents=True, exist_ok=True)
+    p = {k: d / f"{k}.pem" for k in ("ca", "ca-key", "cert", "key")}
+    san = f"IP:{name}" if name[0].isdigit() else f"DNS:{name}"
+    run = lambda *a: subprocess.run(["openssl", *a], check=True,  # noqa: E731
+                                    capture_output=True, timeout=60)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", str(p["ca-key"]), "-out", str(p["ca"]), "-days", "2", "-subj", "/CN=test CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+        str(p["key"]), "-out", str(d / "req.pem"), "-subj", f"/CN={name}")
+    (d / "ext.cnf").write_text(f"subjectAltName={san}\n")
+    run("x509", "-req", "-in", str(d / "req.pem"), "-CA", str(p["ca"]), "-CAkey",
+        str(p["ca-key"]), "-CAcreateserial", "-out", str(p["cert"]), "-days", "2",
+        "-extfile", str(d / "ext.cnf"))
+    for f in p.values():
+        f.chmod(0o644)  # memcached and Redis may run as another user
+    return p
+
+
+@pytest.fixture
+def tls_redis(tmp_path: Path, by_hand: Callable[[ByHand], ByHand]) -> tuple[ByHand, dict]:
+    """Redis serving TLS only (no plain port), an ACL user and no default user."""
+    require_service("redis", LocalHost())
+    ca = _ca(tmp_path / "ca")
+    pw = "tls-acl-" + tmp_path.name[-8:]
+    conf = (f"{ACL.format(pw=pw)}tls-cert-file {ca['cert']}\ntls-key-file {ca['key']}\n"
+            f"tls-ca-cert-file {ca['ca']}\ntls-auth-clients no\n")
+    server = by_hand(start_redis(tmp_path, conf, tls_only=True))
+    server.password, server.user = pw, "bench"
+    return server, ca
+
+
+def _tls_spec(tmp_path: Path, server: ByHand, tls: str, auth: bool = True) -> Path:
+    entry = (f"{{kind: redis, address: '{server.address}', tls: {tls}"
+             + (", auth: {user: bench, password_env: TLS_PW}" if auth else "") + "}")
+    return _spec(tmp_path, "my_tls_redis", "redis_mix", f"  kv: {entry}",
+                 "{key_space: 300}")
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_tls_only_redis_with_an_acl_user_is_measured_on_both_engines(
+        tmp_path: Path, tls_redis: tuple[ByHand, dict], engine: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server, ca = tls_redis
+    monkeypatch.setenv("TLS_PW", server.password)
+    monkeypatch.setenv("KVBENCH_ENGINE", engine)
+    spec = _tls_spec(tmp_path, server, f"{{ca_file: '{ca['ca']}'}}")
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert {m.status for m in mans} == {"complete"} and len(mans) == 4
+    assert {m.loadgen["engine"] for m in mans} == {engine}
+    assert mans[0].services["kv"]["tls"] == "TLS"
+    assert min(m.counts["measured"] for m in mans) == 400
+    _no_secret(tmp_path, server.password)
+
+
+@pytest.mark.parametrize("case, says", [
+    ("plain to a TLS port", "a TLS port needs tls:"),
+    ("unknown CA", "certificate is not signed by a CA the kit trusts"),
+    ("name mismatch", "set tls.server_name to the name it carries"),
+])
+def test_tls_mistakes_are_one_line_before_the_grid(
+        tmp_path: Path, tls_redis: tuple[ByHand, dict], case: str, says: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    server, ca = tls_redis
+    monkeypatch.setenv("TLS_PW", server.password)
+    other = _ca(tmp_path / "other")
+    tls = {"plain to a TLS port": "false",
+           "unknown CA": f"{{ca_file: '{other['ca']}'}}",
+           "name mismatch": f"{{ca_file: '{ca['ca']}', server_name: elsewhere.example}}"}[case]
+    spec = _tls_spec(tmp_path, server, tls)
+    assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "services.kv" in err[0], err
+    assert says in err[0] and "Traceback" not in err[0]
+
+
+def test_memcached_with_tls_started_by_hand_is_measured(
+        tmp_path: Path, by_hand: Callable[[ByHand], ByHand]) -> None:
+    """memcached -Z with the test's CA: measured on the native core over TLS."""
+    require_service("memcached", LocalHost())
+    ca = _ca(tmp_path / "ca")
+    mc = by_hand(start_memcached("-Z", "-o", f"ssl_chain_cert={ca['cert']},"
+                                             f"ssl_key={ca['key']}"))
+    spec = _spec(tmp_path, "my_tls_mc", "memcache_mix",
+                 f"  kv: {{kind: memcached, address: '{mc.address}', "
+                 f"tls: {{ca_file: '{ca['ca']}'}}}}", "{key_space: 300}")
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert {m.status for m in mans} == {"complete"}
+    assert {m.loadgen["engine"] for m in mans} == {"native"}

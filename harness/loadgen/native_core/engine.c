@@ -33,6 +33,7 @@ static inline void done_op(Engine *e, int ci) {
 
 static void drop_socket(Engine *e, Conn *c) {
     if (c->fd >= 0) epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    tls_close(c);  /* the descriptor is Python's to close */
     c->fd = -1;
     c->in_len = c->out_len = c->out_off = 0;
     c->want_out = 0;
@@ -144,7 +145,7 @@ static void set_out_interest(Engine *e, Conn *c, int ci, int want) {
 static int flush(Engine *e, int ci) {
     Conn *c = &e->conns[ci];
     while (c->out_off < c->out_len) {
-        ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+        ssize_t w = conn_write(c, c->out + c->out_off, c->out_len - c->out_off);
         if (w > 0) { c->out_off += (size_t)w; continue; }
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -240,8 +241,9 @@ static void dispatch_open(Engine *e) {
 
 static void on_readable(Engine *e, int ci) {
     Conn *c = &e->conns[ci];
+again:
     if (grow_buf(&c->in, &c->in_cap, c->in_len + 65536) < 0) return;
-    ssize_t r = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t r = conn_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     int64_t t1 = now_ns();
     if (r == 0) {
         char msg[MSG_LEN];
@@ -303,15 +305,23 @@ static void on_readable(Engine *e, int ci) {
         c->in_len -= pos;
     }
     if (done && !e->open_loop) refill_closed(e, ci / e->S);
+    /* OpenSSL may hold decrypted replies epoll cannot see: read them now */
+    if (c->fd >= 0 && conn_pending(c)) goto again;
 }
 
 /* ---- commands from Python ---------------------------------------------------------- */
 
-/* Socket ci is fd (-1: none, its server's ops take the slow path). */
-static int attach(Engine *e, int ci, int fd) {
+/* Socket ci is fd (-1: none, its server's ops take the slow path); over TLS, after its
+ * handshake and greeting (tls.c). -1 with `msg` set if it cannot join. */
+static int attach(Engine *e, int ci, int fd, char *msg) {
     Conn *c = &e->conns[ci];
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)ci};
-    if (fd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
+    if (fd >= 0 && e->ssl_ctx && tls_open(e, c, fd, msg, MSG_LEN) < 0) return -1;
+    if (fd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        snprintf(msg, MSG_LEN, "[Errno %d] %s", errno, strerror(errno));
+        tls_close(c);
+        return -1;
+    }
     c->fd = fd;
     c->in_len = c->out_len = c->out_off = 0;
     c->q_head = c->q_count = 0;
@@ -335,9 +345,8 @@ static void run_commands(Engine *e) {
         Cmd m = e->cmds[k];
         if (m.kind == CMD_ATTACH) {
             int g = m.conn / e->S;
-            if (attach(e, m.conn, (int)m.fd_or_t0) < 0) {
-                char msg[MSG_LEN];
-                snprintf(msg, MSG_LEN, "[Errno %d] %s", errno, strerror(errno));
+            char msg[MSG_LEN];
+            if (attach(e, m.conn, (int)m.fd_or_t0, msg) < 0) {
                 for (int ci = g * e->S; ci < (g + 1) * e->S; ci++) drop_socket(e, &e->conns[ci]);
                 add_failure(e, g, F_LOST, msg);
             } else if (m.flags & ATTACH_LAST) {

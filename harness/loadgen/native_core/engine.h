@@ -73,6 +73,10 @@ typedef struct {
     /* ops in flight, oldest first, a ring of `depth` */
     int64_t *q_seq, *q_t0, *q_int;
     int q_head, q_count;
+    /* TLS (tls.c): the socket's session (an SSL *), NULL for plain TCP; the length of a
+     * write OpenSSL must be asked to finish */
+    void *ssl;
+    int tls_retry;
 } Conn;
 
 typedef struct { int kind, conn, flags; int64_t fd_or_t0, t1, seq, code, intended; } Cmd;
@@ -138,6 +142,12 @@ typedef struct {
     Cmd cmds[MAX_CMDS]; int ncmds;
     Failure *failed; int nfailed;
     int running;
+    /* TLS (tls.c): the client context (an SSL_CTX *; NULL: plain TCP), the name the
+     * server's certificate must carry, and the greeting each connection sends first */
+    void *ssl_ctx;
+    char *tls_name;
+    char *hello;
+    size_t hello_len;
 } Engine;
 
 static inline int64_t now_ns(void) {
@@ -179,5 +189,17 @@ void describe(const Engine *e, char *msg, const char *line, size_t line_len, int
 
 /* engine.c: the loop (`Engine.run` calls it without the GIL) */
 int loop(Engine *e);
+
+/* tls.c: TLS through OpenSSL where the core was built with it */
+int tls_setup(Engine *e, const char *ca, const char *cert, const char *key,
+              const char *name, int verify, const char *hello, size_t hello_len,
+              char *err, size_t errlen);
+int tls_open(Engine *e, Conn *c, int fd, char *err, size_t errlen);
+void tls_close(Conn *c);
+void tls_free_ctx(Engine *e);
+ssize_t conn_read(Conn *c, void *buf, size_t n);
+ssize_t conn_write(Conn *c, const void *buf, size_t n);
+int conn_pending(Conn *c);
+int tls_built(void);
 
 #endif

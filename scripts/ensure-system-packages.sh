@@ -21,6 +21,8 @@ declare -A NEED=(
   [java]=default-jre-headless
   [jar:hdrhistogram.jar]=libhdrhistogram-java
   [gcc]=gcc  # builds the native load-generator core (optional: Python path without it)
+  [header:openssl/ssl.h]=libssl-dev  # TLS in the native core (optional)
+  [openssl]=openssl  # CAs and certificates in the TLS tests
   [strace]=strace  # signals and kills at exact system calls in the tests
   [stress-ng]=stress-ng  # a CPU hog beside runs in the tests
   [chromium]=chromium  # JupyterLab in a real browser in the tests (Playwright drives it)
@@ -31,6 +33,7 @@ have() {
     lib:*) ldconfig -p 2>/dev/null | grep -q "${1#lib:}" ;;
     jar:*) [ -f "/usr/share/java/${1#jar:}" ] ;;
     font:*) [ -n "$(find /usr/share/fonts -name "${1#font:}" -print -quit 2>/dev/null)" ] ;;
+    header:*) [ -f "/usr/include/${1#header:}" ] ;;
     initdb) command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 ;;
     sshd) command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] ;;
     *) command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] ;;

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 class SystemPackage:
     """One package: its Debian/Ubuntu name, its conda-forge name (None when conda has
     none or the kit needs none from conda), and what shows it is installed, in the form
-    `scripts/ensure-system-packages.sh` probes: a command, `lib:NAME`, `jar:NAME` or
-    `font:NAME`."""
+    `scripts/ensure-system-packages.sh` probes: a command, `lib:NAME`, `jar:NAME`,
+    `font:NAME` or `header:PATH` (below /usr/include)."""
 
     debian: str
     conda: str | None
@@ -47,6 +47,12 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("libhdrhistogram-java", None, "jar:hdrhistogram.jar",
                   "HdrHistogram's own log reader checks `harness export hdr`"),
     SystemPackage("gcc", None, "gcc", "builds the native load-generator core (optional)"),
+    SystemPackage("libssl-dev", "openssl", "header:openssl/ssl.h",
+                  "OpenSSL's headers: TLS in the native core (optional; without them the "
+                  "Python engine measures TLS)"),
+    SystemPackage("openssl", None, "openssl",
+                  "CAs and certificates of the TLS tests' servers started by hand "
+                  "(conda's openssl has it)"),
     SystemPackage("stress-ng", None, "stress-ng",
                   "a CPU hog beside runs in the tests (telemetry's other_cpu, the checks)"),
     SystemPackage("strace", None, "strace",

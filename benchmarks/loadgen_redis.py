@@ -30,9 +30,11 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -127,6 +129,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--redis-benchmark", default=REDIS_BENCHMARK,
                    help=f"redis-benchmark binary ({REDIS_BENCHMARK})")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    p.add_argument("--tls", action="store_true",
+                   help="Redis serves TLS only (a throwaway CA); every tool speaks TLS to "
+                        "it: the harness (its native core through OpenSSL), redis-benchmark "
+                        "--tls and memtier_benchmark --tls")
     p.add_argument("--engines", default="native,python",
                    help="harness engines to run side by side (default native,python)")
     add_pause_option(p)
@@ -249,7 +255,8 @@ def redis_benchmark(args: argparse.Namespace, port: int, connections: int, pipel
     argv = [args.redis_benchmark, "-h", "127.0.0.1", "-p", str(port), "-c", str(connections),
             "-P", str(pipeline), "-n", str(requests), "-t", args.test,
             "-d", str(args.value_size), "-r", str(args.key_space), "--csv", *extra,
-            *(["-a", args.password] if getattr(args, "password", None) else [])]
+            *(["-a", args.password] if getattr(args, "password", None) else []),
+            *(["--tls", "--cacert", args.ca_file] if getattr(args, "ca_file", None) else [])]
     if args.bench_threads:
         argv += ["--threads", str(args.bench_threads)]
     if pin:
@@ -302,9 +309,12 @@ def memtier_load(args: argparse.Namespace, port: int) -> None:
 
 def _memtier_auth(args: argparse.Namespace) -> list[str]:
     """The kit's Redis requires its random password: the peer tools send it too (on
-    their command line, as they only can; a throwaway password on loopback)."""
+    their command line, as they only can; a throwaway password on loopback); and with
+    --tls, TLS with the server's CA."""
     password = getattr(args, "password", None)
-    return [f"--authenticate={password}"] if password else []
+    ca = getattr(args, "ca_file", None)
+    return ([f"--authenticate={password}"] if password else []) + (
+        ["--tls", f"--cacert={ca}"] if ca else [])
 
 
 def _csv_row(stdout: str) -> dict[str, str] | None:
@@ -466,12 +476,17 @@ def run_benchmark(args: argparse.Namespace,
     try:
         with LocalHost() as host:
             svc = SERVICES.get("redis").start(host, "bench-redis", {
-                "save": "", "appendonly": False, "io_threads": 1})
+                "save": "", "appendonly": False, "io_threads": 1, "tls": args.tls})
+            if svc.endpoint.tls is not None:  # the peer tools read the CA from a file
+                fd, args.ca_file = tempfile.mkstemp(prefix="bench-ca-", suffix=".pem")
+                os.close(fd)
+                Path(args.ca_file).write_text(str(svc.endpoint.tls.ca_pem))
             if pin:
                 pin_cpus(svc.processes[0].pid, SERVER_CPU)
                 os.sched_setaffinity(0, {CLIENT_CPU})
             args.password = svc.endpoint.auth.password if svc.endpoint.auth else None
             log(f"redis {svc.version} on 127.0.0.1:{svc.endpoint.port}"
+                f"{' (TLS only)' if args.tls else ''}"
                 f"{f' (CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU})' if pin else ''}")
             # redis-benchmark stops after -n requests: size -n to --duration per config.
             requests = {}

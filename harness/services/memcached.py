@@ -20,6 +20,7 @@ from harness.services._util import (
 )
 from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
+from harness.services.ownbuild import BINARY_SETTING, binary_problems
 from harness.services.packages import MEMCACHED
 from harness.services.single import SingleServer
 from harness.services.tlsconf import TLS_SETTING, address_tls
@@ -100,11 +101,15 @@ class Memcached(SingleServer):
             (str, type(None)), None, "Largest item, e.g. '1m' (-I); None keeps the default."
         ),
         "tls": TLS_SETTING,
+        "binary": BINARY_SETTING,
     }
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
         """What memcached would refuse at start: an item size it cannot use."""
         s = self.resolve(settings)
+        problems = binary_problems(s["binary"])
+        if problems:
+            return problems
         text = s["item_size_max"]
         if not isinstance(text, str):
             return []  # None: memcached's default

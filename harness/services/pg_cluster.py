@@ -48,6 +48,7 @@ from harness.netem import (
 from harness.services._util import host_is_root, resolve_checked
 from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.ownbuild import BINARY_SETTING, binary_problems, binary_record
 from harness.services.packages import POSTGRESQL
 from harness.services.pg_node import PgNode, cluster_binaries
 from harness.services.postgres import (
@@ -150,6 +151,7 @@ class PgCluster(Service):
         "max_connections": Setting((int,), 100, "per node", low=1, high=PG_MAX_BACKENDS,
                                    why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "more parameters for every node, name -> value"),
+        "binary": BINARY_SETTING,
     }
 
     def provides(self, settings: Mapping[str, Any]) -> str:
@@ -157,7 +159,7 @@ class PgCluster(Service):
 
     def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
                          ) -> list[str]:
-        missing = [b for b, p in cluster_binaries(host).items() if p is None]
+        missing = [b for b, p in cluster_binaries(host, settings).items() if p is None]
         if host_is_root(host) and host.which("setpriv") is None:
             missing.append("setpriv")
         return missing
@@ -192,6 +194,7 @@ class PgCluster(Service):
         if s["emulation"] == "relay" and (s["loss_pct"] or 0) > 0:
             out.append("the relay cannot drop packets: loss_pct needs emulation netem/auto")
         buffers = shared_buffers_problem(s["shared_buffers"])
+        out += binary_problems(s["binary"])
         return [*out, buffers] if buffers else out
 
     @staticmethod
@@ -226,7 +229,7 @@ class PgCluster(Service):
             raise ServiceError(f"pg_cluster {name!r}: " + "; ".join(problems))
         _check_extra(s["extra"])
         k = self.standbys(s)
-        missing = [b for b, p in cluster_binaries(host).items()
+        missing = [b for b, p in cluster_binaries(host, s).items()
                    if p is None and (k or b != "pg_basebackup")]
         if missing:
             raise ServiceError(f"pg_cluster on {host.name}: {', '.join(missing)} not found "
@@ -304,7 +307,7 @@ class _Builder:
         if self.emulation == "relay" and not self.rate_by and self.link.rate_mbit:
             self.rate_by = "relay"
 
-        bins = cluster_binaries(host)
+        bins = cluster_binaries(host, s)
         password = new_password()  # every node's: standbys are copies of the primary
         primary = PgNode.create(host, "primary", self.state, bins, password)
         svc.nodes.append(primary)
@@ -323,7 +326,7 @@ class _Builder:
         names = [f"s{i}" for i in range(1, k + 1)]
         for name, (h, parent) in zip(names, places, strict=True):
             addr, port = self.upstream(h, primary, name)
-            node = PgNode.create(h, name, parent, bins if h is host else cluster_binaries(h),
+            node = PgNode.create(h, name, parent, bins if h is host else cluster_binaries(h, s),
                                  password)
             svc.nodes.append(node)
             node.basebackup(addr, port)
@@ -433,6 +436,7 @@ class _Builder:
             "replication": replication,
             "admitted": self.access.cidrs(),  # besides loopback; standbys: replication only
             "auth": AUTH_MODE,
+            "binary": binary_record(primary.host, str(primary.bins["postgres"])),
         }
 
 

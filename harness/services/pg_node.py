@@ -29,9 +29,11 @@ from harness.services.postgres import (
 STOP_TIMEOUT_S = 15.0
 
 
-def cluster_binaries(host: Host) -> dict[str, str | None]:
-    """initdb, postgres, psql and pg_basebackup, from one installation where possible."""
-    bins: dict[str, str | None] = dict(find_pg_binaries(host))
+def cluster_binaries(host: Host, settings: Mapping[str, Any] | None = None
+                     ) -> dict[str, str | None]:
+    """initdb, postgres, psql and pg_basebackup, from one installation where possible
+    (the `binary` setting's, if any)."""
+    bins: dict[str, str | None] = dict(find_pg_binaries(host, settings))
     initdb = bins.get("initdb")
     sibling = f"{initdb.rsplit('/', 1)[0]}/pg_basebackup" if initdb else None
     bins["pg_basebackup"] = (sibling if sibling and host.exists(sibling)

@@ -35,6 +35,13 @@ from harness.services._util import (
 )
 from harness.services.access import Access
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.ownbuild import (
+    BINARY_SETTING,
+    binary_for,
+    binary_missing,
+    binary_problems,
+    binary_record,
+)
 from harness.services.packages import POSTGRESQL
 from harness.services.tlsconf import TLS_SETTING, server_files
 
@@ -134,12 +141,19 @@ def stat_database(host: Host, psql: str, socket_dir: str, port: int,
     return {**row, "waiting": data["waiting"]}
 
 
-def find_pg_binaries(host: Host) -> dict[str, str | None]:
+def find_pg_binaries(host: Host, settings: Mapping[str, Any] | None = None
+                     ) -> dict[str, str | None]:
     """Paths of initdb, postgres and psql on `host`, all from one installation if possible.
 
-    PATH first (conda, Homebrew, source builds); otherwise Debian/Ubuntu's newest
-    /usr/lib/postgresql/<major>/bin, which is deliberately not on PATH there.
+    The `binary` setting's directory first (your own build: initdb and psql beside its
+    postgres); then PATH (conda, Homebrew, source builds); otherwise Debian/Ubuntu's
+    newest /usr/lib/postgresql/<major>/bin, which is deliberately not on PATH there.
     """
+    own = binary_for(settings or {}, host, "")
+    if own:
+        bindir = own.rsplit("/", 1)[0]
+        return {b: (f"{bindir}/{b}" if binary_missing(host, f"{bindir}/{b}") is None
+                    else None) for b in PG_BINARIES}
     found = {b: host.which(b) for b in PG_BINARIES}
     if found["initdb"] and found["postgres"]:
         return found
@@ -216,18 +230,20 @@ class Postgres(Service):
                                    high=PG_MAX_BACKENDS, why="PostgreSQL's own maximum"),
         "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
         "tls": TLS_SETTING,
+        "binary": BINARY_SETTING,
     }
 
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
-        problem = shared_buffers_problem(self.resolve(settings)["shared_buffers"])
-        return [problem] if problem else []
+        s = self.resolve(settings)
+        problem = shared_buffers_problem(s["shared_buffers"])
+        return ([problem] if problem else []) + binary_problems(s["binary"])
 
     def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
                          ) -> list[str]:
-        missing = [b for b, path in find_pg_binaries(host).items() if path is None]
+        missing = [b for b, path in find_pg_binaries(host, settings).items() if path is None]
         if host_is_root(host) and host.which("setpriv") is None:
             missing.append("setpriv")
         return missing
@@ -238,7 +254,7 @@ class Postgres(Service):
         only this machine uses the server, as in a local run)."""
         s = resolve_checked(self, settings)
         _check_extra(s["extra"])
-        bins = find_pg_binaries(host)
+        bins = find_pg_binaries(host, s)
         missing = [b for b, path in bins.items() if path is None]
         if missing:
             raise ServiceError(
@@ -300,6 +316,7 @@ class Postgres(Service):
             config = dict(row.split("\t", 1) for row in rows if "\t" in row)
             config["admitted"] = (access or Access()).cidrs()  # besides loopback
             config["listen_addresses"] = host.address
+            config["binary"] = binary_record(host, str(bins["postgres"]))
             config["auth"] = AUTH_MODE
             if tls is not None:
                 config["tls"] = tls.describe() + " only (hostnossl rejected)"

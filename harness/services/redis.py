@@ -26,6 +26,7 @@ from harness.services._util import (
 )
 from harness.services.attached import attached, not_answering
 from harness.services.base import Endpoint, RunningService, Setting
+from harness.services.ownbuild import BINARY_SETTING, binary_problems
 from harness.services.packages import REDIS_SERVER
 from harness.services.single import SingleServer
 from harness.services.tlsconf import TLS_SETTING, address_tls
@@ -307,6 +308,7 @@ class Redis(SingleServer):
         "extra": Setting((dict,), {}, "More redis.conf directives, name -> value, written "
                          "to its redis.conf and recorded as the server reports them"),
         "tls": TLS_SETTING,
+        "binary": BINARY_SETTING,
     }
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
@@ -315,7 +317,8 @@ class Redis(SingleServer):
         save = ([] if _SAVE.match(s["save"]) else
                 [f"save {s['save']!r} is not an RDB rule such as '3600 1' or '3600 1 300 "
                  "100' (pairs of seconds and changes; '' takes no snapshots)"])
-        return ([problem] if problem else []) + save + extra_problems(s["extra"])
+        return (([problem] if problem else []) + save + extra_problems(s["extra"])
+                + binary_problems(s["binary"]))
 
     attachable = True
     address_settings = ("tls",)

@@ -53,6 +53,13 @@ from harness.services.base import (
     Step,
     check_node_steps,
 )
+from harness.services.ownbuild import (
+    BINARY_SETTING,
+    binary_for,
+    binary_missing,
+    binary_problems,
+    binary_record,
+)
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
 from harness.services.redis import (
     AUTH_MODE,
@@ -250,7 +257,14 @@ class RedisCluster(Service):
         "node_timeout_ms": Setting((int,), 5000, "cluster-node-timeout", low=1,
                                    high=86_400_000, why="a day"),
         "provides": Setting((str,), "kvstore", "the kind workloads find it under"),
+        "binary": BINARY_SETTING,
     }
+
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
+        """redis-server (the `binary` setting's, or on PATH) and redis-cli."""
+        server = binary_missing(host, binary_for(settings or {}, host, "redis-server"))
+        return [m for m in (server, None if host.which("redis-cli") else "redis-cli") if m]
 
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
@@ -259,8 +273,9 @@ class RedisCluster(Service):
         return str(settings.get("provides") or "kvstore")
 
     def validate(self, settings: Mapping[str, Any]) -> list[str]:
-        problem = maxmemory_problem(self.resolve(settings)["maxmemory"])
-        return [problem] if problem else []
+        s = self.resolve(settings)
+        problem = maxmemory_problem(s["maxmemory"])
+        return ([problem] if problem else []) + binary_problems(s["binary"])
 
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
                     steps: list[Step]) -> list[tuple[Step, str, str]]:
@@ -296,7 +311,8 @@ class RedisCluster(Service):
                                          ["maxmemory", "maxmemory-policy", "appendonly",
                                           "save", "cluster-node-timeout", "bind",
                                           "protected-mode"], svc.auth),
-                          "masters": s["masters"], "hosts": names, "auth": AUTH_MODE}
+                          "masters": s["masters"], "hosts": names, "auth": AUTH_MODE,
+                          "binary": binary_record(host, binary_for(s, host, "redis-server"))}
         except BaseException as exc:
             # Read the failing node's log before cleanup removes it, then stop every node
             # on every host (one Launch per host).
@@ -362,7 +378,7 @@ class RedisCluster(Service):
         }
         host.run(["sh", "-c", 'umask 077; cat > "$1"', "sh", f"{ndir}.conf"],
                  input=config_text(conf))
-        argv = ["redis-server", f"{ndir}.conf"]
+        argv = [binary_for(s, host, "redis-server"), f"{ndir}.conf"]
         # One log per node; `fail()` shows the tail of the node being started.
         launch.log_path = f"{ndir}.log"
         svc.last_host = host.name

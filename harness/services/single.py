@@ -12,6 +12,7 @@ from harness.hosts import Host
 from harness.hosts.endpoint import Credentials
 from harness.services._util import DEFAULT_READY_TIMEOUT_S, Launch, resolve_checked
 from harness.services.base import Endpoint, RunningService, Service
+from harness.services.ownbuild import binary_for, binary_missing, binary_record
 from harness.services.tlsconf import server_files
 
 
@@ -53,8 +54,18 @@ class SingleServer(Service):
                 "tls") else None
             endpoint = Endpoint(kind=self.kind, host=host.address, port=host.free_port(),
                                 auth=self.credentials(), tls=tls)
-            proc = launch.start(self.argv(host, launch, endpoint, s))
+            argv = self.argv(host, launch, endpoint, s)
+            argv[0] = binary_for(s, host, argv[0])  # your own build, where the spec names one
+            proc = launch.start(argv)
             launch.wait_until_ready(proc, lambda: self.probe(endpoint),
                                     timeout_s=self.ready_timeout_s)
             version, config = self.describe(endpoint, s)
+            config["binary"] = binary_record(host, argv[0])
             return launch.running(endpoint, version, config)
+
+    def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
+                         ) -> list[str]:
+        """The server's executable (the `binary` setting's, or its name on PATH)."""
+        path = binary_for(settings or {}, host, self.binaries[0])
+        missing = binary_missing(host, path)
+        return [missing] if missing else []

@@ -66,6 +66,8 @@ def test_settings_are_applied(start_server: StartServer) -> None:
         "max_connections": "20", "work_mem": "8MB", "jit": "off",
     }
     # A server used from this machine only admits no other address (pg_hba: loopback).
+    binary = svc.config.pop("binary")
+    assert binary["path"].endswith("/postgres") and len(binary["sha256"]) == 64
     assert svc.config == {**shown, "admitted": [], "listen_addresses": "127.0.0.1",
                           "auth": "scram-sha-256, a random password per server start"}
 

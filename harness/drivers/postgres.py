@@ -21,5 +21,7 @@ async def connect(endpoint: Endpoint, timeout_s: float = 10.0) -> asyncpg.Connec
         password=endpoint.auth.password if endpoint.auth is not None else None,
         ssl=client_context(endpoint.tls) if endpoint.tls is not None else None,
         timeout=timeout_s,
-        statement_cache_size=256,
+        # A pooler in between (pgbouncer's transaction mode) hands each statement to any
+        # server connection: prepared statements would not be found there.
+        statement_cache_size=int(endpoint.extra.get("statement_cache", 256)),
     )

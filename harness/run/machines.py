@@ -137,6 +137,8 @@ class RunMachines:
                 kwargs: dict[str, Any] = {}
                 if launcher.needs_peers:  # in spec order: the services started so far
                     kwargs["peers"] = {r.endpoint.kind: r.endpoint for r in running.values()}
+                if svc.after:  # a proxy: the services it is in front of, started before it
+                    kwargs["behind"] = {n: running[n] for n in svc.after}
                 if launcher.needs_hosts:
                     kwargs["hosts"] = hosts
                 if launcher.needs_access:  # admitted by exact address: us and the clients

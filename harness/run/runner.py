@@ -52,6 +52,7 @@ from harness.run.until import (
 )
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.spec.access import backends
 from harness.text import printable, raw_stream
 from harness.workloads import WORKLOADS
 
@@ -182,7 +183,9 @@ class Runner(RunMachines, RunWriting):
             sset = ctx.pool.acquire(self._services_key(plan),
                                     lambda plan=plan: self._start_services(plan, ctx))
             running = sset.running
-            endpoints = {s.endpoint.kind: s.endpoint for s in running.values()}
+            behind = backends(self.spec.services)  # a proxy's: it serves them to the workload
+            endpoints = {s.endpoint.kind: s.endpoint for n, s in running.items()
+                         if n not in behind}
             sset.runs += 1
             sinfo = {n: {**s.info(), "instance": {
                 "number": sset.instance, "started_utc": sset.started_utc,

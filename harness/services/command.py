@@ -7,12 +7,25 @@ For servers the harness has no launcher for, such as a course project's KV serve
 The template is split with shlex first and each word formatted afterwards, so every
 placeholder's value stays ONE argument (a path with spaces included) and no shell is
 involved. Placeholders: {host} (the address to listen on), {port} (a free port),
+{port2} (another, for a stats or admin listener),
 {index} (0, 1, ... per server), {data_dir} (an empty directory per server), {workdir},
 {cache_size}, {strategy}, {name}, {python} (the host's interpreter that imports the
 harness), {kit} (the directory holding that harness package: the checkout, for an
 editable install), and any name under `vars`. `servers` copies are started, spread
 round robin over `hosts`, each with its own log, and each must pass the `ready` probe:
 `tcp` (it accepts a connection) or `line` (it answers a line, after `ready_send` if set).
+
+A proxy in front of other services (nutcracker over memcached, pgbouncer before
+PostgreSQL): `after: [OTHER, ...]` in the spec starts those first and stops them after
+it, and they serve it, not the workload; its templates, and the `files` written into its
+work directory before each server starts (`files: {NAME: TEMPLATE}`), may name them:
+{services.OTHER.address} (host:port of its first endpoint), .host, .port, .endpoints
+(every node, host:port,...), and for the proxy's own configuration .user, .password and
+.database (a kit's server's random password: the proxy must log in to it). With
+`protocol: memcache | redis | postgres | http` and `provides:` a kind, workloads use the
+proxy as they would that server; a postgres or redis proxy takes the user, database and
+password of the service behind it of that kind, as its clients log in with them. Literal
+braces in a template are doubled: {{ and }}.
 
 Membership hooks (ECS-like commands run on the service's host, same placeholders plus
 {members}, the servers before the change as `host:port,...`, and {node}):
@@ -24,12 +37,14 @@ server's ECS (examples/kvserver/ecs.py) is such a hook.
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 import socket
 import string
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from harness.errors import HostError, ServiceError
@@ -52,9 +67,14 @@ from harness.services.base import (
 )
 
 HOOK_TIMEOUT_S = 600.0
+#: What workloads may speak to a command service.
+PROTOCOLS = ("kvtext", "memcache", "redis", "postgres", "http")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+#: What a template may read of a service it is in front of: {services.NAME.FIELD}.
+SERVICE_FIELDS = ("address", "host", "port", "endpoints", "user", "password", "database")
 _KIT = "import harness, os; print(os.path.dirname(os.path.dirname(harness.__file__)))"
-BASE_FIELDS = ("host", "port", "index", "data_dir", "workdir", "cache_size", "strategy",
-               "name", "python", "kit")
+BASE_FIELDS = ("host", "port", "port2", "index", "data_dir", "workdir", "cache_size",
+               "strategy", "name", "python", "kit")
 HOOK_FIELDS = ("members", "node", "workdir", "name", "python", "kit", "cache_size",
                "strategy")
 
@@ -70,6 +90,36 @@ def render(template: str, values: Mapping[str, Any]) -> list[str]:
     except (KeyError, IndexError, ValueError) as exc:
         raise ServiceError(f"command template {template!r}: {exc!r}; placeholders: "
                            f"{', '.join(sorted(values))}") from None
+
+
+def behind_values(behind: Mapping[str, RunningService]) -> SimpleNamespace:
+    """{services.NAME.address} and its siblings, for the templates of a proxy."""
+    out = SimpleNamespace()
+    for name, svc in behind.items():
+        ep = svc.endpoint
+        nodes = ep.extra.get("nodes") or [f"{ep.host}:{ep.port}"]
+        setattr(out, name, SimpleNamespace(
+            address=f"{ep.host}:{ep.port}", host=ep.host, port=ep.port,
+            endpoints=",".join(nodes), user=ep.extra.get("user") or (
+                ep.auth.user if ep.auth else "") or "",
+            password=ep.auth.password if ep.auth else "",
+            database=ep.extra.get("database", "")))
+    return out
+
+
+def inherited_login(protocol: str, behind: Mapping[str, RunningService]
+                    ) -> tuple[dict[str, Any], Any]:
+    """A postgres or redis proxy's clients log in as to the server behind it: its user
+    and database (endpoint extra) and its credentials."""
+    kind = {"postgres": "postgres", "redis": "redis"}.get(protocol)
+    for svc in behind.values():
+        if kind is not None and svc.endpoint.kind == kind:
+            extra = {k: svc.endpoint.extra[k] for k in ("user", "database")
+                     if k in svc.endpoint.extra}
+            if kind == "postgres":  # a pooler may run each statement on another backend
+                extra["statement_cache"] = 0
+            return extra, svc.endpoint.auth
+    return {}, None
 
 
 def probe(address: str, port: int, kind: str, send: str, timeout_s: float = 2.0) -> None:
@@ -109,6 +159,8 @@ class CommandService(RunningService):
     values: dict[str, str] = field(default_factory=dict)
     started: int = 0
     last_host: str = ""
+    #: The services it is in front of (`after:`), by name.
+    behind: dict[str, RunningService] = field(default_factory=dict)
 
     def info(self) -> dict[str, Any]:
         out = super().info()
@@ -188,7 +240,10 @@ class Command(Service):
         "ready_timeout_s": Setting((int, float), DEFAULT_READY_TIMEOUT_S,
                                    "how long a server may take to become ready", low=0,
                                    low_open=True, high=86_400, why="a day"),
-        "protocol": Setting((str,), "kvtext", "protocol the workload speaks to it"),
+        "protocol": Setting((str,), "kvtext", "protocol the workload speaks to it",
+                            choices=PROTOCOLS),
+        "files": Setting((dict,), {}, "files written into its work directory before each "
+                         "server starts, name -> template (a proxy's configuration)"),
         "provides": Setting((str,), "kvstore", "the service kind workloads find it under"),
         "greeting": Setting((bool,), False, "servers send a line on connect (skipped)"),
         "cache_size": Setting((int, type(None)), None, "{cache_size}", low=0),
@@ -243,25 +298,41 @@ class Command(Service):
         return check_node_steps(name, settings["servers"], list(settings["hosts"] or [host]),
                                 steps)
 
-    def _check(self, name: str, s: Mapping[str, Any]) -> None:
+    def _check(self, name: str, s: Mapping[str, Any], behind: set[str] = frozenset()
+               ) -> None:
         if not s["command"]:
             raise ServiceError(f"command {name!r}: set `command`, the server's command line")
         if s["servers"] < 1:
             raise ServiceError(f"command {name!r}: servers must be at least 1")
-        known = set(BASE_FIELDS) | set(s["vars"])
-        for key, allowed in (("command", known), ("cwd", known),
-                             ("setup", known | set(HOOK_FIELDS)),
-                             ("add", known | set(HOOK_FIELDS)),
-                             ("remove", known | set(HOOK_FIELDS))):
-            unknown = template_fields(s[key] or "") - allowed
+        known = set(BASE_FIELDS) | set(s["vars"]) | {"services"}
+        templates = [("command", s["command"], known), ("cwd", s["cwd"], known),
+                     *((k, s[k], known | set(HOOK_FIELDS)) for k in ("setup", "add", "remove")),
+                     *((f"files.{f}", t, known) for f, t in s["files"].items())]
+        for fname in s["files"]:
+            if not isinstance(fname, str) or not _FILE_NAME.match(fname):
+                raise ServiceError(f"command {name!r}: files: {fname!r} is not a file name")
+        for key, template, allowed in templates:
+            if not isinstance(template, str | type(None)):
+                raise ServiceError(f"command {name!r}: {key}: expected a template string")
+            fields = template_fields(template or "")
+            unknown = sorted({f.split(".")[0] for f in fields} - allowed)
             if unknown:
                 raise ServiceError(f"command {name!r}: {key}: unknown placeholder(s) "
-                                   f"{sorted(unknown)}; known: {sorted(allowed)}")
+                                   f"{unknown}; known: {sorted(allowed)}")
+            for field_ in fields:
+                base, *rest = field_.split(".")
+                if base == "services" and (len(rest) != 2 or rest[0] not in behind
+                                           or rest[1] not in SERVICE_FIELDS):
+                    raise ServiceError(
+                        f"command {name!r}: {key}: {{{field_}}} names no service it is in "
+                        f"front of (after: {sorted(behind)}) or no field of one "
+                        f"({', '.join(SERVICE_FIELDS)})")
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
-              hosts: Mapping[str, Host] | None = None) -> RunningService:
+              hosts: Mapping[str, Host] | None = None,
+              behind: Mapping[str, RunningService] | None = None) -> RunningService:
         s = resolve_checked(self, settings)
-        self._check(name, s)
+        self._check(name, s, set(behind or {}))
         known = {host.name: host, **(hosts or {})}
         missing = [h for h in s["hosts"] or [] if h not in known]
         if missing:
@@ -274,6 +345,7 @@ class Command(Service):
             hosts=dict(known), launcher=self, settings=s)
         try:
             svc.values = self._values(svc, host, launch)
+            svc.behind = dict(behind or {})
             for _ in range(s["servers"]):
                 svc.servers.append(self.start_server(svc, None))
             setup_s = svc.hook("setup", "")[0] if s["setup"] else 0.0
@@ -289,9 +361,12 @@ class Command(Service):
         svc.config = {k: s[k] for k in ("command", "servers", "ready", "protocol",
                                         "cache_size", "strategy", "setup", "add", "remove")}
         svc.config.update(argv=shlex.join(first.process.argv), setup_s=setup_s)
+        svc.version = first.process.argv[0].rsplit("/", 1)[-1]  # its program, at least
+        inherited = inherited_login(s["protocol"], svc.behind)
+        svc.config.update(after=list(svc.behind), files=sorted(s["files"]))
         svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
             "protocol": s["protocol"], "greeting": s["greeting"],
-            "nodes": [x.addr for x in svc.servers]})
+            "nodes": [x.addr for x in svc.servers], **inherited[0]}, inherited[1])
         return svc
 
     def _values(self, svc: CommandService, host: Host, launch: Launch) -> dict[str, str]:
@@ -317,10 +392,21 @@ class Command(Service):
         if launch is None:
             launch = svc.launches[host.name] = Launch(host, self.kind, svc.name)
         port = host.free_port()
+        port2 = host.free_port()  # a second one: a stats or admin listener
         data_dir = f"{launch.workdir}/server-{index}"
         host.run(["mkdir", "-p", data_dir])
-        values = {**svc.values, "host": host.address, "port": str(port), "index": str(index),
-                  "data_dir": data_dir, "workdir": launch.workdir}
+        values: dict[str, Any] = {
+            **svc.values, "host": host.address, "port": str(port), "port2": str(port2),
+            "index": str(index),
+            "data_dir": data_dir, "workdir": launch.workdir,
+            "services": behind_values(svc.behind)}
+        for fname, template in s["files"].items():  # a proxy's configuration, first
+            try:
+                text = template.format_map(values)
+            except (KeyError, AttributeError, IndexError, ValueError) as exc:
+                raise ServiceError(f"command {svc.name!r}: files.{fname}: {exc!r}") from None
+            host.run(["sh", "-c", 'umask 077; cat > "$1"', "sh", f"{launch.workdir}/{fname}"],
+                     input=text)
         launch.log_path = f"{launch.workdir}/server-{index}.log"  # fail() shows this one
         svc.last_host = host.name
         proc = host.start(render(s["command"], values), log_path=launch.log_path,

@@ -50,6 +50,10 @@ TOOLS: tuple[SystemPackage, ...] = (
     SystemPackage("libssl-dev", "openssl", "header:openssl/ssl.h",
                   "OpenSSL's headers: TLS in the native core (optional; without them the "
                   "Python engine measures TLS)"),
+    SystemPackage("nutcracker", None, "nutcracker",
+                  "twemproxy, a memcached proxy: tests and experiments/deployment/"),
+    SystemPackage("pgbouncer", "pgbouncer", "pgbouncer",
+                  "a PostgreSQL pooler: tests and experiments/deployment/"),
     SystemPackage("openssl", None, "openssl",
                   "CAs and certificates of the TLS tests' servers started by hand "
                   "(conda's openssl has it)"),

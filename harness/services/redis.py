@@ -369,6 +369,8 @@ class Redis(SingleServer):
         config: dict[str, Any] = redis_config(host, port, [*names, *(
             ["tls-port", "tls-auth-clients"] if tls else [])], auth, tls)
         config["auth"] = AUTH_MODE
+        if tls is not None:
+            config["tls"] = tls.describe()
         return redis_version(host, port, auth, tls), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:

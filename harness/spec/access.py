@@ -23,7 +23,8 @@ from typing import Any
 from harness.spec.model import AuthSpec
 
 #: The fields of a service entry.
-SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database", "tls")
+SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database", "tls",
+                  "after")
 AUTH_FIELDS = ("user", "password_env", "password_file")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
@@ -51,6 +52,31 @@ def listen_problem(address: str) -> str | None:
     if ip.is_multicast:
         return f"{address!r} is a multicast address, not a machine's"
     return None
+
+
+def service_after(where: str, sdef: Mapping[str, Any], kind: str, earlier: list[str],
+                  bad: Bad) -> tuple[str, ...]:
+    """The services an entry's `after:` names: earlier entries of the spec (they start
+    first), for a `command` service (a proxy, whose templates name them)."""
+    after = sdef.get("after")
+    if after is None:
+        return ()
+    if kind != "command":
+        bad(f"{where}.after", "only a command service (a proxy) is put in front of others")
+        return ()
+    if not isinstance(after, list) or not after or not all(isinstance(a, str)
+                                                           for a in after):
+        bad(f"{where}.after", "expected a list of service names")
+        return ()
+    for name in after:
+        if name not in earlier:
+            bad(f"{where}.after", f"{name!r} is not a service listed before this one "
+                                  f"(earlier: {earlier}); the services it names start first")
+            return ()
+    if len(set(after)) != len(after):
+        bad(f"{where}.after", "names a service twice")
+        return ()
+    return tuple(after)
 
 
 def service_access(where: str, sdef: Mapping[str, Any], kind: str, service: Any,
@@ -130,3 +156,8 @@ def _auth(where: str, auth: Any, bad: Bad) -> AuthSpec | None:
         bad(f"{where}.password_file", "expected a file path")
         return None
     return AuthSpec(user, env, os.path.expanduser(path) if path else None)
+
+
+def backends(services: Mapping[str, Any]) -> set[str]:
+    """The services some other one names in `after:` (they serve it, not the workload)."""
+    return {name for s in services.values() for name in getattr(s, "after", ())}

@@ -15,7 +15,7 @@ import yaml
 from harness.errors import RegistryError, SpecError
 from harness.paths import name_problem
 from harness.settings import check_settings, check_value, did_you_mean, resolve
-from harness.spec.access import SERVICE_FIELDS, service_access
+from harness.spec.access import SERVICE_FIELDS, backends, service_access, service_after
 from harness.spec.files import (
     MAX_SPEC_BYTES,
     BadYaml,
@@ -236,7 +236,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             for h in settings["hosts"]:
                 if not isinstance(h, str) or h not in hosts:
                     bad(f"{where}.settings.hosts", f"unknown host {h!r}; hosts: {sorted(hosts)}")
-        services[sname] = ServiceSpec(sname, kind, host, settings, **access)
+        after = service_after(where, sdef, kind, list(services), bad)
+        services[sname] = ServiceSpec(sname, kind, host, settings, **access, after=after)
     if workload is not None:
         for sname, svc in services.items():
             wipes = workload.clears.get(svc.kind) if svc.address is not None else None
@@ -244,8 +245,10 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
                 bad(f"services.{sname}.address", f"workload {wname!r} wipes data on its "
                     f"{svc.kind} ({wipes}): it is never run against a server the kit did "
                     "not start; let the kit start one, or pick another workload")
-        # A stand-in (kind `external`) counts as the kind it provides.
-        kinds = [SERVICES.get(s.kind).provides(s.settings) for s in services.values()]
+        # A stand-in (kind `external`) counts as the kind it provides; services behind a
+        # proxy (named in its `after:`) serve the proxy, not the workload.
+        kinds = [SERVICES.get(s.kind).provides(s.settings) for s in services.values()
+                 if s.name not in backends(services)]
         for needed in workload.requires:
             if kinds.count(needed) != 1:
                 bad("services", f"workload {wname!r} needs exactly one {needed!r} service, "

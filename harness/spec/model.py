@@ -170,6 +170,9 @@ class ServiceSpec:
     #: Whether `host` was named: a server at an address is observed (its machine's
     #: /proc read) only on a host the spec names.
     observed: bool = True
+    #: Services this one serves (a proxy in front of them): they start before it, stop
+    #: after it, and serve it, not the workload.
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -99,9 +99,8 @@ class ExperimentSection:
         size = (f"{human(int(ops))} measured ops per run" if ops is not None and not
                 _nan(ops) else f"{float(dur):g} s per run" if dur is not None and not
                 _nan(dur) else "run length varied")
-        services = "; ".join(
-            f"`{name}`: {s.get('kind')} {s.get('version', '')} on {s.get('host')}"
-            for name, s in self.manifest.services.items())
+        services = "; ".join(server_words(name, s)
+                             for name, s in self.manifest.services.items())
         return (f"Workload `{one('workload')}`, {clients}, {loop}, {size}. "
                 f"Servers: {services or 'none recorded'}.")
 
@@ -332,6 +331,22 @@ class ExperimentSection:
                         f"{kit.git_commit or '?'}{', modified' if kit.git_dirty else ''}) "
                         f"on {hosts or 'hosts not recorded'}. Servers as they reported "
                         f"their settings:\n\n{servers or '- none recorded'}{spec_text}")
+
+
+def server_words(name: str, s: Any) -> str:
+    """One server as the sentence of what was measured names it: where it ran (the
+    kit's, or one at an address the kit did not start), over TLS or not, and what a
+    proxy stood in front of."""
+    s = s if isinstance(s, dict) else {}
+    config = s.get("config") if isinstance(s.get("config"), dict) else {}
+    where = (f"at {s.get('address')}:{s.get('port')}, not started by the kit"
+             if s.get("started_by") else f"on {s.get('host')}")
+    tls = s.get("tls") or config.get("tls")
+    after = config.get("after")
+    return (f"`{name}`: {s.get('kind')} {s.get('version', '')} {where}"
+            + (f", over {tls}" if tls else "")
+            + (f", in front of {', '.join(f'`{a}`' for a in after)}" if after else "")
+            + (f" ({s.get('auth')})" if s.get("auth") else ""))
 
 
 def _nan(v: Any) -> bool:

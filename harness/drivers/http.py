@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from harness.drivers.tls import tls_kwargs
 from harness.errors import HarnessError
+from harness.hosts.endpoint import TLSConfig
 
 _MAX_HEAD_BYTES = 64 * 1024
 _NO_BODY_STATUSES = (204, 304)
@@ -42,6 +44,8 @@ class URL:
     port: int
     #: Path prefix ending in "/", e.g. "/" or "/myapp/".
     base_path: str
+    #: https: the connection speaks TLS (the endpoint's `TLSConfig`).
+    tls: bool = False
 
     @property
     def netloc(self) -> str:
@@ -49,10 +53,10 @@ class URL:
 
 
 def parse_url(url: str) -> URL:
-    """`http://host[:port][/prefix/]` -> URL; HTTPError for anything else."""
+    """`http[s]://[user:pass@]host[:port][/prefix/]` -> URL; HTTPError for anything else."""
     parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise HTTPError(f"{url!r}: only http:// URLs are supported (no TLS in this client)")
+    if parts.scheme not in ("http", "https"):
+        raise HTTPError(f"{url!r}: only http:// and https:// URLs are supported")
     if not parts.hostname:
         raise HTTPError(f"{url!r}: no host name")
     try:
@@ -61,9 +65,10 @@ def parse_url(url: str) -> URL:
         raise HTTPError(f"{url!r}: bad port ({exc})") from None
     if port == 0:  # not "no port": `or 80` would silently take it for one
         raise HTTPError(f"{url!r}: bad port (0 is not a TCP port)")
-    port = port or 80
+    tls = parts.scheme == "https"
+    port = port or (443 if tls else 80)
     path = parts.path or "/"
-    return URL(parts.hostname, port, path if path.endswith("/") else path + "/")
+    return URL(parts.hostname, port, path if path.endswith("/") else path + "/", tls)
 
 
 class HTTPConnection(asyncio.Protocol):
@@ -233,11 +238,14 @@ class HTTPConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def connect(host: str, port: int, timeout_s: float = 10.0) -> HTTPConnection:
-    """Open a connection to host:port (TCP_NODELAY is asyncio's default)."""
+async def connect(host: str, port: int, timeout_s: float = 10.0,
+                  tls: TLSConfig | None = None) -> HTTPConnection:
+    """Open a connection to host:port (TCP_NODELAY is asyncio's default), over TLS with
+    `tls` (https)."""
     loop = asyncio.get_running_loop()
     host_header = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     _, proto = await asyncio.wait_for(
-        loop.create_connection(lambda: HTTPConnection(host_header), host, port), timeout_s
+        loop.create_connection(lambda: HTTPConnection(host_header), host, port,
+                               **tls_kwargs(tls, host)), timeout_s
     )
     return proto

@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from harness.drivers.http import HTTPError, parse_url
+from harness.drivers.tls import client_context, handshake_problem
 from harness.errors import ServiceError
 from harness.hosts import Host
+from harness.hosts.endpoint import TLSConfig
 from harness.services._util import NotReady
 from harness.services.base import Endpoint, RunningService, Service, Setting
+from harness.services.tlsconf import TLS_SETTING, address_tls, tls_problems
 
 PROBE_TIMEOUT_S = 5.0
 
 
-def http_get(address: str, port: int, path: str,
-             timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int, dict[str, str], bytes]:
+def http_get(address: str, port: int, path: str, timeout_s: float = PROBE_TIMEOUT_S,
+             tls: TLSConfig | None = None) -> tuple[int, dict[str, str], bytes]:
     """GET `path` from the harness machine: (status, lower-case headers, body).
 
     OSError when nothing answers (refused, reset, timeout); NotReady when something
     answers but not with HTTP, so readiness polling treats both as "not yet".
     """
-    conn = http.client.HTTPConnection(address, port, timeout=timeout_s)
+    conn = (http.client.HTTPSConnection(address, port, timeout=timeout_s,
+                                        context=client_context(tls))
+            if tls is not None else http.client.HTTPConnection(address, port,
+                                                               timeout=timeout_s))
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -45,7 +52,9 @@ class External(Service):
     settings: Mapping[str, Setting] = {
         "provides": Setting((str, type(None)), None,
                             "the service kind it stands in for, e.g. filestore"),
-        "url": Setting((str, type(None)), None, "base URL, e.g. http://127.0.0.1:8080/"),
+        "url": Setting((str, type(None)), None, "base URL, e.g. http://127.0.0.1:8080/ "
+                       "(https:// over TLS)"),
+        "tls": TLS_SETTING,
     }
 
     def provides(self, settings: Mapping[str, Any]) -> str:
@@ -60,7 +69,7 @@ class External(Service):
             parse_url(url)
         except HTTPError as exc:
             return [str(exc)]
-        return []
+        return tls_problems(settings.get("tls"), at_address=True)
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
         problems = self.validate(settings)
@@ -68,13 +77,17 @@ class External(Service):
             raise ServiceError(f"external {name!r}: {problems[0]}")
         provides, url = settings["provides"], settings["url"]
         target = parse_url(url)
+        tls = (address_tls(SimpleNamespace(name=name, settings=settings)) or TLSConfig()
+               if target.tls else None)
         try:
-            status, headers, _ = http_get(target.host, target.port, target.base_path + "health")
+            status, headers, _ = http_get(target.host, target.port, target.base_path + "health",
+                                          tls=tls)
         except (OSError, NotReady) as exc:
             raise ServiceError(f"external {name!r}: {url} does not answer HTTP: {exc}. "
-                               "Start the app first, or fix the URL.") from None
+                               + (handshake_problem(exc) or "Start the app first, or fix "
+                                  "the URL.")) from None
         endpoint = Endpoint(kind=provides, host=target.host, port=target.port,
-                            extra={"url": url})
+                            extra={"url": url}, tls=tls)
         return RunningService(
             name=name, kind=self.kind, host=host, endpoint=endpoint,
             version=headers.get("server", "unknown"),

@@ -123,7 +123,7 @@ def service_access(where: str, sdef: Mapping[str, Any], kind: str, service: Any,
     if tls is not None:
         from harness.services.tlsconf import tls_problems
 
-        for problem in tls_problems(tls, address is not None):
+        for problem in tls_problems(tls, address is not None or kind == "external"):
             field, _, message = problem.partition(": ")
             bad(f"{where}.{field}", message)
     return out

@@ -31,6 +31,7 @@ from urllib.parse import quote
 from harness.datasets.filegen import DISTRIBUTIONS, FileContents, check_params, file_specs
 from harness.drivers import http
 from harness.errors import WorkloadError
+from harness.hosts.endpoint import TLSConfig
 from harness.results import MISS, OK
 from harness.services.base import Endpoint
 from harness.settings import Setting
@@ -45,6 +46,11 @@ def app_url(endpoint: Endpoint) -> http.URL:
     """Where the app is: its `url` (external apps may live under a path), else host:port."""
     host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
     return http.parse_url(endpoint.extra.get("url") or f"http://{host}:{endpoint.port}/")
+
+
+def tls_of(endpoint: Endpoint, url: http.URL) -> TLSConfig | None:
+    """TLS for an https app: the endpoint's (its CA), else the system's CAs."""
+    return (endpoint.tls or TLSConfig()) if url.tls else None
 
 
 def summarize_ms(samples_ns: list[int]) -> dict[str, float]:
@@ -102,7 +108,8 @@ class FileStore(Workload):
         n = params["rtt_probes"]
         if n < 1:
             return None
-        url = app_url(endpoints["filestore"])
+        endpoint = endpoints["filestore"]
+        url = app_url(endpoint)
         connects = []
         for _ in range(n):
             # Blocking on purpose: nothing else runs here, and no event loop in the way.
@@ -111,12 +118,13 @@ class FileStore(Workload):
             connects.append(time.perf_counter_ns() - t0)
             sock.close()
         noops = []
-        conn = await http.connect(url.host, url.port)
+        conn = await http.connect(url.host, url.port, tls=tls_of(endpoint, url))
         try:
             await conn.request("GET", url.base_path + "health")  # not timed: first use
             for _ in range(n):
                 if conn.closed:
-                    conn = await http.connect(url.host, url.port)
+                    conn = await http.connect(url.host, url.port,
+                                              tls=tls_of(endpoint, url))
                 t0 = time.perf_counter_ns()
                 await conn.request("GET", url.base_path + "health")
                 noops.append(time.perf_counter_ns() - t0)
@@ -137,21 +145,23 @@ class _Conn:
     timeout, `Connection: close`); that op then includes a connect, as it would for any
     client."""
 
-    __slots__ = ("http", "url")
+    __slots__ = ("http", "tls", "url")
 
-    def __init__(self, url: http.URL, conn: http.HTTPConnection) -> None:
-        self.url, self.http = url, conn
+    def __init__(self, url: http.URL, conn: http.HTTPConnection,
+                 tls: TLSConfig | None = None) -> None:
+        self.url, self.http, self.tls = url, conn, tls
 
     async def request(self, method: str, target: str, body: bytes | memoryview = b"",
                       headers: Mapping[str, str] | None = None) -> http.Response:
         if self.http.closed:
-            self.http = await http.connect(self.url.host, self.url.port)
+            self.http = await http.connect(self.url.host, self.url.port, tls=self.tls)
         return await self.http.request(method, target, body, headers)
 
 
 class _Client(WorkloadClient):
     def __init__(self, endpoint: Endpoint, params: Mapping[str, Any], client_id: int) -> None:
         self.url = app_url(endpoint)
+        self.tls = tls_of(endpoint, self.url)
         self.op = OPS.index(params["op"])
         specs = file_specs(params["files"], params["size_dist"], params["seed"],
                            prefix=f"c{client_id}-", **{k: params[k] for k in SIZE_PARAMS})
@@ -162,7 +172,8 @@ class _Client(WorkloadClient):
         self.prepared = False
 
     async def connect(self) -> _Conn:
-        conn = _Conn(self.url, await http.connect(self.url.host, self.url.port))
+        conn = _Conn(self.url, await http.connect(self.url.host, self.url.port,
+                                                  tls=self.tls), self.tls)
         if not self.prepared:
             await self._prepare(conn)
             self.prepared = True

@@ -97,7 +97,8 @@ def test_parse_url() -> None:
     assert http.parse_url("http://h/app") == http.URL("h", 80, "/app/")
     assert http.parse_url("http://[::1]:9/x/").host == "::1"
     # Port 0 was silently port 80.
-    for bad in ("https://h/", "ftp://h", "http://:80/", "http://h:port/", "http://h:0/",
+    assert http.parse_url("https://h/app") == http.URL("h", 443, "/app/", True)
+    for bad in ("ftp://h", "http://:80/", "http://h:port/", "http://h:0/",
                 "http://h:65536/"):
         with pytest.raises(http.HTTPError):
             http.parse_url(bad)

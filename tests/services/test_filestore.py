@@ -94,8 +94,8 @@ def test_external_refuses_a_url_nothing_answers_or_it_cannot_use() -> None:
         url = f"http://127.0.0.1:{free_port()}/"
         with pytest.raises(ServiceError, match="does not answer HTTP"):
             external.start(host, "gone", {"provides": "filestore", "url": url})
-        with pytest.raises(ServiceError, match="only http://"):
-            external.start(host, "tls", {"provides": "filestore", "url": "https://x/"})
+        with pytest.raises(ServiceError, match="only http:// and https://"):
+            external.start(host, "ftp", {"provides": "filestore", "url": "ftp://x/"})
         with pytest.raises(ServiceError, match="set both"):
             external.start(host, "half", {"url": url})
     # The spec checks the same before anything starts.

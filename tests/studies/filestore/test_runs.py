@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.datasets.filegen import file_sizes
-from harness.errors import SpecError
+from harness.errors import ServiceError, SpecError
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_ops, verify_run
 from harness.run.runner import Runner
@@ -175,3 +175,32 @@ def test_a_password_in_the_apps_url_is_in_no_file_the_run_writes(
     for root in (tmp_path / "raw", tmp_path / "report"):
         for f in (p for p in root.rglob("*") if p.is_file()):
             assert secret.encode() not in f.read_bytes(), f"password in {f}"
+
+
+def test_an_app_over_https_named_by_url(tmp_path: Path, start_server: StartServer) -> None:
+    """The app started by hand behind TLS (uvicorn's own), named by an https:// URL with
+    the CA that signed its certificate: measured, and a wrong CA is one line first."""
+    from tests.services.test_attached import _ca
+
+    cache = start_server("memcached")
+    storage = tmp_path / "by-hand"
+    storage.mkdir()
+    ca = _ca(tmp_path / "ca")
+    env = {"FILESTORE_MEMCACHED": f"127.0.0.1:{cache.endpoint.port}"}
+    with app_started_by_hand(storage, tls=(ca["cert"], ca["key"]), **env) as url:
+        assert url.startswith("https://")
+        text = SPEC.replace(
+            "  cache: {kind: memcached, host: server}\n"
+            "  app: {kind: filestore, host: server}",
+            f"  app: {{kind: external, host: server, tls: {{ca_file: '{ca['ca']}'}}, "
+            f"settings: {{provides: filestore, url: '{url}'}}}}")
+        path = tmp_path / "fs-https.yaml"
+        path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
+        outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
+        assert [o.status for o in outcomes] == ["complete"] * 2
+        other = _ca(tmp_path / "other")
+        path.write_text(path.read_text().replace(str(ca["ca"]), str(other["ca"])))
+        with pytest.raises(ServiceError, match="not signed by a CA the kit trusts"):
+            Runner(load_spec(path), tmp_path / "raw2", progress=False).run()
+    mans = check_runs(tmp_path / "raw", 2)
+    assert mans[0].services["app"]["config"]["url"] == url

@@ -272,3 +272,54 @@ def test_memcached_with_tls_started_by_hand_is_measured(
     mans = [read_manifest(d) for d in iter_run_dirs(raw)]
     assert {m.status for m in mans} == {"complete"}
     assert {m.loadgen["engine"] for m in mans} == {"native"}
+
+
+def test_a_redis_cluster_at_an_address_is_followed_from_one_seed_node(
+        tmp_path: Path, by_hand: Callable[[ByHand], ByHand],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three cluster-enabled nodes started and joined by hand (redis-cli --cluster
+    create), a password on each: the kit is given one node; it reads the slots, sends
+    each op to its key's master, reads every master's counters, and flushes nothing."""
+    import shutil
+    import subprocess
+
+    from harness.services.redis_cluster import free_port_pair
+
+    require_service("redis_cluster", LocalHost())
+    pw = "cluster-pw-" + tmp_path.name[-6:]
+    nodes = []
+    for i in range(3):
+        d = tmp_path / f"n{i}"
+        d.mkdir()
+        nodes.append(by_hand(start_redis(
+            d, f"cluster-enabled yes\nrequirepass {pw}\nmasterauth {pw}\n"
+               "cluster-config-file nodes.conf\n", port=free_port_pair(LocalHost()))))
+    subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create",
+                    *(n.address for n in nodes), "--cluster-yes"], check=True,
+                   capture_output=True, timeout=60, env={"REDISCLI_AUTH": pw, "PATH": "/usr/bin"})
+    monkeypatch.setenv("CLUSTER_PW", pw)
+    spec = _spec(tmp_path, "my_cluster", "kvstore",
+                 f"  kv: {{kind: redis_cluster, address: '{nodes[1].address}', "
+                 "auth: {password_env: CLUSTER_PW}}",
+                 "{records_per_client: 300, backend: redis_cluster}",
+                 grid="clients.connections: [2]")
+    raw = tmp_path / "raw"
+    import time
+
+    for _ in range(100):  # until every node says the cluster is up
+        states = [subprocess.run(["redis-cli", "-p", str(n.port), "cluster", "info"],
+                                 capture_output=True, text=True, timeout=10,
+                                 env={"REDISCLI_AUTH": pw, "PATH": "/usr/bin"}).stdout
+                  for n in nodes]
+        if all("cluster_state:ok" in st for st in states):
+            break
+        time.sleep(0.1)
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert {m.status for m in mans} == {"complete"}
+    kv = mans[0].services["kv"]
+    assert kv["config"]["masters"] == 3 and kv["started_by"].startswith("not the kit")
+    delta = mans[0].telemetry["counters"]["kv"]["delta"]
+    assert delta.get("cmdstat_flushall_calls", 0) == 0  # never flushed: not the kit's
+    assert delta["cmdstat_set_calls"] + delta.get("cmdstat_get_calls", 0) > 0
+    assert all(n.procs[0].poll() is None for n in nodes)

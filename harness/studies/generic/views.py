@@ -101,8 +101,14 @@ class ExperimentSection:
                 _nan(dur) else "run length varied")
         services = "; ".join(server_words(name, s)
                              for name, s in self.manifest.services.items())
+        unobserved = sorted({u.get("service") for u in (self.manifest.telemetry or {}).get(
+            "unobserved", ()) if isinstance(u, dict)} - {None})
+        blind = (f" The machine of {', '.join(f'`{u}`' for u in unobserved)} was not "
+                 "observed (a server at an address on no spec host): its CPU is in no "
+                 "figure, and `machine_busy` judged the other machines only."
+                 if unobserved else "")
         return (f"Workload `{one('workload')}`, {clients}, {loop}, {size}. "
-                f"Servers: {services or 'none recorded'}.")
+                f"Servers: {services or 'none recorded'}.{blind}")
 
     def header(self) -> Any:
         runs = self.loaded.runs

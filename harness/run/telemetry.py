@@ -333,16 +333,31 @@ def class_ticks(start: Mapping[str, Any], end: Mapping[str, Any], roles: _Roles
 
 def classify(snap: Mapping[str, Any], roles: _Roles) -> Iterable[tuple[list[Any], str]]:
     """Each process of a snapshot with its class (see `class_ticks`). Whole sessions
-    are a server's (its children with it) or the kit's (agents, workers: each in a
-    session of its own); the harness and the sshd processes above the kit's (they carry
-    its commands and channels) are the kit's by pid alone."""
+    are a server's (its children with it, and the children it put in sessions of their
+    own) or the kit's (agents, workers: each in a session of its own); the harness and
+    the sshd processes above the kit's (they carry its commands and channels) are the
+    kit's by pid alone."""
     rows = snap["procs"]
     by_pid = {row[PID]: row for row in rows}
     server_sids = {by_pid[p][SID]: f"server {p}" for p in roles.servers if p in by_pid}
     kit_sids = {by_pid[p][SID] for p in roles.kit_sessions_of if p in by_pid}
+
+    def server_above(row: list[Any]) -> str | None:
+        # A server's child in a session of its own (PostgreSQL's backends call setsid):
+        # still the server's, found by its parents (a live backend of a pooler's).
+        for _ in range(8):
+            row = by_pid.get(row[PPID])  # type: ignore[assignment]
+            if row is None or row[PID] <= 1:
+                return None
+            if row[PID] in roles.servers:
+                return f"server {row[PID]}"
+        return None
+
     for row in rows:
         if row[SID] in server_sids:
             yield row, server_sids[row[SID]]
+        elif (label := server_above(row)) is not None:
+            yield row, label
         elif row[SID] in kit_sids or row[PID] in roles.kit_pids:
             yield row, "kit"
         elif row[KERNEL]:

@@ -78,6 +78,10 @@ def test_pgbouncer_before_the_kits_postgres_runs_the_datastore_workload(
         # late (PostgreSQL 15: at most once a second, when idle): counted, not all.
         db = m.telemetry["counters"]["db"]["delta"]
         assert db["xact_commit"] > 0 and db["waiting"] > 0
+        # Those backends (each in a session of its own) are the server's CPU, not
+        # "other" processes' (they were, when only the postmaster's session counted).
+        [server] = [p for p in m.telemetry["processes"] if p.get("service") == "db"]
+        assert server["cpu_util"] > 0.05, m.telemetry["processes"]
     # The proxy logged in with the server's password: written in its own files only.
     for f in (p for p in raw.rglob("*") if p.is_file()):
         assert b"password = " not in f.read_bytes() or b"{services.db.password}" in \

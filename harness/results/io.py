@@ -33,7 +33,8 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename into it) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -109,9 +110,9 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table | Ops
         man_path = tmp / MANIFEST
         man_path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
         _fsync_file(man_path)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(exp_dir)
+        fsync_dir(exp_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

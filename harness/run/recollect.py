@@ -46,6 +46,7 @@ from harness.results import (
     verify_run,
     write_run,
 )
+from harness.results.io import fsync_dir
 from harness.run.runstatus import (
     quick_stats,
     run_counts,
@@ -133,11 +134,7 @@ def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays | OpsParts) -
         old = exp_dir / f"{TMP_PREFIX}old-{run_dir.name}"
         os.rename(run_dir, old)  # hidden: readers skip it; both copies exist meanwhile
         os.rename(new_dir, run_dir)
-        fd = os.open(exp_dir, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(exp_dir)
         shutil.rmtree(old)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.results import MANIFEST, TMP_PREFIX, verify_run
+from harness.results.io import fsync_dir
 from harness.text import printable
 
 
@@ -26,14 +27,6 @@ class Recovered:
     runs_left: list[str] = field(default_factory=list)
     processes_stopped: list[str] = field(default_factory=list)
     temp_dirs: list[str] = field(default_factory=list)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def recover_temp_dirs(exp_dir: Path, say: Callable[[str], None],
@@ -58,7 +51,7 @@ def recover_temp_dirs(exp_dir: Path, say: Callable[[str], None],
                 say(f"{d}: removed (the old copy of run {target.name}, replaced already)")
             else:
                 os.rename(d, target)
-                _fsync_dir(exp_dir)
+                fsync_dir(exp_dir)
                 say(f"{target}: put back (a `harness collect` was replacing it when it "
                     "stopped; the records it was fetching are still on their machine)")
         elif name.startswith("collect-"):
@@ -67,7 +60,7 @@ def recover_temp_dirs(exp_dir: Path, say: Callable[[str], None],
                 "run it was replacing is intact)")
         elif (d / MANIFEST).exists() and not (exp_dir / name).exists() and _whole(d):
             os.rename(d, exp_dir / name)
-            _fsync_dir(exp_dir)
+            fsync_dir(exp_dir)
             say(f"{exp_dir / name}: found whole in its temp directory (the harness stopped "
                 "between writing and renaming it); verified and moved into place")
             found.runs_written.append(name)

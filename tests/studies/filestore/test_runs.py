@@ -90,6 +90,19 @@ def test_app_on_the_loopback_ssh_host(tmp_path: Path, sshd: SSHServer) -> None:
     assert mans[0].hosts["server"]["kernel"]
 
 
+def _external_spec(tmp_path: Path, url: str, name: str, entry: str = "") -> Path:
+    """The spec with the app named by `url` (kind external; `entry`: more fields of the
+    service entry, e.g. tls), inserts only."""
+    text = SPEC.replace(
+        "  cache: {kind: memcached, host: server}\n"
+        "  app: {kind: filestore, host: server}",
+        f"  app: {{kind: external, host: server, {entry}"
+        f"settings: {{provides: filestore, url: '{url}'}}}}")
+    path = tmp_path / name
+    path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
+    return path
+
+
 def test_an_app_started_by_hand_named_by_url(tmp_path: Path,
                                              start_server: StartServer) -> None:
     cache = start_server("memcached")
@@ -97,14 +110,7 @@ def test_an_app_started_by_hand_named_by_url(tmp_path: Path,
     storage.mkdir()
     env = {"FILESTORE_MEMCACHED": f"127.0.0.1:{cache.endpoint.port}"}
     with app_started_by_hand(storage, **env) as url:
-        text = SPEC.replace(
-            "  cache: {kind: memcached, host: server}\n"
-            "  app: {kind: filestore, host: server}",
-            f"  app: {{kind: external, host: server, "
-            f"settings: {{provides: filestore, url: '{url}'}}}}")
-        path = tmp_path / "fs-ext.yaml"
-        path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
-        spec = load_spec(path)
+        spec = load_spec(_external_spec(tmp_path, url, "fs-ext.yaml"))
         assert len(expand(spec)) == 2
         outcomes = Runner(spec, tmp_path / "raw", progress=False).run()
         assert [o.status for o in outcomes] == ["complete"] * 2
@@ -159,13 +165,7 @@ def test_a_password_in_the_apps_url_is_in_no_file_the_run_writes(
     secret = "s3cr3t-pw-" + tmp_path.name[-6:]
     with app_started_by_hand(storage, **env) as url:
         url = url.replace("http://", f"http://bench:{secret}@")
-        text = SPEC.replace(
-            "  cache: {kind: memcached, host: server}\n"
-            "  app: {kind: filestore, host: server}",
-            f"  app: {{kind: external, host: server, "
-            f"settings: {{provides: filestore, url: '{url}'}}}}")
-        path = tmp_path / "fs-ext.yaml"
-        path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
+        path = _external_spec(tmp_path, url, "fs-ext.yaml")
         outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
         assert [o.status for o in outcomes] == ["complete"] * 2
     mans = check_runs(tmp_path / "raw", 2)
@@ -189,13 +189,8 @@ def test_an_app_over_https_named_by_url(tmp_path: Path, start_server: StartServe
     env = {"FILESTORE_MEMCACHED": f"127.0.0.1:{cache.endpoint.port}"}
     with app_started_by_hand(storage, tls=(ca["cert"], ca["key"]), **env) as url:
         assert url.startswith("https://")
-        text = SPEC.replace(
-            "  cache: {kind: memcached, host: server}\n"
-            "  app: {kind: filestore, host: server}",
-            f"  app: {{kind: external, host: server, tls: {{ca_file: '{ca['ca']}'}}, "
-            f"settings: {{provides: filestore, url: '{url}'}}}}")
-        path = tmp_path / "fs-https.yaml"
-        path.write_text(text.replace("op: [insert, find, remove]", "op: [insert]"))
+        path = _external_spec(tmp_path, url, "fs-https.yaml",
+                              f"tls: {{ca_file: '{ca['ca']}'}}, ")
         outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
         assert [o.status for o in outcomes] == ["complete"] * 2
         other = _ca(tmp_path / "other")

@@ -11,9 +11,10 @@ report pool (through `harness.analysis.load`):
 - complete runs, and partial ones only when asked (``include=("partial",)``,
   ``--include partial``); failed runs never: whatever ops they hold measured a setup
   that broke (a server gone, an error rate past the spec's limit);
-- one run per (experiment, config_id, repetition): a complete one before a partial one,
-  then the earliest started (then the least run_id, for runs without a start time such
-  as imported ones); the others are duplicates.
+- one run per (experiment, config_id, repetition, labels): a complete one before a
+  partial one, then the earliest started (then the least run_id, for runs without a
+  start time such as imported ones); the others are duplicates. Runs labelled
+  differently (``--label commit=...``: another build) are never duplicates of each other.
 
 A run left out is kept with its reason (`REASONS`); the runs table of `load_runs` and
 the report's appendix still list every run.
@@ -34,8 +35,8 @@ INCLUDABLE: tuple[str, ...] = ("partial",)
 REASONS: tuple[str, ...] = ("partial", "failed", "duplicate")
 #: The column of a left-out runs table that holds the reason.
 LEFT_OUT = "left_out"
-#: A repetition is one run of one configuration of one experiment.
-REPETITION_KEYS: tuple[str, ...] = ("experiment", "config_id", "repetition")
+#: A repetition is one run of one configuration of one experiment, of one labelling.
+REPETITION_KEYS: tuple[str, ...] = ("experiment", "config_id", "repetition", "labels")
 
 
 def check_include(include: Iterable[str]) -> tuple[str, ...]:
@@ -60,6 +61,8 @@ def pool(runs: pd.DataFrame, include: Iterable[str] = ()) -> tuple[pd.DataFrame,
     `runs` is a runs table (`harness.analysis.load.runs_frame`); see the module doc."""
     include = check_include(include)
     runs = runs.reset_index(drop=True)
+    if "labels" not in runs:  # a table made by hand, or before labels: none
+        runs = runs.assign(labels="{}")
     status = runs["status"].astype(str)
     eligible = (status == "complete") | status.isin(include)
     reason = pd.Series(None, index=runs.index, dtype=object)

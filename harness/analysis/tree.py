@@ -28,6 +28,8 @@ from harness.results import (
     iter_stray_dirs,
     read_manifest,
 )
+from harness.results.labels import COLUMN_PREFIX as LABEL_PREFIX
+from harness.results.labels import labels_key
 from harness.results.manifest import COUNT_PREFIX, KIT_PREFIX, LOADGEN_PREFIX
 from harness.results.verified import VerifiedCache
 from harness.text import raw_stream
@@ -45,6 +47,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "source",
     "spec_file",
     "error",
+    "labels",
 )
 
 Filter = Mapping[str, Any]
@@ -82,6 +85,8 @@ def skip_run(run_dir: Path, exc: Exception, run_id: str | None = None, *,
 def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[str, Any]:
     """One runs-table row from a manifest (nested mappings become prefixed columns)."""
     row: dict[str, Any] = {name: getattr(manifest, name) for name in RUN_COLUMNS}
+    # The labels as one hashable text (pooling's key), and each as ``label_<key>``.
+    row["labels"] = labels_key(manifest.labels)
     # grid_point after params: the grid value is what the run was varied on, so it wins.
     for source in (manifest.params, manifest.grid_point):
         for key, value in source.items():
@@ -98,6 +103,8 @@ def flatten_manifest(manifest: Manifest, run_dir: Path | None = None) -> dict[st
     ):
         for key, value in mapping.items():
             row[prefix + key] = value
+    for key, value in manifest.labels.items():
+        row[LABEL_PREFIX + key] = value
     row["run_dir"] = str(run_dir) if run_dir is not None else None
     return row
 

@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="skip runs that are complete")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field, e.g. --set repetitions=3 --set run.ops=20")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="a label written into every run's manifest, e.g. --label "
+                   "commit=$(git rev-parse --short HEAD) --label version=7.2.4 (repeatable; "
+                   "adds to or replaces the spec's labels:); `harness history --by KEY` "
+                   "orders runs by it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")

@@ -21,12 +21,24 @@ def _overrides(items: Sequence[str]) -> dict[str, Any]:
     return dict(parse_override(item) for item in items)
 
 
+def _labels(items: Sequence[str]) -> dict[str, str]:
+    """`--label KEY=VALUE`s as a mapping (the last of a key wins); SpecError naming a bad
+    one before anything runs."""
+    from harness.results.labels import parse_label
+
+    try:
+        return dict(parse_label(item) for item in items)
+    except ValueError as exc:
+        raise SpecError([str(exc)]) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.interrupts import Interrupts
     from harness.run.runner import Runner
     from harness.spec import load_spec
 
-    spec = load_spec(args.spec, _overrides(args.set))
+    labels = _labels(args.label)
+    spec = load_spec(args.spec, _overrides(args.set), labels)
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
     search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
     if search is not None:
@@ -70,7 +82,8 @@ def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: An
             args.spec, _overrides(args.set), Path(args.out), search,
             runner_kw={"resume": args.resume, "progress": not args.no_progress,
                        "live": not args.quiet, "interrupts": interrupts},
-            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures))
+            say=lambda m: print(m, flush=True), figures_dir=Path(args.figures),
+            labels=spec.labels)
     finally:
         interrupts.uninstall()
     print(f"{spec.name}: {len(result.steps)} step(s); {result.stopped}; written to "

@@ -27,6 +27,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 from harness.errors import ResultsError
 from harness.paths import name_problem
 from harness.results.ids import config_id as config_id_of
+from harness.results.labels import labels_problems
 from harness.results.migrations import upgrade
 from harness.results.schema import RUN_STATUSES, SCHEMA_VERSION
 from harness.text import printable
@@ -62,7 +63,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "started_utc": _TEXT, "ended_utc": _TEXT, "error": _OPT_TEXT, "hosts": _MAP,
     "services": _MAP, "loadgen": _MAP, "kit": _MAP, "counts": _MAP, "ops_file": _MAP,
     "spec_file": _OPT_TEXT, "source": _TEXT, "extra": _MAP, "telemetry": _MAP,
-    "schema_version": _INT,
+    "labels": _MAP, "schema_version": _INT,
 }
 _TYPE_NAMES = {str: "text", int: "an integer", type(None): "null", Mapping: "an object"}
 
@@ -163,6 +164,8 @@ class Manifest:
     #: Who used the CPUs during the run, on which machine, and the servers' counters
     #: (`harness.run.telemetry` writes it; empty where nothing was measured, e.g. imports).
     telemetry: Mapping[str, Any] = field(default_factory=dict)
+    #: What was measured beyond the spec (`harness.results.labels`: commit, version).
+    labels: Mapping[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -181,6 +184,8 @@ class Manifest:
         if not RUN_ID_RE.match(self.run_id):
             raise ResultsError(f"manifest run_id {printable(self.run_id)!r} is not a run id "
                                "(letters, digits and _.,=+- only: it names a directory)")
+        if problems := labels_problems(self.labels):
+            raise ResultsError(f"manifest {problems[0]}")
         for view in (Loadgen, Counts, Kit, Extras):  # each nested section of its types
             view.from_dict(getattr(self, _SECTION_FIELDS[view.__name__]))
 
@@ -354,7 +359,7 @@ def new_manifest(
     name); `config_id` defaults to the spec's ``k=v,...`` form of the grid point;
     `loadgen` may be typed (`Loadgen`) or a mapping, and so may `counts` (`Counts`), `kit`
     (`Kit`) and `extra` (`Extras`); every other `Manifest` field is passed through `rest`
-    (hosts, services, error, source, spec_file, telemetry).
+    (hosts, services, error, source, spec_file, telemetry, labels).
     """
     unknown = sorted(set(rest) - {f.name for f in fields(Manifest)})
     if unknown:

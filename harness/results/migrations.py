@@ -95,4 +95,12 @@ def _add_ops_columns(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@step(3)
+def _add_labels(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 added `labels`; a v3 run was labelled by nothing: none."""
+    data["labels"] = {}
+    data["schema_version"] = 4
+    return data
+
+
 KNOWN_SCHEMA_VERSIONS = known_versions()

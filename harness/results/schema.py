@@ -16,7 +16,9 @@ import pyarrow as pa
 #: machine's load, the servers' counters; `harness.run.telemetry`).
 #: 3: `ops_file.columns`, the columns ops.parquet holds: `OPS_SCHEMA`'s, and `key` after
 #: them where the run recorded keys (`run.record_keys`).
-SCHEMA_VERSION = 3
+#: 4: `labels`, string key/value pairs from `harness run --label` or the spec's `labels:`
+#: (`harness.results.labels`); older runs have none.
+SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 OPS_FILE = "ops.parquet"
 TMP_PREFIX = ".tmp-"

@@ -303,17 +303,18 @@ def min_ops(slo: Slo) -> int:
 def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
                settings: SearchSettings, *, runner_kw: Mapping[str, Any] | None = None,
                say: Callable[[str], None] = print,
-               figures_dir: Path | None = None) -> SearchResult:
+               figures_dir: Path | None = None,
+               labels: Mapping[str, str] | None = None) -> SearchResult:
     """The search on a spec of one configuration, each step an ordinary `Runner` run of
     the grid point ``run.rate_ops_s: R`` (closed loop: ``run.rate_ops_s: null``) in
     `out`; writes ``<out>/<experiment>/search.json`` (and, given `figures_dir`, the
     latency-throughput figure ``<experiment>-capacity.png/.svg`` there) and returns
-    the result."""
+    the result. `labels` go into every step's manifests (`harness run --label`)."""
     from harness.analysis.load import load
     from harness.run.runner import Runner
     from harness.spec import load_spec
 
-    base = load_spec(spec_path, overrides)
+    base = load_spec(spec_path, overrides, labels)
     varied = {k: v for k, v in base.grid.items() if len(v) > 1}
     if varied:
         raise SpecError([f"{base.path}: grid: a search finds the capacity of one "
@@ -337,7 +338,7 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
                     step_over["run.duration_s"] = seconds
             elif base.size.ops is not None and needed > base.size.ops:
                 step_over["run.ops"] = needed
-        spec = load_spec(spec_path, step_over)
+        spec = load_spec(spec_path, step_over, labels)
         Runner(spec, out, **dict(runner_kw or {})).run()
         loaded = load(out, experiments=[spec.name])
         mine = rate_runs(loaded.runs, rate)

@@ -86,7 +86,7 @@ class Runner(RunMachines, RunWriting):
         """The runs still to make, in the spec's order (`spec.ordered`)."""
         plans = expand(self.spec)
         if self.resume:
-            done = completed_runs(self.exp_dir)
+            done = completed_runs(self.exp_dir, self.spec.labels)
             plans = [p for p in plans if (p.config_id, p.repetition) not in done]
         return ordered(self.spec, plans)
 
@@ -213,7 +213,7 @@ class Runner(RunMachines, RunWriting):
         `until.max_repetitions`. Says which converged and which not."""
         until = self.spec.until
         assert until is not None
-        by_config = completed_throughputs(self.exp_dir)
+        by_config = completed_throughputs(self.exp_dir, self.spec.labels)
         more: list[RunPlan] = []
         for plan in expand(self.spec):
             if plan.repetition != 1:

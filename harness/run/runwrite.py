@@ -55,6 +55,7 @@ class RunWriting:
             # The spec itself (overrides applied) travels with every run: the file may be
             # edited or gone when the report is made.
             kit=ctx.kit, spec_file=str(self.spec.path.resolve()),
+            labels=dict(self.spec.labels),
             extra={"spec": recorded_spec(self.spec.raw),
                    "order": {"mode": self.spec.order, "servers": self.spec.servers,
                              **({"seed": self.spec.order_seed}

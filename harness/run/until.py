@@ -5,7 +5,7 @@ is met."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import numpy as np
 from harness.results import (
     iter_run_dirs,
 )
+from harness.results.labels import labels_key
 
 
 def _manifests(exp_dir: Path) -> Iterator[dict[str, Any]]:
@@ -31,17 +32,28 @@ def _manifests(exp_dir: Path) -> Iterator[dict[str, Any]]:
             yield data
 
 
-def completed_runs(exp_dir: Path) -> set[tuple[str, int]]:
-    """(config_id, repetition) of the complete runs already in `exp_dir`."""
+def _labelled(data: dict[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a manifest carries exactly `labels` (a run of another commit or version is
+    not one of this run's repetitions; a run older than labels has none)."""
+    return labels_key(data.get("labels") if isinstance(data.get("labels"), dict)
+                      else {}) == labels_key(labels)
+
+
+def completed_runs(exp_dir: Path, labels: Mapping[str, str] | None = None
+                   ) -> set[tuple[str, int]]:
+    """(config_id, repetition) of the complete runs already in `exp_dir` with `labels`."""
     return {(d.get("config_id"), d.get("repetition")) for d in _manifests(exp_dir)
-            if d.get("status") == "complete"}
+            if d.get("status") == "complete" and _labelled(d, labels or {})}
 
 
-def completed_throughputs(exp_dir: Path) -> dict[str, dict[int, tuple[float, float]]]:
+def completed_throughputs(exp_dir: Path, labels: Mapping[str, str] | None = None
+                          ) -> dict[str, dict[int, tuple[float, float]]]:
     """config_id -> {repetition: (measured ops, achieved throughput)} of the complete
-    runs in `exp_dir`."""
+    runs in `exp_dir` with `labels`."""
     out: dict[str, dict[int, tuple[float, float]]] = {}
     for data in _manifests(exp_dir):
+        if not _labelled(data, labels or {}):
+            continue
         rate = (data.get("loadgen") or {}).get("achieved_rate_ops_s")
         ops = (data.get("counts") or {}).get("measured") or 1  # unknown: equal weights
         if data.get("status") == "complete" and rate:

@@ -14,6 +14,7 @@ import yaml
 
 from harness.errors import RegistryError, SpecError
 from harness.paths import name_problem
+from harness.results.labels import labels_problems
 from harness.settings import check_settings, check_value, did_you_mean, resolve
 from harness.spec.access import SERVICE_FIELDS, backends, service_access, service_after
 from harness.spec.files import (
@@ -122,8 +123,10 @@ def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
-def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> Spec:
-    """Read and validate a spec file; raise SpecError listing every problem."""
+def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None,
+              labels: Mapping[str, str] | None = None) -> Spec:
+    """Read and validate a spec file; raise SpecError listing every problem. `labels`
+    (`harness run --label`) add to or replace the spec's own."""
     path = Path(path)
     try:
         raw_bytes = read_bounded(path, MAX_SPEC_BYTES, "a spec")
@@ -146,6 +149,9 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None) -> S
         if problem:
             raise SpecError([f"--set {dotted}: {problem}"])
         _apply_override(data, dotted, value)
+    if labels:
+        own = data.get("labels")
+        data["labels"] = {**(own if isinstance(own, Mapping) else {}), **labels}
     bad = _Problems(path, _Lines(node), overrides or {})
     spec = _validate(path, data, bad)
     if bad.problems:
@@ -357,6 +363,9 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             for problem in exc.problems:
                 bad("search", problem.removeprefix("search: ").removeprefix("search."))
 
+    labels = data.get("labels") or {}
+    for problem in labels_problems(labels):
+        bad("labels", problem)
     if not isinstance(name, str) or workload is None:
         return None
     return Spec(
@@ -373,4 +382,5 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         order=order if order in ORDERS else "interleaved",
         order_seed=order_seed,
         servers=servers if servers in SERVER_MODES else "shared",
+        labels=dict(labels) if isinstance(labels, Mapping) else {},
     )

@@ -50,6 +50,8 @@ TOP_LEVEL = {
     "search": "{slo, resolution, max_steps}: `harness run` finds the highest offered rate "
               "that meets the SLO, e.g. {slo: \"p99 < 1ms\"} (harness.run.capacity)",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
+    "labels": "name -> text written into every run's manifest (commit, version); "
+              "`harness run --label KEY=VALUE` adds or replaces one",
 }
 
 
@@ -247,6 +249,8 @@ class Spec:
     order: str = "interleaved"
     order_seed: int = 1
     servers: str = "shared"
+    #: Written into every run's manifest (`harness.results.labels`).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 ORDERS = ("interleaved", "random", "grouped")

@@ -101,6 +101,20 @@ def test_v3_names_the_ops_columns_and_keeps_keys_where_recorded() -> None:
                                           for d in iter_run_dirs(root) if d != keyed)
 
 
+def test_v4_labels_read_as_columns_and_older_runs_have_none() -> None:
+    """v3 -> v4 adds `labels` (none for an older run); a v4 run's labels become the runs
+    table's ``label_<key>`` columns and its pooling key."""
+    for version in (1, 2, 3):
+        for d in iter_run_dirs(_version_dirs()[version]):
+            assert read_manifest(d).labels == {}
+    runs = load(_version_dirs()[4], columns=["op"]).runs
+    assert runs["label_commit"].tolist() == ["22d7e7c"]
+    assert runs["label_version"].tolist() == ["0.4.0"]
+    assert runs["labels"].tolist() == ['{"commit": "22d7e7c", "version": "0.4.0"}']
+    old = load(_version_dirs()[3], columns=["op"]).runs
+    assert set(old["labels"]) == {"{}"} and "label_commit" not in old
+
+
 # The upgrade machinery, on a chain of toy steps (the kit's own is v1 -> v2).
 def _v1_to_v2(d: dict) -> dict:
     d["loadgen"] = {**d.get("loadgen", {}), "engine": d["loadgen"].get("engine", "python")}

@@ -118,6 +118,32 @@ def test_resume_skips_complete_runs_and_redoes_missing_ones(tmp_path: Path) -> N
     assert len({m.run_id for m in manifests(raw)}) == 6
 
 
+def test_labels_go_into_every_manifest_and_resume_counts_runs_of_the_same_labels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--label adds to the spec's labels; --resume skips only runs labelled alike (a run
+    of another commit is not one of this commit's repetitions), and pooling keeps both
+    commits' runs (no duplicates of each other), grouped apart by ``label_commit``."""
+    raw = tmp_path / "raw"
+    path = write_spec(tmp_path, ops="[mem_write]", reps=2, n=10,
+                      extra="labels: {suite: nightly, commit: spec}\n")
+    base = ["run", str(path), "--out", str(raw), "--no-progress", "-q"]
+    assert cli_main([*base, "--label", "commit=aaa111"]) == 0
+    assert cli_main([*base, "--label", "commit=bbb222", "--resume"]) == 0  # not done yet
+    assert cli_main([*base, "--label", "commit=bbb222", "--resume"]) == 0  # now it is
+    labels = sorted((m.labels["commit"], m.repetition) for m in manifests(raw))
+    assert labels == [("aaa111", 1), ("aaa111", 2), ("bbb222", 1), ("bbb222", 2)]
+    assert {m.labels["suite"] for m in manifests(raw)} == {"nightly"}
+    capsys.readouterr()
+    assert cli_main(["summary", str(raw), "--by", "label_commit", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((r["label_commit"], r["runs"]) for r in rows) == [("aaa111", 2),
+                                                                   ("bbb222", 2)]
+    # A bad label is refused before anything runs, naming it.
+    assert cli_main([*base, "--label", "commit"]) != 0
+    assert "--label 'commit': expected KEY=VALUE" in capsys.readouterr().err
+    assert len(manifests(raw)) == 4
+
+
 def test_server_killed_mid_run_gives_partial_run_with_records_kept(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     spec = load_spec(write_spec(tmp_path, ops="[mem_read_hit]", reps=1, n=5_000_000))

@@ -281,3 +281,13 @@ def test_a_pause_where_it_cannot_apply_is_named(tmp_path: Path, clients: str, gr
                                                 run: str, said: str) -> None:
     found = problems(tmp_path, PAUSED % (clients, grid, run))
     assert any(said in p for p in found), found
+
+
+def test_labels_are_text_and_the_command_line_adds_or_replaces_them(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD + "labels: {commit: abc, suite: nightly}\n"),
+                     labels={"commit": "def"})
+    assert spec.labels == {"commit": "def", "suite": "nightly"}
+    said = problems(tmp_path, GOOD + "labels: {version: 7.2, bad key: x}\n")
+    assert any("labels" in p and "must be text" in p and "quote it" in p for p in said)
+    assert any("plain name" in p for p in said)
+    assert load_spec(write(tmp_path, GOOD)).labels == {}

@@ -10,6 +10,7 @@ from harness.cli.catalogue import cmd_gen_files, cmd_list, cmd_netem_cleanup
 from harness.cli.results import (
     cmd_compare,
     cmd_export,
+    cmd_history,
     cmd_import,
     cmd_report,
     cmd_summary,
@@ -24,7 +25,8 @@ from harness.cli.running import (
 )
 from harness.importers.numbers import DEFAULT_MAX_OPS
 
-DESCRIPTION = ("`harness` command line: run | validate | summary | compare | report | import "
+DESCRIPTION = ("`harness` command line: run | validate | summary | compare | history | "
+               "report | import "
                "| export | hosts | verify | list.")
 
 
@@ -96,6 +98,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     _include_option(p)
     p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser(
+        "history", help="where each configuration's throughput and latency changed over "
+        "time (change points), and a gate for CI",
+        description="Orders each experiment's runs in time (or by a label's values: --by "
+        "commit) and finds the change points of every configuration, op and metric: "
+        "binary segmentation with a permutation test, each change tested again between "
+        "its neighbours with the run-level intervals of `harness compare`, all candidates "
+        "one Benjamini-Hochberg family. Runs that failed, or failed a measurement check "
+        "(saturated client, busy machine, warm-up not over, target rate not met), are "
+        "left out and listed.")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("--experiment", help="comma-separated experiment names (default: all)")
+    p.add_argument("--by", metavar="LABEL", help="points are this label's values (harness "
+                   "run --label LABEL=...), ordered by their first run, each pooling its "
+                   "runs; default: one point per run, by start time")
+    p.add_argument("--metric", action="extend", nargs="+",
+                   choices=("throughput_ops_s", "latency_mean_ms", "latency_p50_ms",
+                            "latency_p99_ms"),
+                   help="metrics (default: throughput_ops_s latency_p50_ms latency_p99_ms)")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over all candidate changes (default 0.05)")
+    p.add_argument("--min-effect", default="0%", metavar="PCT",
+                   help="ignore changes smaller than this, e.g. 5%% (default 0%%)")
+    p.add_argument("--min-runs", type=int, default=3, metavar="N",
+                   help="runs a change needs on each side (default 3: one or two "
+                   "outlying runs are no change)")
+    p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--gate", action="store_true",
+                   help="exit 1 when the newest point begins a worse change on any metric "
+                   "(named on the last line with its ratio and interval)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _include_option(p)
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "

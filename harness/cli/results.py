@@ -120,6 +120,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _share(text: str) -> float:
+    """``5%``, ``5`` (percent) or ``0.05``-style shares: ``--min-effect``."""
+    t = text.strip()
+    try:
+        value = float(t.rstrip("%"))
+    except ValueError:
+        raise HarnessError(f"--min-effect {text!r}: expected a percentage, e.g. 5%") from None
+    return value / 100
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness.analysis.history import DEFAULT_METRICS, gate, history
+    from harness.analysis.history_text import render
+    from harness.analysis.load import check_experiments
+
+    experiments = ([e.strip() for e in args.experiment.split(",") if e.strip()]
+                   if args.experiment else None)
+    check_experiments(Path(args.raw_dir), experiments)
+    h = history(Path(args.raw_dir), experiments=experiments, by=args.by,
+                metrics=args.metric or DEFAULT_METRICS,
+                q=args.alpha, min_effect=_share(args.min_effect), min_runs=args.min_runs,
+                include=args.include, progress=not args.no_progress)
+    print(render(h, args.format))
+    if not args.gate:
+        return EXIT_OK
+    code, line = gate(h)
+    # The last line names the verdict (json keeps stdout one document: stderr there).
+    print(line, file=sys.stderr if args.format == "json" else sys.stdout)
+    return EXIT_FAILED_RUNS if code else EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.analysis.load import check_experiments
     from harness.report import build_report

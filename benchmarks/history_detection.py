@@ -1,0 +1,203 @@
+"""Change points: `harness history`'s detection beside Apache Otava's, on series with a
+known answer.
+
+Simulated histories (seeded), one value per point as a CI job that runs one repetition per
+commit records it (throughput of a fixed-op run, ops/s), lognormal noise of `noise` per
+run, and:
+
+- ``steps``: 0-3 steps of ±5-15% at random points at least 10 apart, 20-200 points;
+- ``outliers``: the same with single-run outliers (2% of points, 1.3-2x or 0.5-0.77x);
+- ``drift``: no step, a slow drift of ±5% over the whole series (a change point here is a
+  false alarm: nothing stepped);
+- ``null``: nothing at all.
+
+Both tools see the same series: the kit through `history.detect` (the scan, the local
+re-test with the throughput interval of `harness summary`, Benjamini-Hochberg at q =
+0.05 over the candidates of each series), Otava through ``otava.analysis.
+compute_change_points`` with its defaults (window 50, max p 0.001, no minimum
+magnitude), run in its own virtualenv (``--otava-python``; Otava pins Google Cloud and
+Slack clients the kit does not need). A detection within ±3 points of a true step is a
+true positive (once per step); any other is a false positive. Printed per scenario and
+noise: true positives / steps, false positives per 100 points, F1, and the location error.
+
+``--online`` also replays a subset in order, as CI would, adding one point at a time:
+the delay is the points added after a step until it is reported (near its place).
+
+Setup: python3 -m venv /tmp/otava && /tmp/otava/bin/pip install apache-otava
+Usage: .venv/bin/python benchmarks/history_detection.py --otava-python /tmp/otava/bin/python
+       [--histories N] [--online M] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.analysis import intervals
+from harness.analysis.history import detect
+
+TOLERANCE = 3
+OPS_PER_RUN = 100_000
+BASE_RATE = 50_000.0
+
+OTAVA = r"""
+import json, sys
+from otava.analysis import compute_change_points
+out = []
+for series in json.load(sys.stdin):
+    cps, _ = compute_change_points(series)
+    out.append([int(c.index) for c in cps])
+json.dump(out, sys.stdout)
+"""
+
+
+@dataclass(frozen=True)
+class History:
+    values: np.ndarray  # one run's throughput per point
+    steps: tuple[int, ...]  # the first point of each new level
+
+
+def simulate(rng: np.random.Generator, kind: str, noise: float) -> History:
+    n = int(rng.integers(20, 201))
+    level = np.zeros(n)
+    steps: list[int] = []
+    if kind in ("steps", "outliers"):
+        k = int(rng.integers(0, 4))
+        for _ in range(50):  # places at least 10 apart, 5+ from either end
+            places = sorted(rng.choice(np.arange(5, n - 5), size=k, replace=False)) \
+                if n > 10 + 2 * k else []
+            if all(b - a >= 10 for a, b in itertools.pairwise(places)):
+                steps = [int(p) for p in places]
+                break
+        for s in steps:
+            level[s:] += math.log(1 + rng.choice([-1, 1]) * rng.uniform(0.05, 0.15))
+    if kind == "drift":
+        level += np.linspace(0, math.log(1 + rng.choice([-1, 1]) * 0.05), n)
+    y = level + rng.normal(0, noise, n)
+    if kind == "outliers":
+        hit = rng.random(n) < 0.02
+        y[hit] += np.log(np.where(rng.random(hit.sum()) < 0.5, rng.uniform(1.3, 2, hit.sum()),
+                                  rng.uniform(0.5, 0.77, hit.sum())))
+    return History(BASE_RATE * np.exp(y), tuple(steps))
+
+
+def _side(rates: np.ndarray):
+    """The kit's throughput interval of fixed-op runs at these rates."""
+    ops = np.full(rates.size, float(OPS_PER_RUN))
+    wall = ops / rates
+
+    def side(idx: np.ndarray) -> intervals.RunInterval:
+        return intervals.throughput_interval(ops[idx], wall[idx], False)
+
+    return side
+
+
+def kit(histories: list[np.ndarray]) -> list[list[int]]:
+    out = []
+    for rates in histories:  # each history is its own `harness history` call
+        _, found = detect([np.log(rates)], [np.arange(rates.size)], [_side(rates)])
+        out.append(sorted(p for p, _, _ in found[0]))
+    return out
+
+
+def otava(histories: list[np.ndarray], python: str) -> list[list[int]]:
+    done = subprocess.run([python, "-c", OTAVA], input=json.dumps([h.tolist()
+                                                                    for h in histories]),
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def score(truth: list[tuple[int, ...]], found: list[list[int]], points: list[int]
+          ) -> dict[str, float]:
+    tp = fp = fn = 0
+    errors = []
+    for steps, hits in zip(truth, found, strict=True):
+        free = list(steps)
+        for h in hits:
+            near = [s for s in free if abs(h - s) <= TOLERANCE]
+            if near:
+                s = min(near, key=lambda s: abs(h - s))
+                free.remove(s)
+                tp += 1
+                errors.append(abs(h - s))
+            else:
+                fp += 1
+        fn += len(free)
+    steps_n = sum(len(t) for t in truth)
+    return {"tp": tp, "steps": steps_n, "fp_per_100": 100 * fp / sum(points),
+            "f1": 2 * tp / (2 * tp + fp + fn) if (tp + fp + fn) else float("nan"),
+            "loc_err": float(np.mean(errors)) if errors else float("nan")}
+
+
+def online_delays(h: History, method: str, python: str | None, start: int = 10
+                  ) -> list[float]:
+    """Per true step: points added after it until a detection within ±TOLERANCE is
+    reported (NaN: never)."""
+    delays: dict[int, float] = {s: math.nan for s in h.steps}
+    prefixes = list(range(start, h.values.size + 1))
+    if method == "kit":
+        found = kit([h.values[:n] for n in prefixes])
+    else:
+        assert python is not None
+        found = otava([h.values[:n] for n in prefixes], python)
+    for n, hits in zip(prefixes, found, strict=True):
+        for s in h.steps:
+            if math.isnan(delays[s]) and s < n and any(abs(x - s) <= TOLERANCE for x in hits):
+                delays[s] = n - 1 - s
+    return list(delays.values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--otava-python", help="python of a virtualenv with apache-otava")
+    ap.add_argument("--histories", type=int, default=200, help="per scenario and noise")
+    ap.add_argument("--online", type=int, default=0, help="histories replayed in order")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rng = np.random.default_rng(args.seed)
+    print(f"{args.histories} histories per row, 20-200 points; TP within ±{TOLERANCE} "
+          "points; FP per 100 points; F1; mean location error of the TPs (points)")
+    head = f"{'scenario':9s} {'noise':>5s}  {'tool':5s} {'TP/steps':>9s} {'FP/100':>7s} " \
+           f"{'F1':>5s} {'loc':>5s} {'s':>6s}"
+    print(head)
+    for kind in ("steps", "outliers", "drift", "null"):
+        for noise in (0.02, 0.04):
+            hs = [simulate(rng, kind, noise) for _ in range(args.histories)]
+            truth = [h.steps for h in hs]
+            points = [h.values.size for h in hs]
+            tools = [("kit", lambda v: kit(v))]
+            if args.otava_python:
+                tools.append(("otava", lambda v: otava(v, args.otava_python)))
+            for name, fn in tools:
+                t0 = time.perf_counter()
+                found = fn([h.values for h in hs])
+                took = time.perf_counter() - t0
+                s = score(truth, found, points)
+                print(f"{kind:9s} {noise:5.0%}  {name:5s} {s['tp']:4d}/{s['steps']:<4d} "
+                      f"{s['fp_per_100']:7.2f} {s['f1']:5.2f} {s['loc_err']:5.2f} "
+                      f"{took:6.1f}", flush=True)
+    if args.online:
+        print(f"\nonline replay: {args.online} 'steps' histories at 2% noise, one point "
+              "added at a time from the 10th; delay = points after the step until found")
+        hs = [h for h in (simulate(rng, "steps", 0.02) for _ in range(args.online * 3))
+              if h.steps][: args.online]
+        for name in ("kit", "otava") if args.otava_python else ("kit",):
+            d = [x for h in hs for x in online_delays(h, name, args.otava_python)]
+            found = [x for x in d if not math.isnan(x)]
+            print(f"{name:5s} steps {len(d)}, found {len(found)}, delay median "
+                  f"{np.median(found) if found else math.nan:.1f}, p90 "
+                  f"{np.percentile(found, 90) if found else math.nan:.1f} points",
+                  flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -12,25 +12,26 @@ runs that failed a measurement check of their own (`RUN_CHECKS`: a saturated cli
 unmet target rate, a warm-up not over, a busy machine): an unsound run raises no alarm.
 Duplicates are not left out: in a history every run is a measurement at its time.
 
-Change points (see `harness.analysis.changepoints` for the scan):
+Change points (`harness.analysis.changepoints` says how and why):
 
-1. each series and metric is scanned by binary segmentation on its runs' log values with
-   a permutation test; every split tested is a candidate with its scan p;
-2. each candidate is tested again between its neighbouring changes (the runs since the
-   change before it against the runs up to the change after it) as `harness compare`
-   tests two trees: the ratio after/before of the pooled metric, each side's SE from
-   the jackknife over its runs, percentiles compared as pooled percentiles (never an
-   average of per-run ones), Welch's t on the log ratio;
-3. a candidate's p is the larger of the two (the scan's accounts for the split having
-   been chosen as the best; the local one for what the runs on each side show), and
-   all candidates of the call, over every series and metric, are one family judged by
-   Benjamini-Hochberg at `q` (`harness.analysis.multiplicity`): the printed interval of
-   each change is at the family's FCR-adjusted level, so it excludes 1 exactly where
-   the change is significant. A change smaller than `min_effect` is not one.
+1. each series and metric is cut where its level changes (optimal partitioning of its
+   points under a BIC-like penalty): the candidates;
+2. each candidate is tested in the stretch between its neighbouring candidates, twice:
+   is there a change in that stretch at all (a permutation test and a t over the
+   points, each taking the best split, so the place having been chosen to fit fools
+   neither), and the one `harness compare` makes of two trees, the runs since the change
+   before against the runs up to the change after: the ratio after/before of the pooled
+   metric, each side's SE from the jackknife over its runs, percentiles compared as
+   pooled percentiles (never an average of per-run ones), Welch's t on the log ratio;
+3. a candidate's p is the larger of the two, and all candidates of the call, over every
+   series and metric, are one family judged by Benjamini-Hochberg at `q`
+   (`harness.analysis.multiplicity`): while one is not significant (then: smaller than
+   `min_effect`), the weakest is dropped and its neighbours, whose stretches grew, are
+   tested again. The printed interval of each change is at the family's FCR-adjusted
+   level, so it excludes 1 exactly where the change is significant.
 
-Steps 2-3 repeat with only the changes found as neighbours until the set is stable
-(a dropped neighbour widens the sides of the next). The newest point can begin a change
-only with `min_runs` runs of its own (``repetitions: 3`` per commit in CI).
+The newest point can begin a change only with `min_runs` runs of its own (``repetitions:
+3`` per commit in CI); any other stretch needs two points or more.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import intervals, multiplicity, verdict
-from harness.analysis.changepoints import LEVEL, MIN_RUNS, Candidate, scan
+from harness.analysis.changepoints import MIN_RUNS, locations, split_test
 from harness.analysis.history_runs import SERIES_KEYS, read, select, unsound_runs
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
@@ -69,7 +70,6 @@ DEFAULT_METRICS: tuple[str, ...] = ("throughput_ops_s", "latency_p50_ms", "laten
 MIN_POINTS_SHOWN = 5
 WORSE, BETTER = "worse", "better"
 _NS_PER_MS = 1e6
-_MAX_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -166,10 +166,12 @@ class _Work:
     run_pos: np.ndarray  # rows of the runs table, in point order
     point: np.ndarray  # each run's point (series-local, 0..)
     names: list[str]
-    candidates: list[Candidate]
+    values: np.ndarray  # each run's log value of the metric
     side: Any  # (positions) -> RunInterval
-    tests: dict[int, verdict.LogRatio] = field(default_factory=dict)
+    seed: int = 0
+    #: The changes still standing, and every candidate's last test: (scan p, local).
     changes: set[int] = field(default_factory=set)
+    judged: dict[int, tuple[float, verdict.LogRatio]] = field(default_factory=dict)
 
 
 def _side_function(metric: str, n: np.ndarray, wall_s: np.ndarray, lat_sum_ms: np.ndarray,
@@ -219,39 +221,58 @@ def _test(w: _Work, at: int) -> verdict.LogRatio:
     return verdict.log_ratio_test(x.log_value, x.se_log, x.df, y.log_value, y.se_log, y.df)
 
 
+def _retest(w: _Work, at: int, min_runs: int) -> None:
+    """The candidate at `at` tested again between the changes standing around it."""
+    a, b = _bounds(w.changes, at, len(w.names))
+    idx = np.flatnonzero(np.isfinite(w.values))
+    found = split_test(w.values[idx], w.point[idx], a, b, min_runs=min_runs,
+                       rng=np.random.default_rng(w.seed + at))
+    w.judged[at] = (found.p_scan if found is not None else 1.0, _test(w, at))
+
+
+def _p(judged: tuple[float, verdict.LogRatio]) -> float:
+    """A candidate's p: the larger of its stretch's scan and its local test (NaN: the
+    local test had no interval, e.g. too few ops for a p99: not in the family)."""
+    p_scan, lr = judged
+    return float("nan") if math.isnan(lr.p) else max(p_scan, lr.p)
+
+
 def _effect(ratio: float) -> float:
     return abs(ratio - 1) if ratio > 0 else float("nan")
 
 
-def _judge(work: list[_Work], q: float, min_effect: float
-           ) -> tuple[multiplicity.Family, list[tuple[_Work, Candidate, float, float]]]:
-    """Every candidate tested between its neighbours, all of them one BH family; repeats
-    with the changes found as the neighbours until they are stable. Returns the family
-    and (work, candidate, p, q) of each candidate."""
+def _judge(work: list[_Work], q: float, min_effect: float, min_runs: int
+           ) -> tuple[multiplicity.Family, list[tuple[_Work, int, float, float]]]:
+    """Every candidate of every series one BH family: while one standing is not
+    significant (or, then, smaller than `min_effect`), the weakest goes and its
+    neighbours are tested again (their stretches grew). Returns the family and
+    (work, point, p, q) of each candidate."""
     for w in work:
-        w.changes = {c.point for c in w.candidates if c.p_scan < LEVEL}
-    family = multiplicity.adjust([], q=q)
-    rows: list[tuple[_Work, Candidate, float, float]] = []
-    for _ in range(_MAX_ROUNDS):
-        rows, ps = [], []
-        for w in work:
-            w.tests = {c.point: _test(w, c.point) for c in w.candidates}
-            for c in w.candidates:
-                lr = w.tests[c.point]
-                p = max(c.p_scan, lr.p) if not math.isnan(lr.p) else float("nan")
-                rows.append((w, c, p, float("nan")))
-                ps.append(p)
+        for at in sorted(w.changes):
+            _retest(w, at, min_runs)
+    keys = [(w, at) for w in work for at in sorted(w.changes)]
+    while True:
+        ps = [_p(w.judged[at]) for w, at in keys]
         family = multiplicity.adjust(ps, q=q)
-        rows = [(w, c, p, qv) for (w, c, p, _), qv in zip(rows, family.p_adjusted,
-                                                         strict=True)]
-        new: dict[int, set[int]] = {id(w): set() for w in work}
-        for w, c, _, qv in rows:
-            if qv < q and _effect(w.tests[c.point].ratio) >= min_effect:
-                new[id(w)].add(c.point)
-        if all(new[id(w)] == w.changes for w in work):
-            break
-        for w in work:
-            w.changes = new[id(w)]
+        standing = [i for i, (w, at) in enumerate(keys) if at in w.changes]
+        weak = [i for i in standing if not family.p_adjusted[i] < q]
+        if weak:
+            drop = max(weak, key=lambda i: np.nan_to_num(family.p_adjusted[i], nan=np.inf))
+        else:
+            small = [i for i in standing
+                     if not _effect(keys[i][0].judged[keys[i][1]][1].ratio) >= min_effect]
+            if not small:
+                break
+            drop = min(small, key=lambda i: np.nan_to_num(
+                _effect(keys[i][0].judged[keys[i][1]][1].ratio), nan=-1.0))
+        w, at = keys[drop]
+        w.changes.discard(at)
+        a, b = _bounds(w.changes, at, len(w.names))
+        for nb in (a, b):
+            if nb in w.changes:
+                _retest(w, nb, min_runs)
+    rows = [(w, at, p, qv) for (w, at), p, qv in zip(keys, ps, family.p_adjusted,
+                                                     strict=True)]
     return family, rows
 
 
@@ -267,16 +288,18 @@ def detect(values: Sequence[np.ndarray], points: Sequence[np.ndarray],
     work = []
     for i, (v, pt, side) in enumerate(zip(values, points, sides, strict=True)):
         pt = np.asarray(pt, np.int64)
+        v = np.asarray(v, float)
         n_points = int(pt.max()) + 1 if pt.size else 0
-        cands = scan(np.asarray(v, float), pt, n_points, min_runs=min_runs, seed=i)
-        work.append(_Work(("", "", str(i)), "", np.arange(pt.size), pt,
-                          [str(j) for j in range(n_points)], cands, side))
-    family, rows = _judge(work, q, min_effect)
+        w = _Work(("", "", str(i)), "", np.arange(pt.size), pt,
+                  [str(j) for j in range(n_points)], v, side, seed=i)
+        w.changes = set(locations(v, pt, n_points, min_runs=min_runs))
+        work.append(w)
+    family, rows = _judge(work, q, min_effect, min_runs)
     out: list[list[tuple[int, verdict.LogRatio, float]]] = [[] for _ in work]
     where = {id(w): i for i, w in enumerate(work)}
-    for w, c, _, qv in rows:
-        if c.point in w.changes:
-            out[where[id(w)]].append((c.point, w.tests[c.point].at_level(family.level), qv))
+    for w, at, _, qv in rows:
+        if at in w.changes:
+            out[where[id(w)]].append((at, w.judged[at][1].at_level(family.level), qv))
     return family, out
 
 
@@ -357,31 +380,33 @@ def history(
         for metric in metrics:
             values = np.log(_per_run(metric, n, wall_s, lat_ms, srt))
             side = _side_function(metric, n, wall_s, lat_ms, fixed_all[pos], srt, index_of)
-            seed = zlib.crc32("\0".join((*key, metric)).encode())  # same every run
-            cands = scan(values, local, len(names), min_runs=min_runs, seed=seed)
-            work.append(_Work(key, metric, pos, local, names, cands, side))
-    family, rows = _judge(work, q, min_effect)
+            seed = zlib.crc32("\0".join((*key, metric)).encode())  # same every time
+            w = _Work(key, metric, pos, local, names, values, side, seed=seed)
+            w.changes = set(locations(values, local, len(names), min_runs=min_runs))
+            work.append(w)
+    family, rows = _judge(work, q, min_effect, min_runs)
     changes_by: dict[int, list[Change]] = {id(w): [] for w in work}
     all_changes: list[Change] = []
-    for w, c, pv, qv in rows:
-        if c.point not in w.changes:
+    for w, at, pv, qv in rows:
+        if at not in w.changes:
             continue
-        lr = w.tests[c.point].at_level(family.level)
+        p_scan, local = w.judged[at]
+        lr = local.at_level(family.level)
         hib = METRICS[w.metric][1]
         worse = (lr.ratio < 1) if hib else (lr.ratio > 1)
-        a, b = _bounds(w.changes, c.point, len(w.names))
-        first_run = int(w.run_pos[np.flatnonzero(w.point == c.point)[0]])
+        a, b = _bounds(w.changes, at, len(w.names))
+        first_run = int(w.run_pos[np.flatnonzero(w.point == at)[0]])
         row = runs.iloc[first_run]
         ch = Change(
             experiment=w.key[0], config_id=w.key[1], op=w.key[2], metric=w.metric,
-            run_id=str(row["run_id"]), point=w.names[c.point],
+            run_id=str(row["run_id"]), point=w.names[at],
             started_utc=str(row["started_utc"]), direction=WORSE if worse else BETTER,
             ratio=lr.ratio, ci_low=lr.low, ci_high=lr.high, ci_level=lr.confidence, q=qv,
-            p=pv, p_scan=c.p_scan,
-            runs_before=int(np.count_nonzero((w.point >= a) & (w.point < c.point))),
-            runs_after=int(np.count_nonzero((w.point >= c.point) & (w.point < b))),
-            points_before=c.point - a, points_after=b - c.point,
-            newest=c.point == len(w.names) - 1)
+            p=pv, p_scan=p_scan,
+            runs_before=int(np.count_nonzero((w.point >= a) & (w.point < at))),
+            runs_after=int(np.count_nonzero((w.point >= at) & (w.point < b))),
+            points_before=at - a, points_after=b - at,
+            newest=at == len(w.names) - 1)
         changes_by[id(w)].append(ch)
         all_changes.append(ch)
     series = []

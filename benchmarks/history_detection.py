@@ -20,8 +20,10 @@ Slack clients the kit does not need). A detection within ±3 points of a true st
 true positive (once per step); any other is a false positive. Printed per scenario and
 noise: true positives / steps, false positives per 100 points, F1, and the location error.
 
-``--online`` also replays a subset in order, as CI would, adding one point at a time:
-the delay is the points added after a step until it is reported (near its place).
+``--online`` also replays a subset in order, as CI would, adding one point at a time,
+with 1 and 3 runs per point: the delay is the points added after a step until it is
+reported near its place, and the gate's false alarms are replays whose newest point
+begins a change where nothing stepped.
 
 Setup: python3 -m venv /tmp/otava && /tmp/otava/bin/pip install apache-otava
 Usage: .venv/bin/python benchmarks/history_detection.py --otava-python /tmp/otava/bin/python
@@ -100,10 +102,13 @@ def _side(rates: np.ndarray):
     return side
 
 
-def kit(histories: list[np.ndarray]) -> list[list[int]]:
+def kit(histories: list[np.ndarray], reps: int = 1) -> list[list[int]]:
+    """Each history is its own `harness history` call; with `reps`, every `reps`
+    consecutive values are the runs of one point (``--by commit``, repetitions: reps)."""
     out = []
-    for rates in histories:  # each history is its own `harness history` call
-        _, found = detect([np.log(rates)], [np.arange(rates.size)], [_side(rates)])
+    for rates in histories:
+        point = np.arange(rates.size) // reps
+        _, found = detect([np.log(rates)], [point], [_side(rates)])
         out.append(sorted(p for p, _, _ in found[0]))
     return out
 
@@ -137,22 +142,51 @@ def score(truth: list[tuple[int, ...]], found: list[list[int]], points: list[int
             "loc_err": float(np.mean(errors)) if errors else float("nan")}
 
 
-def online_delays(h: History, method: str, python: str | None, start: int = 10
-                  ) -> list[float]:
-    """Per true step: points added after it until a detection within ±TOLERANCE is
-    reported (NaN: never)."""
-    delays: dict[int, float] = {s: math.nan for s in h.steps}
+def online(h: History, method: str, python: str | None, reps: int, rng: np.random.Generator,
+           start: int = 10) -> tuple[list[float], int, int]:
+    """Replays `h` one point at a time from `start` points, as CI would. Per true step:
+    points added after it until a detection within ±TOLERANCE is reported (NaN: never);
+    and the gate's false alarms: prefixes whose newest point begins a reported change
+    with no true step at most TOLERANCE points before it, of all prefixes replayed.
+    `reps` runs per point (each with its own noise around the point's value); Otava is
+    given each point's mean, as a CI job records one number per commit."""
+    runs = np.repeat(h.values, reps) * np.exp(rng.normal(0, 0.02, h.values.size * reps)) \
+        if reps > 1 else h.values
     prefixes = list(range(start, h.values.size + 1))
     if method == "kit":
-        found = kit([h.values[:n] for n in prefixes])
+        found = kit([runs[: n * reps] for n in prefixes], reps)
     else:
         assert python is not None
-        found = otava([h.values[:n] for n in prefixes], python)
+        means = [np.exp(np.log(runs[: n * reps]).reshape(n, reps).mean(axis=1))
+                 for n in prefixes]
+        found = otava(means, python)
+    delays: dict[int, float] = {s: math.nan for s in h.steps}
+    false_gate = 0
     for n, hits in zip(prefixes, found, strict=True):
         for s in h.steps:
             if math.isnan(delays[s]) and s < n and any(abs(x - s) <= TOLERANCE for x in hits):
                 delays[s] = n - 1 - s
-    return list(delays.values())
+        if n - 1 in hits and not any(0 <= n - 1 - s <= TOLERANCE for s in h.steps):
+            false_gate += 1
+    return list(delays.values()), false_gate, len(prefixes)
+
+
+def real(raw: str, by: str, truth: list[str], python: str | None) -> None:
+    """The kit's changes on a real tree, and Otava's on each series' point values."""
+    from harness.analysis.history import history
+
+    h = history(raw, by=by)
+    print(f"{raw}: {h.points} points by {by}, {len(h.left_out)} run(s) left out; "
+          f"settings changed at {', '.join(truth) or '(not given)'}")
+    found_otava = otava([np.array([p.value for p in s.points]) for s in h.series],
+                        python) if python else [[] for _ in h.series]
+    for s, ot in zip(h.series, found_otava, strict=True):
+        kit_at = [f"{c.point} {c.ratio:.3g}x [{c.ci_low:.3g}, {c.ci_high:.3g}]"
+                  for c in s.changes]
+        names = [p.name for p in s.points]
+        print(f"  {s.config_id} {s.op} {s.metric}: kit {'; '.join(kit_at) or 'none'}"
+              + (f" | otava {', '.join(names[i] for i in ot) or 'none'}" if python
+                 else ""))
 
 
 def main() -> None:
@@ -161,7 +195,16 @@ def main() -> None:
     ap.add_argument("--histories", type=int, default=200, help="per scenario and noise")
     ap.add_argument("--online", type=int, default=0, help="histories replayed in order")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--real", metavar="RAW", help="also a real tree: `harness history "
+                    "RAW --by LABEL` beside Otava on each series' point values")
+    ap.add_argument("--by", default="commit", help="--real: the label of the points")
+    ap.add_argument("--truth", default="", help="--real: where the settings changed, "
+                    "e.g. c05,c09 (label values)")
     args = ap.parse_args()
+    if args.real:
+        real(args.real, args.by, [t for t in args.truth.split(",") if t],
+             args.otava_python)
+        return
     rng = np.random.default_rng(args.seed)
     print(f"{args.histories} histories per row, 20-200 points; TP within ±{TOLERANCE} "
           "points; FP per 100 points; F1; mean location error of the TPs (points)")
@@ -186,16 +229,25 @@ def main() -> None:
                       f"{took:6.1f}", flush=True)
     if args.online:
         print(f"\nonline replay: {args.online} 'steps' histories at 2% noise, one point "
-              "added at a time from the 10th; delay = points after the step until found")
+              "added at a time from the 10th, as CI adds commits; delay = points after a "
+              "step until it is found; false gate = replays whose newest point begins a "
+              "change with no step there, per 100 replays")
         hs = [h for h in (simulate(rng, "steps", 0.02) for _ in range(args.online * 3))
               if h.steps][: args.online]
-        for name in ("kit", "otava") if args.otava_python else ("kit",):
-            d = [x for h in hs for x in online_delays(h, name, args.otava_python)]
-            found = [x for x in d if not math.isnan(x)]
-            print(f"{name:5s} steps {len(d)}, found {len(found)}, delay median "
-                  f"{np.median(found) if found else math.nan:.1f}, p90 "
-                  f"{np.percentile(found, 90) if found else math.nan:.1f} points",
-                  flush=True)
+        for reps in (1, 3):
+            for name in ("kit", "otava") if args.otava_python else ("kit",):
+                sub = np.random.default_rng(args.seed + reps)
+                d, false, total = [], 0, 0
+                for h in hs:
+                    dd, f, t = online(h, name, args.otava_python, reps, sub)
+                    d += dd
+                    false += f
+                    total += t
+                found = [x for x in d if not math.isnan(x)]
+                print(f"{name:5s} runs/point {reps}: steps {len(d)}, found {len(found)}, "
+                      f"delay median {np.median(found) if found else math.nan:.1f}, p90 "
+                      f"{np.percentile(found, 90) if found else math.nan:.1f} points; "
+                      f"false gate {100 * false / total:.2f} per 100", flush=True)
     sys.stdout.flush()
 
 

@@ -159,3 +159,36 @@ def lines(frame: pd.DataFrame, by: Sequence[str], x: str, y: str, *, title: str,
                  *(alt.Tooltip(f"{t}:Q", format=",") for t in tooltip)],
     ).add_params(pick).interactive()
     return _finish(chart, title, subtitle)
+
+
+def history(points: pd.DataFrame, levels: pd.DataFrame, changes: pd.DataFrame, *,
+            title: str, xtitle: str, ytitle: str, subtitle: str, logy: bool) -> Figure:
+    """A series over its points: each point's value (a dot) and 95% interval (a bar), the
+    level of each stretch between changes (a line) and each change (a dashed rule, red
+    worse, green better, its ratio in the tooltip). `points`: ``i, name, value, low,
+    high, runs``; `levels`: ``start, end, level`` (positions); `changes`: ``at, label,
+    direction``. Both axes zoom and pan."""
+    import altair as alt
+
+    x = alt.X("i:Q", title=xtitle, axis=alt.Axis(tickMinStep=1, format="d"))
+    yscale = alt.Scale(type="log") if logy else alt.Scale(zero=False)
+    base = alt.Chart(points).encode(
+        x=x, tooltip=[alt.Tooltip("name:N", title=xtitle),
+                      alt.Tooltip("value:Q", format=",.4~g"),
+                      alt.Tooltip("low:Q", format=",.4~g", title="95% CI low"),
+                      alt.Tooltip("high:Q", format=",.4~g", title="95% CI high"),
+                      alt.Tooltip("runs:Q")])
+    bars = base.mark_rule(color="#7f8c8d").encode(y=alt.Y("low:Q", title=ytitle,
+                                                         scale=yscale), y2="high:Q")
+    dots = base.mark_point(filled=True, size=40, color="#34495e").encode(
+        y=alt.Y("value:Q", title=ytitle, scale=yscale)).interactive()
+    lv = alt.Chart(levels).mark_rule(strokeWidth=2, color="#2c3e50", opacity=0.6).encode(
+        x="start:Q", x2="end:Q", y="level:Q")
+    layers = [bars, dots, lv]
+    if len(changes):
+        layers.append(alt.Chart(changes).mark_rule(strokeDash=[5, 3]).encode(
+            x="at:Q", tooltip=[alt.Tooltip("label:N", title="change")],
+            color=alt.Color("direction:N", scale=alt.Scale(
+                domain=["worse", "better"], range=["#c0392b", "#1e8449"]),
+                title="change")))
+    return _finish(alt.layer(*layers), title, subtitle)

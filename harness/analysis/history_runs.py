@@ -76,3 +76,19 @@ def unsound_runs(loaded: Loaded) -> dict[str, str]:
                     out[run.run_id] = f"{name}: {found.detail}"
                     break
     return out
+
+
+def points_label(runs: pd.DataFrame, least: int) -> str | None:
+    """The label whose values make a history's points where none is asked for: one that
+    every run carries, with the most distinct values and at least `least` of them
+    (``commit`` over ``suite``); None if no label qualifies (repetitions of one
+    ``harness run`` are no history)."""
+    best: tuple[int, str] | None = None
+    for col in sorted(c for c in runs.columns if str(c).startswith(COLUMN_PREFIX)):
+        values = runs[col]
+        if values.isna().any():
+            continue
+        n = int(values.astype(str).nunique())
+        if n >= least and (best is None or n > best[0]):
+            best = (n, str(col)[len(COLUMN_PREFIX):])
+    return best[1] if best else None

@@ -109,3 +109,31 @@ def render(h: History, fmt: str = "table") -> str:
     lines += left_out_lines(h)
     lines += [f"skipped: {printable(s)}" for s in h.skipped]
     return "\n".join(lines)
+
+
+_SHORT = {"throughput_ops_s": "throughput", "latency_mean_ms": "mean", "latency_p50_ms": "p50",
+          "latency_p99_ms": "p99"}
+
+
+def report_text(h: History) -> str:
+    """The report's Markdown for one experiment's history: a sentence, a compact table
+    of the changes (the heading names the experiment), what was left out, and how the
+    figure under it reads."""
+    lines = [head(h), ""]
+    if h.changes:
+        level = fmt_level(h.family.level)
+        cols = ["configuration", "op", "metric", h.by or "run", "change",
+                f"after/before [{level} CI]", "q"]
+        lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for c in h.changes:
+            lines.append("| " + " | ".join([
+                md_cell(c.config_id), md_cell(c.op), _SHORT[c.metric], md_cell(c.point),
+                c.direction, f"{_g(c.ratio)}x [{_g(c.ci_low)}, {_g(c.ci_high)}]",
+                f"{c.q:.2g}"]) + " |")
+        lines.append("")
+    lines += [f"- {md_cell(x.strip())}" for x in left_out_lines(h)]
+    lines += ["", "The figure: each point's pooled value with its 95% interval over its "
+              "runs (latencies on a log axis), the level of each stretch between changes "
+              "as a line, and each change as a dashed line (red: worse, green: better) "
+              "with its ratio after/before and interval."]
+    return "\n".join(lines)

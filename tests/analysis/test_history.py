@@ -6,7 +6,6 @@ steps where the test says: the known answer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,32 +16,7 @@ from harness.analysis import history_runs
 from harness.analysis.history import gate, history
 from harness.analysis.history_text import md_cell, render
 from harness.cli import main as cli_main
-from harness.results import write_run
-from tests.fixtures.rawdata import make_ops, manifest_for
-
-EXP = "my_cache_history"
-
-
-def write_history(raw: Path, factors: list[float], *, reps: int = 3, ops: int = 2000,
-                  seed: int = 3, op: str = "get", telemetry: dict | None = None,
-                  label: bool = True, start_minute: int = 0, first: int = 1,
-                  status: str = "complete") -> Path:
-    """One configuration, one point per factor (commit c01, c02, ...), `reps` runs each;
-    every latency of point i is lognormal around 0.1 ms x factors[i] (runs vary 3%)."""
-    rng = np.random.default_rng(seed)
-    for i, f in enumerate(factors):
-        for r in range(reps):
-            run_scale = rng.lognormal(0, 0.03)
-            lat = rng.lognormal(np.log(0.1e6 * f * run_scale), 0.3, ops).astype(np.int64)
-            minute = start_minute + i * reps + r
-            m = manifest_for(run_id=f"c{i + first:02d}-r{r + 1}", experiment=EXP,
-                             workload="memcache_mix", grid_point={"threads": 4},
-                             repetition=r + 1, ops=ops, warmup_ops=0, status=status,
-                             started_utc=f"2026-11-01T{minute // 60:02d}:{minute % 60:02d}:00Z")
-            m = dataclasses.replace(m, labels={"commit": f"c{i + first:02d}"} if label else {},
-                                    telemetry=telemetry or {})
-            write_run(raw, m, make_ops(op, lat, np.zeros(ops), np.zeros(ops, bool)))
-    return raw
+from tests.fixtures.rawdata import write_history
 
 
 def test_a_step_is_found_where_it_is_with_its_ratio_and_nothing_else(tmp_path: Path) -> None:
@@ -126,3 +100,32 @@ def test_names_from_the_tree_are_escaped_in_markdown(tmp_path: Path) -> None:
     md = render(history(raw, by="commit"), "markdown")
     assert "<b>" not in md and "get\\|\\<b\\>x\\</b\\>" in md
     assert md.count("\n|") >= 4  # header, rule, three changes
+
+
+def test_the_report_section_shows_a_labelled_history_and_omits_itself_otherwise(
+        tmp_path: Path) -> None:
+    from harness.analysis import history_report
+    from harness.analysis.display import OMIT_MARKER
+
+    raw = write_history(tmp_path / "raw", [1.0] * 5 + [1.3] * 5)
+    parts = history_report.section_parts(raw, figures_dir=tmp_path / "f")
+    text = parts[0].data
+    assert "points by label `commit`" in text and "| threads=4 | get | p99 | c06 | worse |" \
+        in text
+    assert (tmp_path / "f" / "history-my-cache-history.png").exists()
+    assert parts[1].format == "png"
+    # Repetitions of one run without labels are no history: the section leaves itself out.
+    flat = write_history(tmp_path / "flat", [1.0] * 8, label=False)
+    [note] = history_report.section_parts(flat)
+    assert note.metadata == {OMIT_MARKER: True}
+
+
+def test_the_explorer_draws_a_series_with_its_changes(tmp_path: Path) -> None:
+    from harness.analysis.explore_history import history_figure
+
+    raw = write_history(tmp_path / "raw", [1.0] * 5 + [1.3] * 5)
+    fig = history_figure(raw, "my_cache_history", "latency_p99_ms")
+    assert fig.png.startswith(b"\x89PNG")
+    dashed = [la for la in fig.spec["layer"] if la.get("mark", {}).get("strokeDash")]
+    assert len(dashed) == 1  # the change's rule, its data inline with its label
+    assert "worse at c06: " in json.dumps(fig.spec["datasets"])

@@ -57,6 +57,7 @@ from harness.analysis.queries import group_runs, plan
 from harness.analysis.summary import fixed_duration_runs
 from harness.errors import ResultsError
 from harness.results.labels import COLUMN_PREFIX, KEY_RE
+from harness.text import printable
 
 #: Metric -> (quantile or None, higher is better), by the names `--metric` takes.
 METRICS: dict[str, tuple[float | None, bool]] = {
@@ -437,7 +438,9 @@ def gate(h: History) -> tuple[int, str]:
                 "repetitions per point)") if h.thin_newest else ""
         return 0, f"gate: pass: no worse change begins at the newest point{note}"
     c = max(worse, key=lambda c: abs(math.log(c.ratio)))
-    return 1, (f"gate: FAIL: {len(worse)} worse change(s) begin at the newest point; "
-               f"worst: {c.experiment} {c.config_id} {c.op} {c.metric} "
-               f"{c.ratio:.3g}x [{c.ci_low:.3g}, {c.ci_high:.3g}] "
-               f"({multiplicity.fmt_level(c.ci_level)} CI, q = {c.q:.2g}) at {c.point}")
+    # Names from the tree, printed on a terminal: as text, never as control sequences.
+    return 1, printable(f"gate: FAIL: {len(worse)} worse change(s) begin at the newest "
+                        f"point; worst: {c.experiment} {c.config_id} {c.op} {c.metric} "
+                        f"{c.ratio:.3g}x [{c.ci_low:.3g}, {c.ci_high:.3g}] "
+                        f"({multiplicity.fmt_level(c.ci_level)} CI, q = {c.q:.2g}) at "
+                        f"{c.point}")

@@ -57,7 +57,10 @@ def select(loaded: Loaded, by: str | None, include: Sequence[str]
         col = COLUMN_PREFIX + by
         values = runs[col] if col in runs else pd.Series(np.nan, index=runs.index)
         missing = values.isna() & keep
-        left += _left(runs, missing.to_numpy(), f"no label {by}")
+        have = sorted(str(c)[len(COLUMN_PREFIX):] for c in runs.columns
+                      if str(c).startswith(COLUMN_PREFIX))
+        left += _left(runs, missing.to_numpy(),
+                      f"no label {by} (labels in this tree: {', '.join(have) or 'none'})")
         keep &= ~missing
     return runs[keep.to_numpy()].assign(_start=start[keep]).reset_index(drop=True), left
 

@@ -42,9 +42,12 @@ def head(h: History) -> str:
     by = f", points by label {h.by}" if h.by else ", one point per run"
     found = (f"{len(h.changes)} change(s)" if h.changes else "no change point")
     effect = f" of at least {h.min_effect:.0%}" if h.min_effect else ""
+    untested = len(h.family.p_adjusted) - h.family.m
+    why = (f" ({untested} more could not be tested: a side had too few ops for an "
+           "interval of its percentile, or one run)") if untested else ""
     return (f"{len({s[:3] for s in _keys(h)})} series x {len(metrics)} metric(s) over "
             f"{h.points} point(s){by}: {found}{effect}. "
-            f"Candidates: {h.family.sentence('candidate changes')}. "
+            f"Candidates: {h.family.sentence('candidate changes')}{why}. "
             f"A change needs {h.min_runs} runs on each side.")
 
 

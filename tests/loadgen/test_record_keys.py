@@ -17,7 +17,15 @@ import pytest
 from harness.errors import ResultsError, SpecError
 from harness.exporters.csv_tables import export_csv
 from harness.loadgen import ClientConfig
-from harness.results import KEY_FIELD, OPS_SCHEMA, OpsArrays, read_manifest, read_ops, verify_run
+from harness.results import (
+    KEY_FIELD,
+    OPS_SCHEMA,
+    SCHEMA_VERSION,
+    OpsArrays,
+    read_manifest,
+    read_ops,
+    verify_run,
+)
 from harness.run.runner import Runner
 from harness.services.base import RunningService
 from harness.spec import load_spec
@@ -123,7 +131,7 @@ def test_keys_reach_ops_parquet_and_the_export_through_the_runner(tmp_path: Path
     [outcome] = Runner(load_spec(spec), tmp_path / "raw", progress=False).run()
     assert outcome.status == "complete", outcome.error
     man = verify_run(outcome.run_dir)
-    assert man.ops_file["columns"][-1] == "key" and man.schema_version == 3
+    assert man.ops_file["columns"][-1] == "key" and man.schema_version == SCHEMA_VERSION
     table = read_ops(outcome.run_dir).to_pandas()
     assert table["key"].notna().all() and len(table) == 4200
     measured = table[~table["warmup"]]

@@ -47,6 +47,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     live=not args.quiet, interrupts=interrupts)
     plans = runner.plans()
     if args.dry_run:
+        if spec.design is not None:
+            print("\n".join(spec.design.describe()))
         for p in plans:
             print(f"{p.index:4d}  {p.config_id}  rep {p.repetition}")
         order = spec.order + (f" (seed {spec.order_seed})" if spec.order == "random" else "")

@@ -6,7 +6,7 @@ the expanded runs show in `plans`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from harness.paths import name_problem
 from harness.results.labels import labels_problems
 from harness.settings import check_settings, check_value, did_you_mean, resolve
 from harness.spec.access import SERVICE_FIELDS, backends, service_access, service_after
+from harness.spec.design import MAX_FACTORS, Design, fractional
 from harness.spec.files import (
     MAX_SPEC_BYTES,
     BadYaml,
@@ -165,6 +166,55 @@ def load_spec(path: Path | str, overrides: Mapping[str, Any] | None = None,
     if problems:
         raise SpecError(problems)
     return spec
+
+
+def validate_design(raw: Any, grid: Mapping[str, Sequence[Any]], data: Mapping[str, Any],
+                    bad: Any) -> Design | None:
+    """The fractional factorial a spec's ``design:`` asks for (None: the full grid)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        bad("design", "expected {kind: full | fractional, resolution: N}")
+        return None
+    for key in raw:
+        if key not in ("kind", "resolution"):
+            bad(f"design.{key}", "unknown field (kind, resolution)")
+    kind = raw.get("kind", "full")
+    if kind == "full":
+        if "resolution" in raw:
+            bad("design.resolution", "only kind: fractional has a resolution")
+        return None
+    if kind != "fractional":
+        bad("design.kind", f"{kind!r}: must be full or fractional")
+        return None
+    res = raw.get("resolution")
+    if not isinstance(res, int) or isinstance(res, bool) or res < 3:
+        bad("design.resolution", "an integer of 3 or more: III keeps main effects apart, "
+                                 "IV also from two-factor interactions, V everything "
+                                 "up to two factors")
+        return None
+    if len(grid) < 3:
+        bad("design", f"a fractional design needs 3 or more grid keys (this grid has "
+                      f"{len(grid)}): with fewer, run the full grid")
+        return None
+    two = [k for k, v in grid.items() if len(v) != 2]
+    if two:
+        bad("design", f"every grid key needs exactly two values for a two-level design; "
+                      f"{', '.join(two)} ha{'s' if len(two) == 1 else 've'} "
+                      f"{', '.join(str(len(grid[k])) for k in two)}")
+        return None
+    if res > len(grid) + 1:
+        bad("design.resolution", f"{res} is more than {len(grid)} factors allow "
+                                 f"({len(grid) + 1}: the full grid)")
+        return None
+    if len(grid) > MAX_FACTORS:
+        bad("design", f"{len(grid)} grid keys: a fractional design takes at most "
+                      f"{MAX_FACTORS}")
+        return None
+    if data.get("exclude"):
+        bad("exclude", "a fractional design chooses its points: no exclude with it")
+        return None
+    return fractional(list(grid), [grid[k] for k in grid], res)
 
 
 def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
@@ -330,7 +380,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "stop"):
         bad("on_failure", "must be 'continue' or 'stop'")
-    order = data.get("order", "interleaved")
+    design = validate_design(data.get("design"), grid, data, bad)
+    order = data.get("order", "rounds" if design is not None else "interleaved")
     if order not in ORDERS:
         bad("order", f"must be one of {list(ORDERS)}")
     order_seed = data.get("order_seed", 1)
@@ -338,8 +389,8 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             0 <= order_seed < 2**32):
         bad("order_seed", "must be an integer from 0 to 2**32 - 1")
         order_seed = 1
-    if "order_seed" in data and order != "random":
-        bad("order_seed", "only order: random uses a seed")
+    if "order_seed" in data and order not in ("random", "rounds"):
+        bad("order_seed", "only order: random and order: rounds use a seed")
     servers = data.get("servers", "shared")
     if servers not in SERVER_MODES:
         bad("servers", f"must be one of {list(SERVER_MODES)}")
@@ -383,4 +434,5 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         order_seed=order_seed,
         servers=servers if servers in SERVER_MODES else "shared",
         labels=dict(labels) if isinstance(labels, Mapping) else {},
+        design=design,
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.hosts.hostspec import HostSpec
 from harness.settings import Setting
+from harness.spec.design import Design
 from harness.spec.limits import (
     MAX_CONNECTIONS,
     MAX_CONSECUTIVE_ERRORS,
@@ -41,8 +42,13 @@ TOP_LEVEL = {
                 "(e.g. add_node); needs run.duration_s",
     "on_failure": "continue | stop: what the grid does after a failed run",
     "order": "interleaved (default: every configuration once, then again) | random "
-             "(seeded by order_seed) | grouped (each configuration's runs together)",
-    "order_seed": "seed of order: random (recorded in every manifest)",
+             "(seeded by order_seed) | grouped (each configuration's runs together) | "
+             "rounds (interleaved, each round in its own seeded random order; the default "
+             "with a design)",
+    "order_seed": "seed of order: random or rounds (recorded in every manifest)",
+    "design": "{kind: full | fractional, resolution: 3 | 4 | 5 ...}: fractional runs a "
+              "two-level fractional factorial over the grid keys (two values each); "
+              "`harness run --dry-run` shows it and its aliases",
     "servers": "shared (default: one server set per configuration, kept between its "
                "runs) | fresh (restarted before every run)",
     "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
@@ -251,9 +257,11 @@ class Spec:
     servers: str = "shared"
     #: Written into every run's manifest (`harness.results.labels`).
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: A fractional factorial over the grid (`harness.spec.design`); None: every point.
+    design: Design | None = None
 
 
-ORDERS = ("interleaved", "random", "grouped")
+ORDERS = ("interleaved", "random", "grouped", "rounds")
 
 
 SERVER_MODES = ("shared", "fresh")

@@ -96,8 +96,11 @@ def check_grid(spec: Spec) -> list[tuple[str, str]]:
 def expand(spec: Spec) -> list[RunPlan]:
     """Every configuration x repetition, repetition-major, deterministically."""
     keys = list(spec.grid)
-    combos = itertools.product(*spec.grid.values())
-    points = [dict(zip(keys, combo, strict=True)) for combo in combos]
+    if spec.design is not None:  # a fractional factorial: its points, not all
+        points = spec.design.points()
+    else:
+        combos = itertools.product(*spec.grid.values())
+        points = [dict(zip(keys, combo, strict=True)) for combo in combos]
     points = [p for p in points
               if not any(all(p[k] == v for k, v in ex.items()) for ex in spec.exclude)]
     plans: list[RunPlan] = []
@@ -127,8 +130,10 @@ def ordered(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
     """`plans` (from `expand`, or the part of them still to run) in the order the spec
     asks for. interleaved: as `expand` makes them (repetition-major: slow drift spreads
     over every configuration); random: shuffled by `order_seed` (the whole grid is
-    shuffled, then `plans` kept, so a resumed grid keeps its order); grouped: each
-    configuration's runs together, in the order configurations first appear."""
+    shuffled, then `plans` kept, so a resumed grid keeps its order); rounds: interleaved,
+    each repetition's configurations in their own seeded random order (a design's
+    default); grouped: each configuration's runs together, in the order configurations
+    first appear."""
     if spec.order == "interleaved":
         return list(plans)
     if spec.order == "random":
@@ -136,6 +141,17 @@ def ordered(spec: Spec, plans: list[RunPlan]) -> list[RunPlan]:
         random.Random(spec.order_seed).shuffle(full)
         rank = {p.index: i for i, p in enumerate(full)}
         return sorted(plans, key=lambda p: rank.get(p.index, len(rank) + p.index))
+    if spec.order == "rounds":
+        # Every configuration once per round (drift spreads over all of them), and the
+        # order inside each round drawn afresh (no configuration always first).
+        rng = random.Random(spec.order_seed)
+        rank = {}
+        for rep in range(1, max((p.repetition for p in plans), default=0) + 1):
+            configs = sorted({p.config_id for p in expand(spec)})
+            rng.shuffle(configs)
+            rank.update({(rep, c): i for i, c in enumerate(configs)})
+        return sorted(plans, key=lambda p: (p.repetition, rank.get((p.repetition,
+                                                                     p.config_id), 0)))
     first: dict[str, int] = {}
     for p in plans:
         first.setdefault(p.config_id, len(first))

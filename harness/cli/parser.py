@@ -9,6 +9,7 @@ from harness import paths
 from harness.cli.catalogue import cmd_gen_files, cmd_list, cmd_netem_cleanup
 from harness.cli.results import (
     cmd_compare,
+    cmd_explain,
     cmd_export,
     cmd_history,
     cmd_import,
@@ -26,6 +27,7 @@ from harness.cli.running import (
 from harness.importers.numbers import DEFAULT_MAX_OPS
 
 DESCRIPTION = ("`harness` command line: run | validate | summary | compare | history | "
+               "explain | "
                "report | import "
                "| export | hosts | verify | list.")
 
@@ -132,6 +134,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _include_option(p)
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser(
+        "explain", help="which grid keys move which latency quantiles, by how much, and "
+        "whether they depend on each other",
+        description="Regresses each run's own latency quantiles (log scale: effects are "
+        "ratios) on the experiment's grid keys, each value against the key's first, with "
+        "two-way interactions; intervals come from the runs (each configuration's own "
+        "run-to-run variance), all terms one Benjamini-Hochberg family. Runs that failed "
+        "a measurement check of their own are left out and listed.")
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("--experiment", required=True, help="the experiment to explain")
+    p.add_argument("--quantiles", default="0.5,0.99", help="comma-separated (default "
+                   "0.5,0.99)")
+    p.add_argument("--interactions", type=int, default=2, choices=(1, 2),
+                   help="2: main effects and two-way interactions (default); 1: main only")
+    p.add_argument("--trend", action="append", default=[], metavar="KEY",
+                   help="fit a numeric grid key as a trend per doubling (repeatable)")
+    p.add_argument("--with", dest="with_", metavar="cpu,steal,other_cpu",
+                   help="the runs' telemetry as covariates: the busiest client process's "
+                   "CPU, the largest steal, the most CPU other processes used on a machine")
+    p.add_argument("--op", help="only ops of this kind (e.g. get); default: all")
+    p.add_argument("--q", "--alpha", dest="alpha", type=float, default=0.05,
+                   help="false discovery rate over all terms (default 0.05)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    _include_option(p)
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("compare", help="did CAND change throughput or latency against BASE?",
                        description="Match groups of two raw-results (or experiment) "

@@ -151,6 +151,25 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_FAILED_RUNS if code else EXIT_OK
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from harness.analysis.explain import explain
+    from harness.analysis.explain_text import render
+    from harness.analysis.load import check_experiments
+
+    check_experiments(Path(args.raw_dir), [args.experiment])
+    try:
+        quantiles = [float(x) for x in args.quantiles.split(",") if x.strip()]
+    except ValueError:
+        raise HarnessError(f"--quantiles {args.quantiles!r}: expected numbers such as "
+                           "0.5,0.99") from None
+    e = explain(Path(args.raw_dir), args.experiment, quantiles=quantiles,
+                interactions=args.interactions, trend=args.trend,
+                covariates=[c.strip() for c in (args.with_ or "").split(",") if c.strip()],
+                op=args.op, q=args.alpha, include=args.include)
+    print(render(e, args.format))
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.analysis.load import check_experiments
     from harness.report import build_report

@@ -33,7 +33,7 @@ from harness.analysis.display import html, markdown
 from harness.analysis.load import Loaded
 from harness.analysis.tables import ci_column, human
 from harness.results import read_manifest
-from harness.studies.generic import analysis
+from harness.studies.generic import analysis, drivers
 
 #: The over-time figure needs runs at least this many seconds long.
 MIN_SECONDS = 3
@@ -132,6 +132,12 @@ class ExperimentSection:
             tails.group_checks(self.loaded, keys),
             lambda k: analysis.config_label(dict(zip(keys, k, strict=True)), keys))
         return markdown(note) if note else None
+
+    def tail_drivers(self) -> list[Any] | None:
+        """What drives p50 and p99 (`harness explain`), with two or more keys varied."""
+        return drivers.tail_drivers(self.name, self.loaded.runs, self.keys,
+                                    alpha=self.alpha, include=self.include,
+                                    figures_dir=self.figures_dir)
 
     # -- tables --------------------------------------------------------------------------
     def configuration_table(self) -> Any:

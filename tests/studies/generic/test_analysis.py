@@ -272,3 +272,27 @@ def test_an_experiment_that_breaks_a_view_costs_only_its_own_part(
     assert "KeyError" in str(failed[0].data)
     good = "".join(str(o.data) for o in out.outputs if o not in failed)
     assert f"Experiment `{GRID_EXPERIMENT}`" in good and "95% CI over runs" in good
+
+
+def test_what_drives_the_tail_names_the_factors_that_move_p50_and_p99(
+        tmp_path: Path) -> None:
+    from tests.fixtures.rawdata import FACTORIAL_EXPERIMENT, write_factorial
+
+    raw = write_factorial(tmp_path / "raw")
+    [section] = analyse(raw, figures_dir=tmp_path / "f").sections
+    text, image = section.tail_drivers()
+    said = text.data
+    assert said.startswith("### What drives the tail")
+    assert "- threads=2 multiplies p50 by 0.7" in said
+    assert "- threads=2 multiplies p99 by 0.7" in said
+    assert "- conns=16 multiplies p99 by 1.5" in said
+    assert "value_size" not in said.split("\n- ", 1)[1]  # no sentence for it
+    assert image.format == "png"
+    assert (tmp_path / "f" / f"{FACTORIAL_EXPERIMENT.replace('_', '-')}-tail-drivers.png"
+            ).exists()
+
+
+def test_no_tail_drivers_with_one_key_or_a_grid_over_ops(tmp_path: Path) -> None:
+    raw = write_datastore_memcache(tmp_path / "raw")  # its grid is op only
+    runs = analyse(raw, ["datastore_vs_memcache"]).sections[0]
+    assert runs.tail_drivers() is None

@@ -50,11 +50,13 @@ from harness.analysis.explain_data import RunTable, run_table
 from harness.errors import ResultsError
 
 DEFAULT_QUANTILES = (0.5, 0.99)
-#: Telemetry a run may bring as a covariate, by `--with` name: (what, unit).
-COVARIATES: dict[str, tuple[str, str]] = {
-    "cpu": ("the busiest client process's CPU", "core"),
-    "steal": ("the largest hypervisor steal on a machine", "share of a machine"),
-    "other_cpu": ("the most CPU other processes used on a machine", "CPU"),
+#: Telemetry a run may bring as a covariate, by `--with` name: (what, the step its
+#: effect is given per, that step in the telemetry's units). Steps of the size runs
+#: differ by: per +1 CPU of other processes would extrapolate far beyond any run.
+COVARIATES: dict[str, tuple[str, str, float]] = {
+    "cpu": ("the busiest client process's CPU", "+0.1 core", 0.1),
+    "steal": ("the largest hypervisor steal on a machine", "+1% steal", 0.01),
+    "other_cpu": ("the most CPU other processes used on a machine", "+0.1 CPU", 0.1),
 }
 _TOL = 1e-9
 
@@ -123,7 +125,8 @@ def _columns(factors: Mapping[str, tuple[Any, ...]], interactions: int,
         for a, b in itertools.combinations(mains, 2):
             if a.parts[0][0] != b.parts[0][0]:
                 cols.append(_Column(f"{a.name}:{b.name}", "interaction", a.parts + b.parts))
-    cols += [_Column(c, "covariate", ()) for c in covariates]
+    cols += [_Column(f"{c} (per {COVARIATES[c][1]})", "covariate", ((c, "cov"),))
+             for c in covariates]
     return cols
 
 
@@ -214,7 +217,8 @@ def _design(table: RunTable, cols: list[_Column], factors: Mapping[str, tuple[An
     x = np.ones((len(table.runs), len(cols) + 1))
     for j, c in enumerate(cols, start=1):
         if c.kind == "covariate":
-            v = table.covariates[c.name].to_numpy(float)
+            name = c.parts[0][0]
+            v = table.covariates[name].to_numpy(float) / COVARIATES[name][2]
             x[:, j] = v - v.mean()
             continue
         v = np.ones(len(table.runs))

@@ -16,7 +16,13 @@ from harness.text import printable
 
 _TICKS = (0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0,
           10.0)
+_WIDE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 _COLOURS = {0.5: "#2874a6", 0.9: "#7d3c98", 0.99: "#c0392b", 0.999: "#784212"}
+
+
+def _wrap(name: str, width: int = 28) -> str:
+    """A long term on two lines at its interaction's colon."""
+    return name.replace(":", ":\n", 1) if len(name) > width and ":" in name else name
 
 
 def forest(terms: Sequence[Term], *, title: str) -> Figure:
@@ -50,13 +56,14 @@ def forest(terms: Sequence[Term], *, title: str) -> Figure:
         ax.set_xscale("log")
         # Ratios read as ratios: plain ticks where they fall, no powers of ten.
         lo_x, hi_x = ax.get_xlim()
-        ticks = [t for t in _TICKS if lo_x <= t <= hi_x]
+        dense = hi_x / lo_x < 4  # a narrow range gets every step, a wide one 1-2-5
+        ticks = [t for t in (_TICKS if dense else _WIDE) if lo_x <= t <= hi_x]
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_yticks(y0, [printable(n) for n in names], fontsize=8)
+        ax.set_yticks(y0, [_wrap(printable(n)) for n in names], fontsize=7.5)
         level = fmt_level(terms[0].ci_level) if terms else "95%"
-        ax.set_xlabel(f"effect on the quantile: ratio with its {level} CI (log scale; "
-                      "< 1 faster)")
+        ax.set_xlabel(f"ratio on the quantile, {level} CI (log scale; < 1: faster)",
+                      fontsize=9)
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4,
                   frameon=False)

@@ -115,4 +115,6 @@ def test_the_intervals_are_those_of_welch_and_of_statsmodels_hc3() -> None:
     assert math.isclose(math.log(got["x1=1"].effect_ratio), 2 * fit.params[1])
     assert math.isclose(got["x1=1"].p, float(stats.t.sf(abs(fit.tvalues[1]), n - 4) * 2),
                         rel_tol=1e-6)
-    assert math.isclose(math.log(got["cpu"].effect_ratio), fit.params[3])
+    # A covariate's effect is per its step (+0.1 core): a tenth of the per-core slope.
+    assert math.isclose(math.log(got["cpu (per +0.1 core)"].effect_ratio),
+                        0.1 * fit.params[3])

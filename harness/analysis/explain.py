@@ -241,9 +241,13 @@ def _independent(x: np.ndarray, cols: list[_Column]
             kept.append(j)
             continue
         coef, *_ = np.linalg.lstsq(x[:, kept], x[:, j], rcond=None)
-        with_ = tuple(cols[kept[i] - 1].name for i in range(1, len(kept))
-                      if abs(coef[i]) > 1e-6)
-        dropped.append((cols[j - 1].name, with_))
+        used = [i for i in range(len(kept)) if abs(coef[i]) > 1e-6]
+        # An alias is one kept column, up to its sign (a design's defining relation);
+        # a combination of several means configurations are missing, said as such.
+        if len(used) == 1 and used[0] > 0 and abs(abs(coef[used[0]]) - 1) < 1e-6:
+            dropped.append((cols[j - 1].name, (cols[kept[used[0]] - 1].name,)))
+        else:
+            dropped.append((cols[j - 1].name, ()))
     return kept, dropped
 
 
@@ -343,7 +347,8 @@ def explain_table(table: RunTable, experiment: str = "", *,
     variance = ("residuals, HC3, residual df" if hc3 else
                 "each configuration's own run-to-run variance (sandwich), Satterthwaite df")
     aliased: dict[str, tuple[str, ...]] = {}
-    for name, with_ in dropped:
+    for name, with_ in dropped:  # the kept column carries its aliases' names
+
         for w in with_:
             aliased.setdefault(w, ())
             aliased[w] += (name,)

@@ -98,6 +98,7 @@ def run_table(raw: Path, experiment: str, quantiles: Sequence[float], *,
         runs = runs[~bad].reset_index(drop=True)
     if runs.empty:
         raise ResultsError(f"{experiment}: every run was left out ({left[0]['reason']} ...)")
+    gone = sorted({r["config_id"] for r in left} - set(runs["config_id"].astype(str)))
     listed = _spec_grid(Path(runs["run_dir"].iloc[0]))
     factors = {}
     # The spec's order of its keys, as its config ids keep it (a manifest's mappings are
@@ -120,7 +121,8 @@ def run_table(raw: Path, experiment: str, quantiles: Sequence[float], *,
         qs = list(pool.map(lambda d: _quantiles(d, quantiles, op), runs["run_dir"]))
     table = runs[["run_id", "config_id", "run_dir", *factors]].copy()
     per_q = {q: pd.Series([row[i] for row in qs]) for i, q in enumerate(quantiles)}
-    notes = []
+    notes = [f"configuration {c} has no run left (every one was left out): the terms "
+             "that needed it are estimated from the others or not at all" for c in gone]
     fewest = int(min(row[-1] for row in qs))
     for q in quantiles:
         beyond = fewest * (1 - q)

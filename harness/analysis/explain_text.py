@@ -50,8 +50,9 @@ def render(e: Explained, fmt: str = "table") -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
               for r in rows]
     for name, with_ in e.aliases:
-        lines.append(f"note: {printable(name)} is not estimated on its own: the runs "
-                     f"cannot tell it from {printable(', '.join(with_)) or 'the mean'}")
+        lines.append(f"note: {printable(name)} is not estimated on its own: " + (
+            f"the runs cannot tell it from {printable(with_[0])} (aliased)" if with_ else
+            "it is a combination of the terms estimated (configurations are missing)"))
     if e.left_out:
         lines.append(f"left out: {len(e.left_out)} run(s)")
         lines += [f"  {printable(r['run_id'])}: {printable(r['reason'])}"

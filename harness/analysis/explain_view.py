@@ -28,8 +28,10 @@ def parts(raw: str | Path, experiment: str, *, alpha: float = 0.05,
         lines.append("No term is significant: at this many runs no factor's effect on p50 "
                      "or p99 can be told from the run-to-run variation.")
     for alias, with_ in e.aliases:
-        lines.append(f"\n`{alias}` is not estimated on its own: the runs cannot tell it "
-                     f"from {', '.join(f'`{w}`' for w in with_) or 'the mean'}.")
+        lines.append(f"\n`{alias}` is not estimated on its own: " + (
+            f"the runs cannot tell it from `{with_[0]}` (aliased)." if with_ else
+            "it is a combination of the terms estimated (configurations are missing)."))
+    lines += [f"\nNote: {n}" for n in e.notes]
     fig = forest(e.terms, title=f"{experiment}: what each factor does to p50 and p99")
     return [markdown("\n".join(lines)),
             publish(fig, f"{experiment}-tail-drivers",

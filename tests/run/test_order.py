@@ -70,7 +70,7 @@ def test_random_order_is_seeded_and_a_resumed_grid_keeps_it(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("extra", "problem"), [
     ("order: shuffled", "order: must be one of"),
-    ("order_seed: 3", "order_seed: only order: random uses a seed"),
+    ("order_seed: 3", "order_seed: only order: random and order: rounds use a seed"),
     ("order: random\norder_seed: -1", "order_seed: must be an integer"),
     ("servers: new", "servers: must be one of"),
 ])

@@ -191,8 +191,11 @@ def test_explore_notebook_runs_and_its_widgets_redraw_the_figure(
     # The numbers behind it, with intervals.
     table = page.locator(f"{EXPLORER} table.kv-table").inner_text()
     assert "throughput ops/s" in table and "[" in table
-    # The figure below the explorer (explore.figure), drawn by JupyterLab too.
-    assert page.locator(".jp-RenderedVegaLite svg.marks").count() == 2
+    # The figure below the explorer (explore.figure) and the history explorer's series
+    # (no labels here: the runs in time order), drawn by JupyterLab too.
+    assert page.locator(".jp-RenderedVegaLite svg.marks").count() == 3
+    assert "run (position in order of first run)" in _texts(
+        page, ".jp-RenderedVegaLite svg.marks .role-axis-title text")
     assert _errors(page) == []
     _shot(page, tmp_path, "1-throughput")
 

@@ -3,8 +3,7 @@
 `ENGINE` is "native" when the extension is built and the environment does not ask for
 the Python paths (`KVBENCH_ENGINE=python`); the manifest records it (`loadgen.engine`).
 A workload takes the native path when its client offers `native_ops` (the get/set
-mixes, and the kvstore study on the course protocol); any other workload runs on the
-Python paths either way.
+mixes, the kvstore study's course protocol); any other runs on the Python paths.
 
 The core runs one process's connections in a thread without the GIL (`Engine.run`) and
 writes every record straight into the Recorder's columns; it comes back here only for
@@ -28,14 +27,7 @@ import numpy as np
 
 from harness.errors import HarnessError, WorkloadError
 from harness.loadgen.shared import NEVER
-from harness.results import (
-    ERROR,
-    OUTCOME_BYTES_SHIFT,
-    OUTCOME_WARMUP,
-    REDIRECT,
-    TIMEOUT,
-    outcome,
-)
+from harness.results import ERROR, OUTCOME_BYTES_SHIFT, OUTCOME_WARMUP, REDIRECT, TIMEOUT, outcome
 from harness.results import MISS as _MISS
 from harness.results import OK as _OK
 from harness.workloads.base import NativeOps
@@ -98,6 +90,25 @@ def describe() -> str:
     return f"load generator: native core built ({engine()} path in use; {ENV}=python forces Python)"
 
 
+_UNSET = object()  # not yet made (None: no native ops)
+
+
+def _ops_of(client: Any) -> NativeOps | None:
+    """`client.native_ops()`, made once per client (`prebuild_native`: in the agent)."""
+    cached = getattr(client, "_native_ops_made", _UNSET)
+    if cached is _UNSET:
+        cached = client.native_ops()
+        with contextlib.suppress(AttributeError):  # (__slots__: not cached)
+            client._native_ops_made = cached
+    return cached
+
+
+def prebuild_native(client: Any) -> None:
+    """The client's native tables, made now (in the agent, before it forks a worker)."""
+    if engine() == "native":
+        _ops_of(client)
+
+
 def _native_or_why(client: Any) -> tuple[NativeOps | None, str]:
     """The client's native ops if its run goes through the core, else None and why."""
     if engine() != "native":
@@ -106,7 +117,7 @@ def _native_or_why(client: Any) -> tuple[NativeOps | None, str]:
     endpoint = getattr(client, "endpoint", None)
     if getattr(endpoint, "tls", None) is not None and not _native.TLS:
         return None, "TLS, and the native core was built without OpenSSL (libssl-dev)"
-    ops = client.native_ops()
+    ops = _ops_of(client)
     if ops is None:
         return None, "its workload, with these settings, has no native ops"
     if ops.protocol not in PROTOCOLS:

@@ -319,7 +319,9 @@ class Extras(_Section):
     - stated / stated_latency_ms: what an imported tool printed itself;
     - imported_from, skipped_lines, latency_source: an import's provenance;
     - spec: the spec the run was made from, as validated (overrides applied);
-    - order: the run order and server mode of the grid (`spec.ordered`).
+    - order: the run order and server mode of the grid (`spec.ordered`);
+    - prepare: whether the workload's prepare ran (``{"ran": true, "s": ...}``) or the
+      server kept an earlier run's data (``{"ran": false, "kept_from_run": ...}``).
     """
 
     baseline: Mapping[str, Any] | None = None

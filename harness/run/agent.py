@@ -64,6 +64,19 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+#: The name a forked worker goes by in `ps -e`, `top` and /proc/PID/comm (its command
+#: line stays the agent's: only a fresh interpreter has its own).
+WORKER_COMM = b"kvbench-worker"
+
+
+def _name_worker() -> None:
+    with contextlib.suppress(Exception):  # a name only: never worth failing a run over
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(WORKER_COMM), 0, 0, 0)  # PR_SET_NAME
+
+
 class Agent:
     def __init__(self, local: bool = False) -> None:
         #: Requests that reply later: (id, op, request, deadline).
@@ -122,12 +135,19 @@ class Agent:
             self.watch([[proc.pid, req["alive"]]] if req.get("alive") else [])
             return {"pid": proc.pid}
         argv = argv[argv.index("harness.worker") + 1:]
+        from harness.run import worker
+
+        # The client built here once per configuration; each fork takes a copy.
+        if req.get("prebuild", True):
+            with contextlib.suppress(Exception):  # else the worker builds it (says why)
+                worker.prebuild(worker.load_config(argv[0]))
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:  # the worker: its own session, output to its log, no stdin
             code = 1
             try:
                 os.setsid()
+                _name_worker()
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 null = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(null, 0)

@@ -31,9 +31,21 @@ from harness.spec import RunPlan
 T = TypeVar("T")
 
 READY_TIMEOUT_S = 120.0
-#: Time from `go` to the common start, for every machine to write its go files.
-GO_MARGIN_S = 0.1
-GO_MARGIN_PER_HOST_S = 0.005
+#: Time from `go` to the common start, for every machine to write its go files: this
+#: floor, or `GO_MARGIN_RTTS` of the slowest link's round trip if that is longer (a
+#: fixed 0.1 s was a quarter of a short run's cost on one machine), plus a little per
+#: machine for the requests sent one after another.
+GO_MARGIN_S = 0.01
+GO_MARGIN_RTTS = 5
+GO_MARGIN_PER_HOST_S = 0.002
+#: Set (to 1) to start runs as the kit did before issue 41: a fresh interpreter per local
+#: worker, no client built ahead, a prepare before every run, 0.1 s to the common start;
+#: for side-by-side comparisons (benchmarks/turnaround.py, tests), never needed otherwise.
+SLOW_STARTS_ENV = "KVBENCH_SLOW_STARTS"
+
+
+def slow_starts() -> bool:
+    return os.environ.get(SLOW_STARTS_ENV, "") not in ("", "0")
 #: How long `wait` keeps trying to get a dropped SSH connection back (the client
 #: processes run on without it) before it gives the run up.
 RECONNECT_DEADLINE_S = 120.0
@@ -147,13 +159,15 @@ class ClientGroup:
             )
             link = self.agents.get(host)
             argv = [host.python, "-m", "harness.worker", f"{base}.json"]
-            # Forked from the agent on other machines (no imports per run); a fresh
-            # interpreter here, so local workers are plain `harness.run.worker` processes.
+            # Forked from the machine's agent, which imported the kit once for the grid:
+            # a worker is ready in milliseconds, not after an interpreter's ~0.5 s of
+            # imports (on this machine too: its agent is a process of its own).
+            fork = not (slow_starts() and isinstance(host, LocalHost))
             started.append((host, link.send("write", path=f"{base}.json",
                                             text=json.dumps(cfg.to_dict())),
                             link.send("spawn", argv=argv, log=files["log"],
-                                      alive=files["alive"],
-                                      fork=not isinstance(host, LocalHost)), files, i))
+                                      alive=files["alive"], fork=fork,
+                                      prebuild=not slow_starts()), files, i))
         # Every process that did start is recorded (so `stop` reaches it) before the
         # first failure is raised.
         failure: HostError | None = None
@@ -205,8 +219,9 @@ class ClientGroup:
         Each host's go file holds the start in that host's own clock (start + its
         estimated offset), so processes on different machines start together and their
         records share one time origin; offsets go into the manifest. The offsets are
-        estimated over every machine's link at once; the start leaves each machine
-        `GO_MARGIN_S` (+ a little per machine) to write its go files.
+        estimated over every machine's link at once (their round trips too); the start
+        leaves each machine `GO_MARGIN_S`, or five of the slowest round trips (+ a little
+        per machine), to write its go files.
         """
         groups = self._by_host()
         offsets = _parallel({name: (lambda h=ws[0].host: (0, 0) if isinstance(h, LocalHost)
@@ -214,8 +229,11 @@ class ClientGroup:
                              for name, ws in groups.items()})
         for name, (offset, uncertainty) in offsets.items():
             self.clock_offsets[name] = {"offset_ns": offset, "uncertainty_ns": uncertainty}
-        start_at = time.time_ns() + int((GO_MARGIN_S + GO_MARGIN_PER_HOST_S * len(groups))
-                                        * 1e9)
+        rtt_s = max((2 * u / 1e9 for _, u in offsets.values()), default=0.0)
+        margin = max(GO_MARGIN_S, GO_MARGIN_RTTS * rtt_s) + GO_MARGIN_PER_HOST_S * len(groups)
+        if slow_starts():
+            margin = 0.1 + 0.005 * len(groups)
+        start_at = time.time_ns() + int(margin * 1e9)
         sent = [self.agents.get(ws[0].host).send(
             "go", start_at_ns=start_at + self.clock_offsets[name]["offset_ns"],
             files=[w.files["go"] for w in ws]) for name, ws in groups.items()]

@@ -63,6 +63,9 @@ class RunContext:
     keep_workdirs: set[str] = field(default_factory=set)
     #: One agent per client machine, for every run (`harness.run.agentctl`).
     agents: AgentPool = field(default_factory=AgentPool)
+    #: Each server-only machine's server of /proc snapshots, for every run of the grid
+    #: (`harness.run.telemetry`); closed with the agents.
+    snapshot_links: dict[str, Any] = field(default_factory=dict)
 
 
 def run_id_for(plan: RunPlan) -> str:

@@ -10,10 +10,12 @@ import contextlib
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HostError, ServiceError, SpecError
 from harness.hosts import Host, LocalHost, connect_host
+from harness.run.clients import slow_starts
 from harness.run.context import (
     PREPARE_NOTE_S,
     PREPARE_TIMEOUT_S,
@@ -21,11 +23,21 @@ from harness.run.context import (
 )
 from harness.run.inflight import ExperimentLock, ServerEntry
 from harness.run.preflight import kit_problems, loopback_problems, python_problems
+from harness.run.serverpool import ServerSet
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.attached import AttachedService, credentials
 from harness.services.base import Endpoint, RunningService
 from harness.spec import RunPlan
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a run's preparation gave: the workload's baseline, and whether its prepare
+    ran or an earlier run's data was kept (the manifest's ``extra.prepare``)."""
+
+    baseline: Any
+    info: dict[str, Any]
 
 
 class RunMachines:
@@ -120,8 +132,12 @@ class RunMachines:
         lock.remove_scratch(scratch)
 
     def _services_key(self, plan: RunPlan) -> str:
-        # A timeline changes the servers: every run gets its own, fresh ones.
-        return plan.services_key() + (f"#{plan.index}" if self.spec.timeline else "")
+        # A timeline changes the servers: every run gets its own, fresh ones. Runs that
+        # keep different data (`Workload.kept_data`: a grid over value sizes) get a set
+        # each, so neither reloads the other's before every run.
+        data = self.workload.kept_data(plan.params) if not self.spec.timeline else None
+        return (plan.services_key() + (f"#{plan.index}" if self.spec.timeline else "")
+                + (f"#data={data}" if data is not None else ""))
 
     def _start_services(self, plan: RunPlan, ctx: RunContext) -> dict[str, RunningService]:
         """Start `plan`'s servers in spec order; if one fails, those started are stopped."""
@@ -183,9 +199,24 @@ class RunMachines:
         if new:
             ctx.lock.add_servers(new)
 
-    def _prepare(self, plan: RunPlan, endpoints: dict[str, Endpoint]) -> Any:
+    def _keeps_data(self, plan: RunPlan, sset: ServerSet | None) -> str | None:
+        """What the workload's prepare leaves that this run would find on `sset` as an
+        earlier run left it (`Workload.kept_data`), or None where it must prepare: a
+        fresh or timeline server set, a server at an address (anyone may change it)."""
+        if (sset is None or self.spec.servers == "fresh" or self.spec.timeline
+                or slow_starts()):
+            return None
+        if any(svc.address is not None for svc in plan.services.values()):
+            return None
+        return self.workload.kept_data(plan.params)
+
+    def _prepare(self, plan: RunPlan, endpoints: dict[str, Endpoint],
+                 sset: ServerSet | None = None, run_id: str = "") -> Prepared:
         """The workload's `prepare` and `baseline`, each bounded by `PREPARE_TIMEOUT_S`,
-        with a line every `PREPARE_NOTE_S` naming the servers it waits on."""
+        with a line every `PREPARE_NOTE_S` naming the servers it waits on. The prepare
+        is skipped where the server set holds what an earlier run's prepare left
+        (`_keeps_data`) and the workload finds it intact (`Workload.data_intact`)."""
+        data = self._keeps_data(plan, sset)
         servers = ", ".join(f"{k} at {e.host}:{e.port}" for k, e in endpoints.items())
 
         async def bounded(what: str, coro: Any) -> Any:
@@ -207,8 +238,22 @@ class RunMachines:
                 self.say(f"  {plan.label()}: {what} still waiting on {servers} "
                          f"after {waited:.0f} s")
 
-        async def both() -> Any:
-            await bounded("prepare", self.workload.prepare(endpoints, plan.params))
-            return await bounded("baseline", self.workload.baseline(endpoints, plan.params))
+        async def both() -> Prepared:
+            kept = (data is not None and sset is not None and sset.data == data
+                    and await bounded("check of the data", self.workload.data_intact(
+                        endpoints, plan.params)))
+            if kept:
+                assert sset is not None
+                info = {"ran": False, "kept_from_run": sset.data_run, "data": data}
+            else:
+                if sset is not None:  # whatever it held is gone or changing now
+                    sset.data, sset.data_run = None, ""
+                began = time.monotonic()
+                await bounded("prepare", self.workload.prepare(endpoints, plan.params))
+                info = {"ran": True, "s": round(time.monotonic() - began, 3)}
+                if sset is not None and data is not None:
+                    sset.data, sset.data_run = data, run_id
+            return Prepared(await bounded("baseline", self.workload.baseline(
+                endpoints, plan.params)), info)
 
         return asyncio.run(both())

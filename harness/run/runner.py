@@ -35,11 +35,11 @@ from harness.run.context import (
 from harness.run.inflight import ExperimentLock
 from harness.run.interrupts import Interrupts, StopNow
 from harness.run.livestatus import LiveStatus
-from harness.run.machines import RunMachines
+from harness.run.machines import Prepared, RunMachines
 from harness.run.recollect import collect_pending
 from harness.run.recovery import recover
 from harness.run.runwrite import RunWriting
-from harness.run.serverpool import ServerPool, capacity_for, count_starts
+from harness.run.serverpool import ServerPool, ServerSet, capacity_for, count_starts
 from harness.run.telemetry import RunTelemetry
 from harness.run.timeline import Timeline
 from harness.run.until import (
@@ -149,6 +149,7 @@ class Runner(RunMachines, RunWriting):
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),
                            lock, scratch, pool)
             stack.callback(ctx.agents.close)  # after the work directories are removed
+            stack.callback(lambda: [link.close() for link in ctx.snapshot_links.values()])
             self._start_agents(ctx)
             for h in ctx.client_hosts:
                 if h.name not in ctx.workdirs:
@@ -191,7 +192,7 @@ class Runner(RunMachines, RunWriting):
                 "number": sset.instance, "started_utc": sset.started_utc,
                 "run_on_instance": sset.runs}} for n, s in running.items()}
             bar.set_postfix_str(plan.label())
-            outcome = self._run_one(plan, ctx, endpoints, sinfo, running)
+            outcome = self._run_one(plan, ctx, endpoints, sinfo, running, sset)
             outcomes.append(outcome)
             bar.update(1)
             self.say(self._line(outcome, len(outcomes), int(bar.total)))
@@ -239,7 +240,8 @@ class Runner(RunMachines, RunWriting):
         return more
 
     def _run_one(self, plan: RunPlan, ctx: RunContext, endpoints: dict[str, Endpoint],
-                 sinfo: dict[str, Any], running: dict[str, RunningService]) -> RunOutcome:
+                 sinfo: dict[str, Any], running: dict[str, RunningService],
+                 sset: ServerSet | None = None) -> RunOutcome:
         started = utcnow()
         run_id = run_id_for(plan)
         draft = self._draft(plan, run_id, started, ctx, sinfo)
@@ -250,9 +252,9 @@ class Runner(RunMachines, RunWriting):
         group = ClientGroup(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                             self.workload.ops, spec_path=str(self.spec.path),
                             agents=ctx.agents, live=self.live, scratch=ctx.scratch)
-        telemetry = RunTelemetry(ctx.hosts, running, group, ctx.agents)
+        telemetry = RunTelemetry(ctx.hosts, running, group, ctx.agents, ctx.snapshot_links)
         live: LiveStatus | None = None
-        baseline: Any = None
+        baseline: Prepared | None = None
         timeline: Timeline | None = None
         gone: list[str] = []
         try:
@@ -263,7 +265,7 @@ class Runner(RunMachines, RunWriting):
                     raise ServiceError(f"server(s) not running before the run: "
                                        f"{', '.join(gone)} (stopped during an earlier run); "
                                        "no clients started")
-                baseline = self._prepare(plan, endpoints)
+                baseline = self._prepare(plan, endpoints, sset, run_id)
                 telemetry.before_clients()  # the servers' counters: prepare's excluded
                 try:
                     group.start()

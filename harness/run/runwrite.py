@@ -107,7 +107,9 @@ class RunWriting:
             draft, plan, summed, workers=workers, errors=errors, notes=group.notes,
             interrupted=interrupted, ended_utc=utcnow(),
             engine=engine_of_workers(workers), clock_offsets=group.clock_offsets,
-            extra={**({"baseline": baseline} if baseline else {}),
+            extra={**({"baseline": baseline.baseline}
+                      if baseline is not None and baseline.baseline else {}),
+                   **({"prepare": baseline.info} if baseline is not None else {}),
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},

@@ -34,6 +34,10 @@ class ServerSet:
     instance: int
     #: Runs this set has served before the current one.
     runs: int = 0
+    #: What a prepare left on these servers that runs keep (`Workload.kept_data`), and
+    #: the run that prepared it: the next run of the same data needs no prepare.
+    data: str | None = None
+    data_run: str = ""
 
 
 def capacity_for(keys: Sequence[str]) -> int:

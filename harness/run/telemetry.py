@@ -90,7 +90,10 @@ class RunTelemetry:
     """The telemetry of one run (see the module)."""
 
     def __init__(self, hosts: Mapping[str, Host], running: Mapping[str, RunningService],
-                 group: ClientGroup, agents: AgentPool) -> None:
+                 group: ClientGroup, agents: AgentPool,
+                 snapshot_links: dict[str, AgentLink] | None = None) -> None:
+        """`snapshot_links`: the grid's servers of snapshots, kept from run to run (the
+        runner closes them at its end); without, this run starts and ends its own."""
         self.hosts = dict(hosts)
         self.running = dict(running)
         self.group = group
@@ -101,8 +104,11 @@ class RunTelemetry:
         self.notes: list[str] = []
         self.started = False
         #: `procstat.serve` on each other machine, started before the clients so that
-        #: the interpreter's start-up (~0.1-0.5 s) is neither in the window nor before go.
-        self.servers_of_snapshots: dict[str, AgentLink] = {}
+        #: the interpreter's start-up (~0.1-0.5 s) is neither in the window nor before go;
+        #: once per grid where the runner keeps them (`snapshot_links`).
+        self._kept = snapshot_links is not None
+        self.servers_of_snapshots: dict[str, AgentLink] = (
+            snapshot_links if snapshot_links is not None else {})
 
     # -- the edges --------------------------------------------------------------------
     def before_clients(self) -> None:
@@ -111,6 +117,9 @@ class RunTelemetry:
         for name, m in self.machines.items():
             if not isinstance(m.host, LocalHost) and not self._is_client_host(m.host,
                                                                               planned=True):
+                have = self.servers_of_snapshots.get(name)
+                if have is not None and not have.dead:
+                    continue  # the grid's, from an earlier run
                 # A host kind without channels takes one `python -c` per edge instead.
                 with contextlib.suppress(HarnessError):
                     self.servers_of_snapshots[name] = AgentLink(
@@ -144,9 +153,10 @@ class RunTelemetry:
             if self.counters_start:
                 self.counters_end = self._counters()
         finally:
-            for link in self.servers_of_snapshots.values():
-                link.close()
-            self.servers_of_snapshots = {}
+            if not self._kept:
+                for link in self.servers_of_snapshots.values():
+                    link.close()
+                self.servers_of_snapshots = {}
 
     def _is_client_host(self, host: Host, planned: bool = False) -> bool:
         """Whether clients run on `host` (so its agent serves snapshots); `planned`:

@@ -189,6 +189,10 @@ class Workload(abc.ABC):
     #: Service kinds whose whole data (or a table of a fixed name) its `prepare` wipes,
     #: each with what it does: never run against a server the kit did not start.
     clears: Mapping[str, str] = {}
+    #: Its clients are plain data until they connect (requests encoded, picks drawn,
+    #: nothing opened), so one built before a fork serves every run of the same
+    #: configuration (`harness.run.worker.prebuild`).
+    reusable_client: bool = False
 
     def validate(self, params: Mapping[str, Any], grid: Mapping[str, Any]) -> list[str]:
         """Cross-field problems beyond per-setting types (messages without a prefix)."""
@@ -201,6 +205,19 @@ class Workload(abc.ABC):
 
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:  # noqa: B027
         """Bring servers into the state a run needs (tables, keys). Runs before each run."""
+
+    def kept_data(self, params: Mapping[str, Any]) -> str | None:
+        """What `prepare` leaves that this workload's runs keep as they found it (a text
+        naming it), so servers holding it need no second prepare before the next run;
+        None (the default): every run prepares (its runs change the data, such as YCSB's
+        inserts or the file store's removes, or it cannot tell)."""
+        return None
+
+    async def data_intact(self, endpoints: Mapping[str, Endpoint],
+                          params: Mapping[str, Any]) -> bool:
+        """Whether the servers still hold what `kept_data` names (one cheap request:
+        evictions or a flush since make it False, and the prepare runs)."""
+        return False
 
     async def baseline(
         self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]

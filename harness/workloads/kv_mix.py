@@ -10,12 +10,15 @@ so an op is a list lookup or two and one `send` with a reply handler made once p
 from __future__ import annotations
 
 import abc
+import asyncio
+import functools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from harness.errors import WorkloadError
+from harness.errors import HarnessError, WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting, check_bounds
@@ -67,6 +70,8 @@ def value_tails(sizes: np.ndarray, set_tail: Callable[[bytes], bytes]) -> list[b
 
 class KeyValueMix(Workload):
     """A get/set mix over a key space that `prepare` loads; subclasses add the protocol."""
+
+    reusable_client = True
 
     ops = OPS
     records_keys = True
@@ -138,6 +143,31 @@ class KeyValueMix(Workload):
         self.check(params)
         return self.client_class(endpoints[self.requires[0]], params, client_id)
 
+    #: The parameters that decide what `prepare` stores (keys and their values' sizes).
+    DATA_PARAMS = ("key_space", "key_size_bytes", "value_dist", "value_size_bytes",
+                   "value_size_min_bytes", "value_size_max_bytes", "value_sizes")
+
+    def kept_data(self, params: Mapping[str, Any]) -> str | None:
+        """Every key of the key space, its value drawn from the run's sizes: runs get and
+        set those keys only, sets drawing sizes from the same distribution, so they
+        leave the data as they found it (the server's item count tells an eviction)."""
+        return json.dumps({"workload": self.name,
+                           **{k: params.get(k) for k in self.DATA_PARAMS}},
+                          sort_keys=True, default=str)
+
+    async def data_intact(self, endpoints: Mapping[str, Endpoint],
+                          params: Mapping[str, Any]) -> bool:
+        endpoint = endpoints[self.requires[0]]
+        try:
+            count = await asyncio.to_thread(self.items, endpoint)
+        except (OSError, HarnessError):
+            return False
+        return count == int(params["key_space"])  # servers the kit started hold only these
+
+    @staticmethod
+    def items(endpoint: Endpoint) -> int:  # how many keys the server holds (one request)
+        raise NotImplementedError
+
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
         """Set every key, with the client's own encoders, in pipelined batches: one
         round trip per batch, not per key (the driver coalesces the writes)."""
@@ -202,23 +232,40 @@ class MixClient(WorkloadClient):
         self.sizes: list[int] = sizes.tolist()
         self.size = int(sizes[0]) if fixed else -1
         # Encoded once per key (heads once per key and size); the sequences only hold
-        # references to these bytes.
+        # references to these bytes, and are made when the Python engine first asks
+        # (`get_seq`): the native core takes the per-key requests and the picks, and a
+        # period's lists of references cost a worker ~0.1 s before it is ready.
         gets = [self.get_request(k) for k in keys]
-        self.get_seq: list[bytes] = [gets[i] for i in picks.tolist()]
         if fixed:
             heads = [self.set_head(k, self.size) for k in keys]
-            self.set_seq: list[bytes] = [heads[i] for i in picks.tolist()]
             self.value_tail = self.set_tail(b"x" * self.size)
-            self.tail_seq = [self.value_tail] * self.period
         else:
-            self.set_seq = [self.set_head(keys[i], s)
-                            for i, s in zip(picks.tolist(), self.sizes, strict=True)]
-            self.tail_seq = value_tails(sizes, self.set_tail)
+            self.__dict__["set_seq"] = [
+                self.set_head(keys[i], s) for i, s in zip(picks.tolist(), self.sizes,
+                                                           strict=True)]
+            self.__dict__["tail_seq"] = value_tails(sizes, self.set_tail)
             heads = self.set_seq
         # For `native_ops`: the per-key requests and the picks, so its tables are made
         # with numpy, not by walking the sequences (the worker's time to ready).
         self._per_key = (gets, heads)
         self._picks = picks.astype(np.int64)
+
+    @functools.cached_property
+    def get_seq(self) -> list[bytes]:
+        """The get of each entry of the period (references to the per-key requests)."""
+        gets = self._per_key[0]
+        return [gets[i] for i in self._picks.tolist()]
+
+    @functools.cached_property
+    def set_seq(self) -> list[bytes]:
+        """The set of each entry, up to its value (fixed sizes; else made at init)."""
+        heads = self._per_key[1]
+        return [heads[i] for i in self._picks.tolist()]
+
+    @functools.cached_property
+    def tail_seq(self) -> list[bytes]:
+        """The value and framing after each entry's set head (fixed sizes)."""
+        return [self.value_tail] * self.period
 
     def set_size(self, seq: int) -> int:
         """The value size of set `seq`."""

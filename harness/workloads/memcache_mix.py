@@ -64,3 +64,10 @@ class MemcacheMix(KeyValueMix):
     params: Mapping[str, Setting] = KeyValueMix.mix_params(
         "share of ops that are gets (memaslap: 0.9)", "length of every key", "memcached",
         MAX_KEY_BYTES, MAX_VALUE_BYTES)
+
+    @staticmethod
+    def items(endpoint: Endpoint) -> int:
+        from harness.services.memcached import memcached_stats
+
+        return int(memcached_stats(endpoint.host, endpoint.port, tls=endpoint.tls)
+                   ["curr_items"])

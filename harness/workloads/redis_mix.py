@@ -74,3 +74,10 @@ class RedisMix(KeyValueMix):
     params: Mapping[str, Setting] = KeyValueMix.mix_params(
         "share of ops that are GETs", "length of every key (16: redis-benchmark's keys)",
         "Redis", MAX_BULK_BYTES, MAX_BULK_BYTES)
+
+    @staticmethod
+    def items(endpoint: Endpoint) -> int:
+        from harness.services.redis import redis_command
+
+        return int(redis_command(endpoint.host, endpoint.port, "DBSIZE", auth=endpoint.auth,
+                                 tls=endpoint.tls))

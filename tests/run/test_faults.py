@@ -181,9 +181,10 @@ def test_stalled_server_gives_timeout_records_and_the_run_ends(tmp_path: Path,
 def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_given_up(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """memcached SIGSTOPped across a run boundary, so the workload's `prepare` (which loads
-    the key space) waits on it: every PREPARE_NOTE_S a line names the server, and past
-    PREPARE_TIMEOUT_S the run fails with a line naming it (before: silence until the
-    server came back, however long). A stall shorter than the bound only costs lines."""
+    the key space; in rep 2 its check that rep 1's is still there) waits on it: every
+    PREPARE_NOTE_S a line names the server, and past PREPARE_TIMEOUT_S the run fails with
+    a line naming it (before: silence until the server came back, however long). A stall
+    shorter than the bound only costs lines."""
     import harness.run.machines as machines_mod  # where `_prepare` reads them
 
     monkeypatch.setattr(machines_mod, "PREPARE_NOTE_S", 0.5)
@@ -192,7 +193,7 @@ def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_giv
     stalls = iter([1.6, 6.0])  # rep 1: shorter than the bound; rep 2: longer
 
     class StallingRunner(Runner):
-        def _run_one(self, plan, ctx, endpoints, sinfo, running):
+        def _run_one(self, plan, ctx, endpoints, sinfo, running, *rest):
             pid = running["cache"].processes[0].pid
             os.kill(pid, signal.SIGSTOP)
 
@@ -200,7 +201,7 @@ def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_giv
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
             threading.Timer(next(stalls), cont).start()
-            return super()._run_one(plan, ctx, endpoints, sinfo, running)
+            return super()._run_one(plan, ctx, endpoints, sinfo, running, *rest)
 
     console = io.StringIO()
     first, second = StallingRunner(spec, tmp_path / "raw", progress=False,
@@ -210,8 +211,9 @@ def test_a_server_stalled_before_a_run_is_named_while_prepare_waits_and_then_giv
     assert re.search(r"get_ratio=0.9 rep 1: prepare still waiting on memcached at "
                      r"127\.0\.0\.1:\d+ after 1 s", out), out
     assert second.status == "failed" and second.measured_ops == 0
-    assert ("prepare did not finish within 3 s waiting on memcached at 127.0.0.1:"
-            in second.error), second.error
+    # (rep 2 finds rep 1's key space on the server: its check of that data is what waits)
+    assert ("check of the data did not finish within 3 s waiting on memcached at "
+            "127.0.0.1:" in second.error), second.error
     assert "No clients started" in second.error
 
 

@@ -32,6 +32,7 @@ from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.run.clients import CHUNK_ENV
 from harness.run.inflight import STATE_DIR, STATE_FILE
 from harness.run.until import completed_runs
+from tests.fixtures.procs import worker_base
 from tests.fixtures.servers import require_service
 from tests.fixtures.tmpfs import mounted_tmpfs
 from tests.run.test_runner import _is_zombie, _tagged_workers
@@ -265,8 +266,7 @@ def _start_and_wait_until_measuring(cmd: list[str], tag: str) -> tuple[subproces
         time.sleep(0.05)
     workers = _tagged_workers(f"HARNESS_TEST_TAG={tag}")
     assert workers, "the harness never started a client process"
-    config = (Path(f"/proc/{workers[0]}/cmdline").read_bytes().split(b"\0")[-2]).decode()
-    go_file = Path(config.removesuffix(".json") + ".go")
+    go_file = Path(worker_base(workers[0]) + ".go")
     while time.monotonic() < deadline and not go_file.exists():
         time.sleep(0.01)
     time.sleep(0.5)

@@ -20,6 +20,7 @@ from harness.hosts import LocalHost, free_port
 from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.run.runner import Runner
 from harness.spec import load_spec
+from tests.fixtures.procs import tagged_workers
 from tests.fixtures.servers import require_service
 
 pytestmark = pytest.mark.integration
@@ -196,16 +197,7 @@ def test_cli_run_summary_and_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def _tagged_workers(tag: str) -> list[int]:
-    found = []
-    for proc_dir in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
-            if b"harness.worker" in cmdline and tag.encode() in (
-                    proc_dir / "environ").read_bytes().split(b"\0"):
-                found.append(int(proc_dir.name))
-        except OSError:
-            continue
-    return found
+    return tagged_workers(tag)
 
 
 def test_ctrl_c_keeps_the_current_run_as_partial_and_resume_finishes(tmp_path: Path) -> None:

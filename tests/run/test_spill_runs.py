@@ -28,6 +28,7 @@ from harness.run.clients import CHUNK_ENV
 from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.machines import TestBed
+from tests.fixtures.procs import tagged_workers
 from tests.fixtures.servers import require_service
 
 pytestmark = pytest.mark.integration
@@ -135,16 +136,7 @@ def test_a_spilled_run_across_machines(tmp_path: Path, machines: TestBed,
 
 
 def _workers_tagged(tag: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if (b"harness.worker" in (proc / "cmdline").read_bytes()
-                    and f"SPILL_TEST_TAG={tag}".encode()
-                    in (proc / "environ").read_bytes().split(b"\0")):
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+    return tagged_workers(f"SPILL_TEST_TAG={tag}")
 
 
 def test_the_parts_of_a_client_killed_mid_run_are_kept(tmp_path: Path,

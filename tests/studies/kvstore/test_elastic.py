@@ -134,7 +134,10 @@ def run_elastic(tmp_path: Path, kind: str, settings: dict[str, Any], add_at: flo
     assert add["action"] == "add_node" and remove["action"] == "remove_node"
     assert add["error"] is None and remove["error"] is None, (add, remove)
     assert add["start_ns"] >= add_at * 1e9 and remove["start_ns"] >= add["end_ns"]
-    assert remove["end_ns"] < duration * 1e9, "the scale-down ended after the clients"
+    # The clients ran through both events' starts (the property needs PUTs around
+    # them); how long a hand-over then takes is the machine's speed, not the property:
+    # a loaded CI machine took 23 s to finish Redis's scale-down (issue 41, item 4).
+    assert remove["start_ns"] < duration * 1e9, "the scale-down began after the clients"
     assert man.counts["redirect"] > 0  # clients were sent elsewhere around the events
     assert len(runner.expected) > 100
     lost = {k: (runner.found[k], v) for k, (v, maybe) in runner.expected.items()

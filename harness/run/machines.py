@@ -23,7 +23,7 @@ from harness.run.context import (
 )
 from harness.run.inflight import ExperimentLock, ServerEntry
 from harness.run.preflight import kit_problems, loopback_problems, python_problems
-from harness.run.serverpool import ServerSet
+from harness.run.serverpool import ServerSet, capacity_for
 from harness.services import SERVICES
 from harness.services.access import access_for
 from harness.services.attached import AttachedService, credentials
@@ -131,13 +131,27 @@ class RunMachines:
         shutil.rmtree(scratch, ignore_errors=True)
         lock.remove_scratch(scratch)
 
-    def _services_key(self, plan: RunPlan) -> str:
+    #: Whether server sets are split by kept data too (`_set_keys` decides per grid).
+    _split_data: bool = True
+
+    def _services_key(self, plan: RunPlan, split_data: bool | None = None) -> str:
         # A timeline changes the servers: every run gets its own, fresh ones. Runs that
         # keep different data (`Workload.kept_data`: a grid over value sizes) get a set
-        # each, so neither reloads the other's before every run.
-        data = self.workload.kept_data(plan.params) if not self.spec.timeline else None
+        # each where the pool can keep them all (`_set_keys`), so neither reloads the
+        # other's before every run.
+        split = self._split_data if split_data is None else split_data
+        data = (self.workload.kept_data(plan.params)
+                if split and not self.spec.timeline else None)
         return (plan.services_key() + (f"#{plan.index}" if self.spec.timeline else "")
                 + (f"#data={data}" if data is not None else ""))
+
+    def _set_keys(self, plans: list[RunPlan]) -> list[str]:
+        """Each plan's server-set key: a set per kept data too where the pool keeps every
+        set side by side, else only per server configuration (more sets than the pool
+        keeps would restart servers before every run, dearer than a preload)."""
+        split = [self._services_key(p, split_data=True) for p in plans]
+        self._split_data = capacity_for(split) > 1 or len(set(split)) <= 1
+        return split if self._split_data else [self._services_key(p) for p in plans]
 
     def _start_services(self, plan: RunPlan, ctx: RunContext) -> dict[str, RunningService]:
         """Start `plan`'s servers in spec order; if one fails, those started are stopped."""

@@ -92,7 +92,7 @@ class Runner(RunMachines, RunWriting):
 
     def server_starts(self, plans: list[RunPlan]) -> int:
         """How many times servers start for `plans` (`--dry-run` says it)."""
-        keys = [self._services_key(p) for p in plans]
+        keys = self._set_keys(plans)
         return count_starts(keys, capacity_for(keys), self.spec.servers == "fresh")
 
     def say(self, msg: str) -> None:
@@ -143,7 +143,7 @@ class Runner(RunMachines, RunWriting):
             lock.add_scratch(scratch)
             stack.callback(self._remove_scratch, lock, scratch)
             pool = ServerPool(lambda running: self._stop_services(running, ctx),
-                              capacity_for([self._services_key(p) for p in plans]),
+                              capacity_for(self._set_keys(plans)),
                               fresh=self.spec.servers == "fresh")
             ctx = RunContext(hosts, {name: host_info(h) for name, h in hosts.items()},
                            [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),

@@ -79,11 +79,11 @@ def prebuild(cfg: ClientConfig) -> bool:
     return True
 
 
-def _client(cfg: ClientConfig, workload: Any) -> Any:
-    """The client prebuilt for `cfg` (a fork's own copy), else a new one."""
+def _client(cfg: ClientConfig, workload: Any) -> tuple[Any, bool]:
+    """The client prebuilt for `cfg` (a fork's own copy), else a new one; which."""
     built = _BUILT.get(_build_key(cfg)) if _BUILT else None
-    return built if built is not None else workload.client(
-        cfg.endpoint_objects(), cfg.params, cfg.client_id)
+    return (built, True) if built is not None else (workload.client(
+        cfg.endpoint_objects(), cfg.params, cfg.client_id), False)
 
 
 def _unwatched_s(path: str | None) -> float:
@@ -147,7 +147,7 @@ async def _main(cfg: ClientConfig, began: float) -> dict[str, Any]:
     from harness.workloads import WORKLOADS
 
     workload = WORKLOADS.get(cfg.workload)
-    client = _client(cfg, workload)
+    client, prebuilt = _client(cfg, workload)
     made = time.monotonic()
     run = ClientRun(cfg, client, chunk_records=cfg.chunk_records or CHUNK_RECORDS)
     # Full chunks of records go to disk as the run goes: memory stays flat.
@@ -162,7 +162,7 @@ async def _main(cfg: ClientConfig, began: float) -> dict[str, Any]:
     Path(cfg.files["ready"]).write_text(str(os.getpid()))
     # Where its time to ready went (the manifest's workers list): what a run costs
     # beyond what it measures (benchmarks/turnaround.py).
-    startup = {"client_ms": round(1000 * (made - began), 1),
+    startup = {"prebuilt": prebuilt, "client_ms": round(1000 * (made - began), 1),
                "engine_ms": round(1000 * (prepared - made), 1),
                "connect_ms": round(1000 * (time.monotonic() - prepared), 1)}
     deadline = time.monotonic() + GO_WAIT_S

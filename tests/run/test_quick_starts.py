@@ -68,7 +68,8 @@ def test_quick_and_slow_starts_measure_alike(tmp_path: Path,
         assert m.counts["measured"] == 400 and m.counts["warmup"] == 20
         assert m.counts.get("error", 0) == 0 and m.counts.get("timeout", 0) == 0
     # The quick path forked its workers with their clients ready; the slow did not.
-    assert all(w["startup"]["client_ms"] < 20 for m in quick for w in m.loadgen["workers"])
+    assert all(w["startup"]["prebuilt"] for m in quick for w in m.loadgen["workers"])
+    assert not any(w["startup"]["prebuilt"] for m in slow for w in m.loadgen["workers"])
     # Each configuration's first run prepares; after that, the server still holds it.
     ran = [m.extra["prepare"]["ran"] for m in quick]
     assert ran.count(True) == 2 * 3 and ran.count(False) == 2 * 3
@@ -105,3 +106,20 @@ def test_data_the_server_lost_is_loaded_again(tmp_path: Path) -> None:
     other = [m for m in _runs(raw) if m.params["value_size_bytes"] == 1000]
     assert [m.extra["prepare"]["ran"] for m in other] == [True, False]
     assert json.loads(other[1].extra["prepare"]["data"])["value_size_bytes"] == 1000
+
+
+def test_server_sets_split_by_data_only_where_the_pool_keeps_them_all(
+        tmp_path: Path) -> None:
+    """A grid over value sizes gets a server set per size (no reload between them) when
+    the pool keeps every set; with more sets than that, a set per server configuration
+    as before (a restart before every run would cost more than the preload)."""
+    grid = "  value_size_bytes: [100, 1000]\n"
+    few = tmp_path / "few.yaml"
+    few.write_text(SPEC.format(name="few", reps=3).replace(grid, grid + (
+        "  services.cache.threads: [1, 2]\n")))
+    many = tmp_path / "many.yaml"
+    many.write_text(SPEC.format(name="many", reps=3).replace(grid, (
+        "  value_size_bytes: [100, 1000, 4000]\n  services.cache.threads: [1, 2]\n")))
+    for path, starts in ((few, 4), (many, 2)):
+        runner = Runner(load_spec(path), tmp_path / "raw", progress=False, live=False)
+        assert runner.server_starts(runner.plans()) == starts, path.name

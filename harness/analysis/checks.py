@@ -384,7 +384,12 @@ def check_group(runs: Sequence[RunData]) -> list[Finding]:
     return [f for c in CHECKS.values() if (f := c.func(runs)) is not None]
 
 
-def group_checks(loaded: Loaded, by: Sequence[str] | None = None
+def group_checks(loaded: Loaded, by: Sequence[str] | None = None, *,
+                 facts: Mapping[GroupKey, Sequence[RunData]] | None = None
                  ) -> dict[GroupKey, list[Finding]]:
-    """Per group of `by` (`harness summary`'s grouping), the checks that failed."""
-    return {key: check_group(runs) for key, runs in group_runs(loaded, by).items()}
+    """Per group of `by` (`harness summary`'s grouping), the checks that failed; `facts`:
+    the groups' runs as a read already made gave them (`runfacts.from_read`), else the
+    ops files are read for them (`runfacts.group_runs`)."""
+    if facts is None:
+        facts = group_runs(loaded, by)
+    return {key: check_group(runs) for key, runs in facts.items()}

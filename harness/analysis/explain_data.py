@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.analysis import history_runs
 from harness.analysis.load import Loaded, load_runs_only
-from harness.analysis.queries import run_ops
+from harness.analysis.opsread import run_ops
 from harness.errors import ResultsError
 from harness.results import MANIFEST, OPS_FILE, read_manifest
 

@@ -53,7 +53,8 @@ from harness.analysis.history_runs import SERIES_KEYS, read, select, unsound_run
 from harness.analysis.intervals import RunInterval
 from harness.analysis.load import Loaded
 from harness.analysis.loo import RunSorted
-from harness.analysis.queries import group_runs, plan
+from harness.analysis.opsread import group_runs
+from harness.analysis.queries import plan
 from harness.analysis.summary import fixed_duration_runs
 from harness.errors import ResultsError
 from harness.results.labels import COLUMN_PREFIX, KEY_RE

@@ -8,31 +8,25 @@ default does, so the figures are those of `summary.summarise` on the same runs.
 `summarise_sql(loaded, by)` returns the table `summary.summarise(loaded, by)` returns,
 given only the runs (``loaded.ops`` is not used). `units_sql` gives the per (group, run)
 counts, wall times and latency sums that the run-as-unit intervals need, and
-`group_runs` each run's latencies, sorted, per group, for the percentiles and their
-intervals (`loo.RunSorted`: 8 bytes per op, nothing pooled is sorted).
+`opsread.group_runs` the same from one read of each file, with each run's latencies
+sorted, per group, for the percentiles and their intervals (`loo.RunSorted`: 8 bytes
+per op, nothing pooled is sorted).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from harness.analysis.load import Loaded
-from harness.analysis.loo import RunSorted, compact
+from harness.analysis.opsread import group_runs
 from harness.results import ERROR_STATUSES, OPS_FILE
-from harness.text import raw_stream
 
 #: Columns of ops.parquet that may group ops inside a run (as in `summary.OPS_LEVEL`).
 OPS_LEVEL: tuple[str, ...] = ("op", "client")
@@ -145,13 +139,24 @@ def summarise_with_intervals(
     metrics: dict[str, float | None] | None = None,
 ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]]]:
     """`summarise_sql` and `summary_ci.group_intervals` together, from one read of each
-    ops file (`group_runs`): the sums per (group, run) that `units_sql` gives (equal, a
-    test holds them together), and each run's sorted latencies for the percentiles
-    (numpy's, to the last bit) and their run-as-unit intervals (`loo.RunSorted`). One
-    read, not a DuckDB scan for the sums and a read for the latencies: the scan was a
-    third of the time. `con` is not used (kept for callers). `progress`: runs read /
-    total on stderr. `metrics`: the intervals to give (`summary_ci.METRICS` by default;
-    ``goodput_ops_s`` among them adds goodput's, as throughput's over the answered ops)."""
+    ops file (`opsread.group_runs`): the sums per (group, run) that `units_sql` gives
+    (equal, a test holds them together), and each run's sorted latencies for the
+    percentiles (numpy's, to the last bit) and their run-as-unit intervals
+    (`loo.RunSorted`). One read, not a DuckDB scan for the sums and a read for the
+    latencies: the scan was a third of the time. `con` is not used (kept for callers).
+    `progress`: runs read / total on stderr. `metrics`: the intervals to give
+    (`summary_ci.METRICS` by default; ``goodput_ops_s`` among them adds goodput's, as
+    throughput's over the answered ops)."""
+    table, cis, _ = one_pass(loaded, by, progress=progress, metrics=metrics)
+    return table, cis
+
+
+def one_pass(loaded: Loaded, by: Sequence[str] | None = None, *, progress: bool = False,
+             metrics: dict[str, float | None] | None = None, warmups: bool = False
+             ) -> tuple[pd.DataFrame, dict[tuple[object, ...], dict[str, object]], Any]:
+    """`summarise_with_intervals`, and what its read gave (None without runs): the plan,
+    the per (group, run) table and the sorted latencies per group, with each run's
+    warm-up if `warmups` (the checks' facts: `runfacts.from_read`)."""
     from harness.analysis import intervals
     from harness.analysis.summary import fixed_duration_runs, summarise
     from harness.analysis.summary_ci import METRICS, _key
@@ -160,9 +165,9 @@ def summarise_with_intervals(
 
     cis: dict[tuple[object, ...], dict[str, object]] = {}
     if not len(loaded.runs):
-        return summarise(loaded, by), cis
+        return summarise(loaded, by), cis, None
     p = plan(loaded, by)
-    units, runs = group_runs(loaded, p, progress=progress)
+    units, runs = group_runs(loaded, p, progress=progress, warmups=warmups)
     gkeys = ["rgroup", *p.ops_keys]
     by_group = {tuple(k if isinstance(k, tuple) else (k,)): g
                 for k, g in units.groupby(gkeys, sort=False, dropna=False)}
@@ -192,7 +197,7 @@ def summarise_with_intervals(
                 cell[field] = in_ms.interval(q)
         cis[_key(p.key_values(g))] = cell
     quant = pd.DataFrame(quant_rows, columns=[*gkeys, "q", "mx"])
-    return _assemble(p, units, quant, loaded.runs), cis
+    return _assemble(p, units, quant, loaded.runs), cis, (p, units, runs)
 
 
 def group_quantiles(loaded: Loaded, by: Sequence[str], qs: Sequence[float]) -> pd.DataFrame:
@@ -340,110 +345,3 @@ def _assemble(p: Plan, units: pd.DataFrame, quant: pd.DataFrame, runs: pd.DataFr
         keys[c] = table[c].to_numpy(dtype=object)
     result = pd.concat([keys.reset_index(drop=True), out], axis=1)
     return _sorted(result[[*p.by, *FULL_COLUMNS]], p.by)
-
-
-def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
-    """A column as integer codes and, for a dictionary column, the value of each code."""
-    col = batch.column(name)
-    if pa.types.is_dictionary(col.type):
-        return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), \
-            col.dictionary.to_pylist()
-    return col.to_numpy(zero_copy_only=False).astype(np.int64), None
-
-
-@dataclass
-class _RunPart:
-    """One run's ops of one group: `units_sql`'s sums, and the latencies to sort."""
-
-    lat: list[np.ndarray]
-    n: int = 0
-    lat_sum: int = 0
-    n_err: int = 0
-    n_miss: int = 0
-    begin: int | None = None  # min(b), b = intended start, else start
-    end: int | None = None  # max(b + latency)
-
-
-_OTHER, _REDIRECT, _ERROR, _MISS = range(4)
-
-
-def _status_kinds(batch: pa.RecordBatch) -> np.ndarray:
-    """Per op: _REDIRECT, _ERROR (an error status), _MISS or _OTHER, by a lookup in the
-    status dictionary (one pass, not one per kind)."""
-    codes, values = _key_codes(batch, "status")
-    if values is None:  # not dictionary-encoded: the strings themselves
-        values, codes = np.unique(np.asarray(batch.column("status").to_pylist(), object),
-                                  return_inverse=True)
-    kind = np.array([_REDIRECT if v == "redirect" else _ERROR if v in ERROR_STATUSES
-                     else _MISS if v == "miss" else _OTHER for v in values] or [_OTHER],
-                    np.int8)
-    return kind[codes]
-
-
-def run_ops(path: str, ops_keys: Sequence[str]) -> dict[tuple[object, ...], _RunPart]:
-    """One ops file's measured ops (no warm-up, no redirect) per value of the ops-level
-    keys (op as its name, as DuckDB's VARCHAR gives it; client as int): the sums of
-    `units_sql` and the latencies, sorted."""
-    parts: dict[tuple[object, ...], _RunPart] = {}
-    columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
-    for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
-        lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
-        kind = _status_kinds(batch)
-        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False) & (kind != _REDIRECT)
-        b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
-            zero_copy_only=False)
-        err, miss = kind == _ERROR, kind == _MISS
-        codes = [_key_codes(batch, k) for k in ops_keys]
-        combined = np.zeros(lat.size, np.int64)
-        for c, _ in codes:  # mixed radix over the keys' codes
-            low = int(c.min(initial=0))
-            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
-        for code in np.flatnonzero(np.bincount(combined[keep])) if keep.any() else ():
-            mine = keep & (combined == code) if codes else keep
-            first = int(np.flatnonzero(mine)[0])
-            key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
-                        for c, vals in codes)
-            part = parts.setdefault(key, _RunPart([]))
-            lat_k, b_k = lat[mine], b[mine]
-            part.lat.append(lat_k)
-            part.n += int(lat_k.size)
-            part.lat_sum += int(lat_k.sum())
-            part.n_err += int(np.count_nonzero(err & mine))
-            part.n_miss += int(np.count_nonzero(miss & mine))
-            lo, hi = int(b_k.min()), int((b_k + lat_k).max())
-            part.begin = lo if part.begin is None else min(part.begin, lo)
-            part.end = hi if part.end is None else max(part.end, hi)
-    for part in parts.values():
-        part.lat = [np.sort(compact(np.concatenate(part.lat)))]
-    return parts
-
-
-def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int | None = None
-               ) -> tuple[pd.DataFrame, dict[tuple[object, ...], RunSorted]]:
-    """`units_sql`'s table, and per group (rgroup, then the ops-level values) each run's
-    sorted latencies, from one read of each ops file. Files are read and sorted in
-    threads (pyarrow and numpy let go of the GIL); only the sorted latencies are kept,
-    8 bytes per op."""
-    paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
-    found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
-    rows = []
-    bar = tqdm(total=len(paths), unit="run", desc="runs read", file=raw_stream(sys.stderr),
-               disable=not progress, leave=False)
-    workers = threads or min(4, os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers) as pool:
-        for pos, per_key in enumerate(pool.map(lambda f: run_ops(f, p.ops_keys), paths)):
-            bar.update(1)
-            rgroup = int(p.run_codes[pos])
-            for key, part in per_key.items():
-                arrays, labels = found.setdefault((rgroup, *key), ([], []))
-                arrays.append(part.lat[0])
-                labels.append(pos)
-                assert part.begin is not None and part.end is not None
-                rows.append((rgroup, *key, pos, part.n, float(part.end - part.begin),
-                             float(part.lat_sum), part.n_err, part.n_miss))
-    bar.close()
-    units = pd.DataFrame(rows, columns=["rgroup", *p.ops_keys, "run_pos", "n", "wall_ns",
-                                        "lat_sum_ns", "n_err", "n_miss"])
-    units = units.sort_values(["rgroup", *p.ops_keys, "run_pos"], kind="stable",
-                              ignore_index=True)
-    return units, {g: RunSorted(a, np.asarray(labels)) for g, (a, labels) in found.items()}

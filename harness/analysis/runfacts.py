@@ -5,7 +5,9 @@ latencies the group's tail index needs (`tails`).
 
 Each ops file is read once, in threads, one at a time per thread: only the small facts
 are kept, so the checks of an experiment of any size need about one run's columns of
-memory per thread (the warm-up needs the ops in the order they began).
+memory per thread (the warm-up needs the ops in the order they began). Where the
+summary reads the ops anyway (`queries.one_pass`), `from_read` takes the same facts
+from that read: one pass over the ops, not two.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.analysis import stationarity, tails
 from harness.analysis.load import Loaded
-from harness.analysis.queries import _REDIRECT, _key_codes, _status_kinds, plan
+from harness.analysis.loo import RunSorted
+from harness.analysis.opsread import _REDIRECT, _key_codes, _status_kinds
+from harness.analysis.queries import Plan, plan
 from harness.analysis.summary_ci import _key
 from harness.results import OPS_FILE, Manifest, read_manifest
 
@@ -154,3 +159,36 @@ def _records(path: Path) -> int:
         return int(pq.ParquetFile(path).metadata.num_rows)
     except (OSError, ValueError):
         return 0
+
+
+def from_read(loaded: Loaded, read: tuple[Plan, pd.DataFrame, dict[GroupKey, RunSorted]]
+              ) -> dict[GroupKey, list[RunData]]:
+    """`group_runs`'s answer from `queries.one_pass(warmups=True)`'s read: the same facts
+    (counts, numpy's mean, wall time, MSER-5, each run's largest latencies as its group
+    may need them), keyed and ordered alike."""
+    p, units, sorted_runs = read
+    dirs = [Path(d) for d in loaded.runs["run_dir"]]
+    manifests = [read_manifest(d) for d in dirs]
+    gkeys = ["rgroup", *p.ops_keys]
+    out: dict[GroupKey, list[RunData]] = {}
+    for g, rows in units.groupby(gkeys, sort=False, dropna=False):
+        g = g if isinstance(g, tuple) else (g,)
+        ops = sorted_runs[g]
+        top = tails.tail_k(int(rows["n"].sum())) + 1
+        by_pos = dict(zip(ops.labels.tolist(), ops.runs, strict=True))
+        group = out.setdefault(_key(p.key_values(g)), [])
+        for r in rows.itertuples(index=False):
+            lat = by_pos[r.run_pos]
+            group.append(RunData(manifests[r.run_pos].run_id, manifests[r.run_pos], RunOps(
+                int(r.n), r.mean_ns / 1e6, r.wall_ns / 1e9, r.warmup,
+                lat[-top:].astype(np.int64))))
+    if not p.ops_keys:  # runs without measured ops are in their group too
+        seen = {int(x) for x in units["run_pos"]}
+        for pos in range(len(dirs)):
+            if pos not in seen:
+                out.setdefault(_key(p.key_values((int(p.run_codes[pos]),))), []).append(
+                    RunData(manifests[pos].run_id, manifests[pos], None))
+    for group in out.values():
+        group.sort(key=lambda r: (np.nan_to_num(r.started_s, nan=np.inf),
+                                  r.manifest.repetition, r.run_id))
+    return out

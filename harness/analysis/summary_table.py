@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import pooling, queries, stated
+from harness.analysis import pooling, queries, runfacts, stated
 from harness.analysis.checks import Finding, group_checks
 from harness.analysis.load import Loaded, load_ops, load_runs_only
 from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
@@ -99,9 +99,13 @@ def summarise_tree(
     loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
+    facts = None
     if intervals:
-        table, cis = queries.summarise_with_intervals(loaded, by, progress=progress,
-                                                      metrics=dict(metrics))
+        # The checks' per-run facts from the same read of the ops (one pass, not two).
+        table, cis, read = queries.one_pass(loaded, by, progress=progress,
+                                            metrics=dict(metrics), warmups=checks)
+        if checks and read is not None:
+            facts = runfacts.from_read(loaded, read)
     else:
         table, cis = queries.summarise_sql(loaded, by), {}
     # Imported runs with aggregated records (every op at the mean) show the tool's
@@ -128,7 +132,7 @@ def summarise_tree(
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
     table = with_left_out(table, loaded, by)
     if checks:
-        table = with_checks(table, group_checks(loaded, by), group_by)
+        table = with_checks(table, group_checks(loaded, by, facts=facts), group_by)
     return Summary(table, loaded.left_out)
 
 

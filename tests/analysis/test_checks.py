@@ -381,3 +381,56 @@ def test_a_heavy_tail_qualifies_the_means_verdicts_not_the_percentiles(
     for metric, said in by_metric.items():
         assert (heavy in said) == (metric != "latency_p99"), (metric, said)
         assert "the client was saturated in 1 of 3 size=2 runs" in said
+
+
+def test_the_summarys_one_read_gives_the_checks_the_same_facts_and_findings(
+        tmp_path: Path) -> None:
+    """`harness summary` takes the checks' per-run facts from the read its figures make
+    (`queries.one_pass(warmups=True)` -> `runfacts.from_read`), not from a second read of
+    every ops file: the same facts run by run (count, mean, wall time, MSER-5) and the
+    same findings, by configuration and by op, on a tree where the checks fire (a warm-up,
+    saturated clients, a heavy tail, a drift, a cold first run) and one run has no
+    measured op at all."""
+    from harness.analysis import queries, runfacts
+
+    rng = np.random.default_rng(41)
+    for size in (1, 2, 3):
+        for i in range(6):
+            n = 1500 + 300 * i
+            if size == 1:  # a warm-up in every run, saturated clients in half of them
+                lat = rng.lognormal(np.log(1e5), 0.3, n)
+                lat[:250] *= 4
+            elif size == 2:  # a heavy tail, and the first run cold
+                lat = np.maximum((1 - rng.random(n)) ** (-1 / 1.3) * 1e5, 1)
+                lat *= 3 if i == 0 else 1
+            else:  # drifting slower run after run
+                lat = rng.lognormal(np.log(1e5 * (1 + 0.15 * i)), 0.2, n)
+            write(tmp_path, "one", 3 * i + size, {"size": size}, lat,
+                  telemetry=telemetry(0.97 if size == 1 and i % 2 else 0.4))
+    m = manifest(99, grid={"size": 3}, experiment="one")
+    ops = OpsArrays(op_names=("get", "set"), client=np.zeros(10, np.int32),
+                    op=np.zeros(10, np.int8), start_ns=np.arange(10, dtype=np.int64),
+                    latency_ns=np.full(10, 1000, np.int64),
+                    intended_ns=np.full(10, -1, np.int64), status=np.full(10, OK, np.int8),
+                    nbytes=np.zeros(10, np.int64), warmup=np.ones(10, bool))
+    write_run(tmp_path, m, ops)  # every op a warm-up op: no measured ops
+    loaded = load_runs_only(tmp_path)
+    for by in (None, ["size", "op"]):
+        _, _, read = queries.one_pass(loaded, by, warmups=True)
+        once = runfacts.from_read(loaded, read)
+        twice = group_runs(loaded, by)
+        assert sorted(once, key=str) == sorted(twice, key=str)
+        for key, runs in twice.items():
+            assert [r.run_id for r in once[key]] == [r.run_id for r in runs]
+            for a, b in zip(once[key], runs, strict=True):
+                if b.ops is None:
+                    assert a.ops is None
+                    continue
+                assert a.ops is not None
+                assert (a.ops.n, a.ops.mean_ms, a.ops.wall_s, a.ops.warmup) == (
+                    b.ops.n, b.ops.mean_ms, b.ops.wall_s, b.ops.warmup)
+        found = checks.group_checks(loaded, by, facts=once)
+        assert {k: [f.as_dict() for f in v] for k, v in found.items()} == {
+            k: [f.as_dict() for f in v] for k, v in checks.group_checks(loaded, by).items()}
+        fired = {f.check for v in found.values() for f in v}
+        assert {"client_saturated", "not_steady", "heavy_tail", "trend"} <= fired, fired

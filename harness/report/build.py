@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,6 +263,22 @@ def write_pdf(html_text: str, pdf_path: Path, base_url: Path) -> Path:
     return pdf_path
 
 
+#: Overrides how many notebooks `harness report` executes at once.
+JOBS_ENV = "KVBENCH_REPORT_JOBS"
+
+
+def report_jobs() -> int:
+    """Notebooks executed at once: `JOBS_ENV` if set, else one per CPU (at most 4)."""
+    wanted = os.environ.get(JOBS_ENV, "").strip()
+    if wanted:
+        try:
+            return max(1, int(wanted))
+        except ValueError:
+            raise ReportError(f"{JOBS_ENV}={wanted!r}: expected a number of notebooks "
+                              "to execute at once") from None
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
 def build_report(
     raw_dir: Path,
     out_dir: Path,
@@ -271,6 +289,7 @@ def build_report(
     figures_dir: Path | None = None,
     include: Sequence[str] = (),
     parameters: Mapping[str, object] | None = None,
+    jobs: int | None = None,
 ) -> Built:
     """Execute every notebook into `out_dir`/executed/ and write report.html (and .pdf).
 
@@ -280,6 +299,7 @@ def build_report(
     starts a server: it only reads `raw_dir`, which may be missing or hold only some
     studies. `include`: run statuses every number pools besides complete
     (``("partial",)``; `harness.analysis.pooling`), the notebooks' parameter ``include``.
+    `jobs`: notebooks executed at once (default `report_jobs`).
     """
     from harness.analysis.pooling import check_include
 
@@ -301,31 +321,48 @@ def build_report(
     sections = []
     # A bar on a terminal; into a pipe or a log (`make demo | tee log`), a line per notebook.
     bar_on = progress and sys.stderr.isatty()
+    # Notebooks run side by side, one kernel per core (each kernel is one busy process;
+    # the sections do not depend on each other), and are assembled in their order.
+    workers = max(1, min(len(notebooks), jobs or report_jobs()))
     with venv_kernel(executed_dir / "kernel.log") as kernel, tqdm(
             total=len(notebooks), unit="notebook", desc="report", disable=not bar_on,
-            file=raw_stream(sys.stderr)) as bar:
-        for i, nb in enumerate(notebooks, 1):
+            file=raw_stream(sys.stderr)) as bar, ThreadPoolExecutor(workers) as pool:
+        began = time.monotonic()
+
+        def run(nb: Path) -> tuple[str | None, float]:
+            t0 = time.monotonic()
+            failed = execute_notebook(nb, executed_dir / nb.name,
+                                      {**parameters, **_study_parameters(nb)}, kernel)
+            return failed, time.monotonic() - t0
+
+        futures = {pool.submit(run, nb): nb for nb in notebooks}
+        outcomes: dict[Path, str | None] = {}
+        for done, future in enumerate(as_completed(futures), 1):
+            nb = futures[future]
+            failed, took = future.result()
+            outcomes[nb] = failed
             bar.set_postfix_str(nb.stem)
-            target = executed_dir / nb.name
-            began = time.monotonic()
-            failed = execute_notebook(nb, target, {**parameters, **_study_parameters(nb)},
-                                      kernel)
-            result[nb.stem] = target
-            section = render_notebook(target, len(sections) + 1, failed)
-            if not section.omit:
-                sections.append(section)
-            if failed:
-                result.failures.append(f"{nb.stem}: the notebook failed: "
-                                       f"{failed.splitlines()[0]}")
-            result.failures += [f"{nb.stem}: {what} could not be drawn"
-                                for what in section.failed_parts]
             bar.update(1)
             if progress and not bar_on:
-                print(f"report: [{i}/{len(notebooks)}] {nb.stem} "
-                      f"({time.monotonic() - began:.1f} s)", file=sys.stderr, flush=True)
+                print(f"report: [{done}/{len(notebooks)}] {nb.stem} ({took:.1f} s)",
+                      file=sys.stderr, flush=True)
             if failed:
                 bar.write(printable(f"{nb.name}: failed: {failed.splitlines()[0]}"),
                           file=raw_stream(sys.stderr))
+        if progress and not bar_on:
+            print(f"report: {len(notebooks)} notebooks in {time.monotonic() - began:.1f} s "
+                  f"({workers} at a time)", file=sys.stderr, flush=True)
+    for nb in notebooks:
+        target, failed = executed_dir / nb.name, outcomes[nb]
+        result[nb.stem] = target
+        section = render_notebook(target, len(sections) + 1, failed)
+        if not section.omit:
+            sections.append(section)
+        if failed:
+            result.failures.append(f"{nb.stem}: the notebook failed: "
+                                   f"{failed.splitlines()[0]}")
+        result.failures += [f"{nb.stem}: {what} could not be drawn"
+                            for what in section.failed_parts]
 
     template_dir = paths.report_dir()
     html_text = assemble_html(sections, raw_dir, template_dir)

@@ -165,8 +165,12 @@ def test_kernel_noise_goes_to_its_log_and_progress_is_plain_lines_in_a_pipe(
     assert "kernel noise" not in res.stderr + res.stdout
     assert "kernel noise" in (tmp_path / "r" / "executed" / "kernel.log").read_text()
     lines = res.stderr.splitlines()
-    assert [ln.split(" (")[0] for ln in lines] == ["report: [1/2] 10-noisy",
-                                                   "report: [2/2] 20-quiet"], res.stderr
+    # A line per notebook as it finishes (they run side by side), then the total.
+    assert sorted(ln.split(" (")[0].split("] ")[-1] for ln in lines[:2]) == [
+        "10-noisy", "20-quiet"], res.stderr
+    assert [ln.split("] ")[0] for ln in lines[:2]] == ["report: [1/2", "report: [2/2"]
+    assert lines[2].startswith("report: 2 notebooks in "), res.stderr
+    assert len(lines) == 3, res.stderr
     assert "%|" not in res.stderr  # no tqdm bar
 
 

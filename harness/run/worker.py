@@ -21,6 +21,7 @@ control machine spends reconnecting a dropped SSH link: it stops and saves its r
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -52,6 +53,17 @@ ORPHAN_AFTER_GO_S = 150.0
 #: (`Workload.reusable_client`); the least recently used go first.
 _BUILT: OrderedDict[str, Any] = OrderedDict()
 MAX_BUILT = 8
+#: ... and no more than the agent holding this much (a client of a large key space is
+#: hundreds of MB of encoded requests): past it the oldest go, down to the newest one.
+MAX_BUILT_RSS_BYTES = 1 << 30
+
+
+def _rss_bytes() -> int:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf(
+            "SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _build_key(cfg: ClientConfig) -> str:
@@ -73,8 +85,10 @@ def prebuild(cfg: ClientConfig) -> bool:
         client = workload.client(cfg.endpoint_objects(), cfg.params, cfg.client_id)
         prebuild_native(client)  # the native core's tables too, cached on the client
         _BUILT[key] = client
-        while len(_BUILT) > MAX_BUILT:
+        while len(_BUILT) > MAX_BUILT or (len(_BUILT) > 1
+                                          and _rss_bytes() > MAX_BUILT_RSS_BYTES):
             _BUILT.popitem(last=False)
+            gc.collect()  # so the next look at the RSS sees what the pop gave back
     _BUILT.move_to_end(key)
     return True
 

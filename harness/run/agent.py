@@ -29,6 +29,7 @@ second (`SERIES_EVERY_S`): one read of /proc/stat, in the loop it runs anyway.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -142,7 +143,13 @@ class Agent:
             with contextlib.suppress(Exception):  # else the worker builds it (says why)
                 worker.prebuild(worker.load_config(argv[0]))
         sys.stdout.flush()
+        # Every object so far out of the collector's reach in the child: a collection
+        # there would write to each one's header and copy the agent's pages (the clients
+        # built here among them) one fault at a time while it measures.
+        gc.freeze()
         pid = os.fork()
+        if pid != 0:
+            gc.unfreeze()  # the agent collects as before
         if pid == 0:  # the worker: its own session, output to its log, no stdin
             code = 1
             try:

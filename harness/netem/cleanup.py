@@ -107,7 +107,12 @@ def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftov
     tmp = Path(tmp_dir or tempfile.gettempdir())
     found = Leftovers()
     dirs = sorted(p for p in tmp.glob(f"{PREFIX}*") if _mine(p))
-    for d in dirs:
+    # Namespaces and links are the whole machine's, not `tmp`'s: a live session whose
+    # state lies in the system's temp directory is in use whatever `tmp` is (a cleanup
+    # of another directory once took a running test bed's namespaces and its sshd).
+    owners = sorted({*dirs, *(p for p in Path(tempfile.gettempdir()).glob(f"{PREFIX}*")
+                               if _mine(p))})
+    for d in owners:
         tag, owner = _tag(d.name), None if force else _owner_alive(d)
         if tag and owner:
             found.in_use[tag] = owner

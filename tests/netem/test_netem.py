@@ -268,3 +268,24 @@ def test_cleanup_removes_orphans_keeps_live_owners_and_is_idempotent(
         net.close()
         host.remove_tree(live)
         host.remove_tree(orphan)
+
+
+def test_a_cleanup_of_another_temp_directory_leaves_a_live_test_bed(tmp_path: Path) -> None:
+    """`netem cleanup` given another temp directory (as a test gives it its own) still
+    sees the sessions that live in the system's: a running machine bed keeps its
+    namespace and its sshd answers (before, that cleanup took both, and whatever test
+    was using the bed at the time lost its SSH connections)."""
+    import socket
+
+    from tests.fixtures.machines import machine_bed
+
+    need_root()
+    with machine_bed(["a"]) as bed:
+        machine = bed["a"]
+        lines: list[str] = []
+        cleanup(tmp_dir=str(tmp_path), say=lines.append)
+        assert machine.netns in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                               text=True).stdout, lines
+        with socket.create_connection((machine.address, 22), timeout=10) as s:
+            s.settimeout(10)
+            assert s.recv(64).startswith(b"SSH-2.0"), lines

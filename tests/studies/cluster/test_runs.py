@@ -21,6 +21,7 @@ from harness.results import iter_run_dirs, read_manifest, read_ops
 from harness.run.runner import Runner
 from harness.spec import expand, load_spec
 from tests.fixtures.netns import assert_no_leftovers, need_root
+from tests.fixtures.procs import is_worker
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
@@ -190,10 +191,5 @@ def _tagged(tag: str) -> list[int]:
 
 
 def _worker_running(tag: str) -> bool:
-    def cmdline(pid: int) -> bytes:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:  # exited between the scan and this read
-            return b""
-
-    return any(b"harness.worker" in cmdline(p) for p in _tagged(tag))
+    # A client process: `python -m harness.worker` or a fork of the agent (kvbench-worker).
+    return any(is_worker(p) for p in _tagged(tag))

@@ -52,7 +52,7 @@ class ReadBackRunner(Runner):
 
     def _run_one(self, plan: Any, *args: Any, **kwargs: Any) -> Any:
         outcome = super()._run_one(plan, *args, **kwargs)
-        running: dict[str, RunningService] = args[-1]  # _run_one's last argument
+        running: dict[str, RunningService] = args[3]  # (ctx, endpoints, sinfo, running, ...)
         self.expected = expected_values(outcome.run_dir, dict(plan.params))
         self.found = asyncio.run(read_back(running["kv"], list(self.expected)))
         return outcome

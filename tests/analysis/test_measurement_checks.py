@@ -190,9 +190,20 @@ def excess(found: dict[str, Any]) -> float:
     return warm_up_s(found) * (ratio - 1)
 
 
+def _cpu_ticks(session: int) -> int:
+    """CPU time (clock ticks) the processes of `session` used so far."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            f = stat.read_text().rsplit(")", 1)[1].split()
+            if int(f[3]) == session:  # field 6: the session id
+                total += int(f[11]) + int(f[12])  # utime + stime
+    return total
+
+
 def test_a_hog_started_halfway_through_the_repetitions_makes_trend_fire(
         tmp_path: Path) -> None:
-    """20 repetitions of one configuration, memcached on CPU 0; from the 11th run on,
+    """20 repetitions of one configuration, memcached on CPU 0; from the 10th run on,
     three stress-ng workers share that CPU, each in a session of its own (so each gets
     a share as large as the server's): the runs after are ~2.5x slower, and Mann-Kendall
     over the runs' mean latencies fires. A step is not what Mann-Kendall is best at:
@@ -217,10 +228,16 @@ def test_a_hog_started_halfway_through_the_repetitions_makes_trend_fire(
         count[0] += 1
         if count[0] == 1:  # once: moving it at every run's start made each start slow
             on_cpu0(running["cache"].processes[0].pid)
-        if count[0] == 10:  # during the 10th run: from the 11th on, every run shares
+        if count[0] == 10:  # from the 10th run on, every run shares CPU 0
             started.extend(subprocess.Popen(
                 ["stress-ng", "--cpu", "1", "--taskset", "0", "--timeout", "120s",
                  "--quiet"], start_new_session=True) for _ in range(3))
+            # Runs start in milliseconds now: wait until every hog's worker is burning
+            # CPU, or the first loaded runs would begin before the hogs do.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(
+                    _cpu_ticks(proc.pid) >= 10 for proc in started):
+                time.sleep(0.02)
 
     try:
         row = run(tmp_path, "drift", MIX + """\

@@ -27,6 +27,7 @@ from harness.results import Manifest, iter_run_dirs, read_manifest, read_ops
 from harness.run.runner import Runner
 from harness.spec import load_spec
 from tests.fixtures.machines import TestBed
+from tests.fixtures.procs import is_worker
 from tests.fixtures.servers import require_service
 
 pytestmark = pytest.mark.integration
@@ -210,24 +211,15 @@ def _stat(pid: int) -> list[str]:
 
 
 def _workers() -> list[int]:
-    """This test process's client processes, running now: `python -m harness.worker`
-    here, and over SSH a fork of the agent (its command line) in a session of its own."""
-    def cmdline(pid: int) -> bytes:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return b""
-
+    """This test process's client processes, running now (`procs.is_worker`: a fresh
+    `python -m harness.worker` or a fork of a machine's agent)."""
     found = []
     for pid in (int(n) for n in os.listdir("/proc") if n.isdigit()):
         try:
-            f = _stat(pid)
+            state = _stat(pid)[0]
         except (OSError, IndexError):
             continue
-        state, ppid, sid = f[0], int(f[1]), int(f[3])
-        cmd = cmdline(pid)
-        forked = b"harness.agent" in cmd and sid == pid and b"harness.agent" in cmdline(ppid)
-        if state == "Z" or not (b"harness.worker" in cmd or forked):
+        if state == "Z" or not is_worker(pid):
             continue
         up = pid
         while up > 1 and up != os.getpid():

@@ -2,7 +2,7 @@
 real memcached runs of the harness's Runner: a CPU hog from Debian's stress-ng on the
 client's CPU makes machine_busy fire where the test's own reading of /proc sees it; a
 server stopped with SIGSTOP at the start of the measured window makes not_steady fire
-and the same run without the stop does not; a hog started halfway through the
+and the same run without the stop does not; hogs added one by one over the
 repetitions makes trend fire. Each reads `harness summary --format json`'s ``checks``.
 The machine is shared with other test sessions: each assertion allows for their load.
 """
@@ -203,15 +203,16 @@ def _cpu_ticks(session: int) -> int:
 
 def test_a_hog_started_halfway_through_the_repetitions_makes_trend_fire(
         tmp_path: Path) -> None:
-    """20 repetitions of one configuration, memcached on CPU 0; from the 10th run on,
-    three stress-ng workers share that CPU, each in a session of its own (so each gets
-    a share as large as the server's): the runs after are ~2.5x slower, and Mann-Kendall
-    over the runs' mean latencies fires. A step is not what Mann-Kendall is best at:
-    each half's own order is random, so at 10 runs it fired in 3 of 5 tries here
-    (benchmarks/checks_calibration.py: ~70% for a step). At 16 it missed in 2 of 15
-    tries and in two CI runs: the hog also makes the latency heavy-tailed (Hill index
-    ~1.9), so a few ops decide a run's mean and the step is not clean. At 20 the step
-    stands out further. This is the slowest test of the checks (~1 s a run)."""
+    """20 repetitions of one configuration, memcached on CPU 0; from the 5th run on, one
+    more stress-ng worker shares that CPU every 4 runs (four by the 17th), each in a
+    session of its own (so each gets a share as large as the server's): the runs grow
+    slower in steps, and Mann-Kendall over the runs' mean latencies fires. A ramp, not
+    one step: with one step halfway, each half's own order decides the rest of Kendall's
+    tau, and when both halves happened to fall (runs grow faster as a grid warms up; the
+    first loaded runs are the slowest) tau fell to ~0.2 and the check missed, in CI at
+    7550c0b, with the step itself plain in the runs (30,000 then 15,000 ops/s). Across
+    five levels 160 of the 190 pairs lie between levels. This is the slowest test of
+    the checks."""
     require_service("memcached", LocalHost())
     need_stress_ng()
     if 0 not in os.sched_getaffinity(0):
@@ -228,15 +229,14 @@ def test_a_hog_started_halfway_through_the_repetitions_makes_trend_fire(
         count[0] += 1
         if count[0] == 1:  # once: moving it at every run's start made each start slow
             on_cpu0(running["cache"].processes[0].pid)
-        if count[0] == 10:  # from the 10th run on, every run shares CPU 0
-            started.extend(subprocess.Popen(
+        if count[0] in (5, 9, 13, 17):  # one more hog every 4 runs from the 5th on
+            started.append(subprocess.Popen(
                 ["stress-ng", "--cpu", "1", "--taskset", "0", "--timeout", "120s",
-                 "--quiet"], start_new_session=True) for _ in range(3))
-            # Runs start in milliseconds now: wait until every hog's worker is burning
-            # CPU, or the first loaded runs would begin before the hogs do.
+                 "--quiet"], start_new_session=True))
+            # Runs start in milliseconds now: wait until the new hog's worker is burning
+            # CPU, or the next run could begin before it does.
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not all(
-                    _cpu_ticks(proc.pid) >= 10 for proc in started):
+            while time.monotonic() < deadline and _cpu_ticks(started[-1].pid) < 10:
                 time.sleep(0.02)
 
     try:

@@ -9,7 +9,7 @@ REPORT ?= report
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-import report test lint lab clean clean-results
+.PHONY: help setup demo demo-import report test lint lab docs clean clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -58,6 +58,10 @@ test: setup lint ## ruff, then the whole test suite (starts real servers)
 	$(BIN)/pytest -q -p no:cacheprovider -m "not serial" -n $(TEST_JOBS) --dist loadfile --durations=15
 	$(BIN)/pytest -q -p no:cacheprovider -m serial --durations=15
 
+# --strict: a broken link or anchor, or a page left out of the nav, fails the build.
+docs: setup ## build the manual (MkDocs) into site/; open site/index.html
+	$(BIN)/mkdocs build --strict
+
 # JupyterLab refuses to run as root without --allow-root; `make setup` assumes root on
 # Debian, so both must work. LAB_ARGS passes anything else, e.g.
 #   make lab LAB_ARGS="--ip=0.0.0.0 --port=8899 --IdentityProvider.token=secret --no-browser"
@@ -71,4 +75,4 @@ clean-results: ## delete raw results, figures and report outputs (asks no questi
 	rm -rf $(REPORT)/executed $(REPORT)/report.html $(REPORT)/report.pdf
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

@@ -1,5 +1,6 @@
-"""The map is kept true: every path docs/ARCHITECTURE.md and the README's Layout name
-exists, and every module of harness/ is on the architecture page."""
+"""The map is kept true: every path docs/ARCHITECTURE.md and the manual's Layout
+(docs/contributing.md) name exists, and every module of harness/ is on the architecture
+page."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
-README = ROOT / "README.md"
+LAYOUT = ROOT / "docs" / "contributing.md"
 
 #: A repository path: a known top directory, or a file at the top with an extension.
 _PATH = re.compile(r"^(?:harness|tests|notebooks|experiments|examples|benchmarks|scripts|"
@@ -26,9 +27,9 @@ def named_paths(text: str) -> list[str]:
     return [p for p in found if not re.search(r"[<>*]", p)]
 
 
-def layout_paths(readme: str) -> list[str]:
-    """The first word of each line of the README's Layout code block."""
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+def layout_paths(page: str) -> list[str]:
+    """The first word of each line of the Layout code block of docs/contributing.md."""
+    section = page.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```", 2)[1]
     return [line.split()[0] for line in block.splitlines() if line.strip()]
 
@@ -56,8 +57,8 @@ def test_every_path_the_architecture_page_names_exists() -> None:
     assert missing(paths) == []
 
 
-def test_every_path_in_the_readme_layout_exists() -> None:
-    paths = layout_paths(README.read_text())
+def test_every_path_in_the_manuals_layout_exists() -> None:
+    paths = layout_paths(LAYOUT.read_text())
     assert len(paths) > 20
     assert missing(paths) == []
 
@@ -67,8 +68,8 @@ def test_every_harness_module_is_on_the_architecture_page() -> None:
     assert [u for u in harness_units() if u not in named] == []
 
 
-def test_the_readme_links_the_architecture_page() -> None:
-    assert "docs/ARCHITECTURE.md" in README.read_text().split("\n## Layout\n", 1)[1]
+def test_the_layout_links_the_architecture_page() -> None:
+    assert "(ARCHITECTURE.md)" in LAYOUT.read_text().split("\n## Layout\n", 1)[1]
 
 
 #: What `harness/` may hold of its own (issue 31): the base modules and the names client
@@ -132,9 +133,9 @@ def test_a_stale_map_is_caught(tmp_path: Path) -> None:
 
 
 #: Test files that stay at the top of tests/: they hold the whole kit to a rule (layout,
-#: imports, packaging, security, notebooks, JupyterLab) or run it across the test bed's
+#: imports, packaging, security, notebooks, JupyterLab, the manual) or run it across the test bed's
 #: machines. Every other test file sits in the folder of the package it tests.
-CROSS_CUTTING = {"test_architecture.py", "test_imports.py", "test_packaging.py",
+CROSS_CUTTING = {"test_architecture.py", "test_docs.py", "test_imports.py", "test_packaging.py",
                  "test_untrusted.py", "test_security.py", "test_notebooks.py", "test_lab.py",
                  "test_explore_lab.py", "test_machine_studies.py", "test_machines.py"}
 #: Folders of tests/ that are no package of harness/: fixtures, captured data, examples/.

@@ -69,9 +69,9 @@ def conda_disagreements(env_yml: str) -> list[str]:
 def readme_disagreements(readme: str) -> list[str]:
     table = re.search(r"<!-- packages table[^>]*-->\n(.*?)\n<!-- end packages table -->",
                       readme, re.S)
-    assert table, "README has no packages table"
+    assert table, "docs/servers.md has no packages table"
     return [] if table.group(1).strip() == readme_table() else [
-        "README's packages table differs from `harness list packages`"]
+        "docs/servers.md's packages table differs from `harness list packages`"]
 
 
 def test_the_setup_script_installs_what_is_declared() -> None:
@@ -90,7 +90,7 @@ def test_environment_yml_has_the_declared_conda_packages() -> None:
 
 
 def test_the_readme_server_table_is_the_declarations() -> None:
-    assert readme_disagreements((ROOT / "README.md").read_text()) == []
+    assert readme_disagreements((ROOT / "docs" / "servers.md").read_text()) == []
 
 
 def test_every_service_with_binaries_declares_its_packages() -> None:
@@ -116,7 +116,7 @@ def test_a_package_dropped_from_one_place_is_caught() -> None:
     env = (ROOT / "environment.yml").read_text()
     assert conda_disagreements(env.replace("  - poppler\n", "")) == [
         "environment.yml lacks poppler"]
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "servers.md").read_text()
     assert readme_disagreements(readme.replace("| `redis-server` `redis-tools` |",
                                                "| `redis-server` |")) != []
 

@@ -4,7 +4,7 @@ An App Engine style app reduced to what the study measures. Plain ASGI (no frame
 four routes do not need one, and every line that runs per request is in this file).
 Serve it with a production ASGI server: ``uvicorn harness.apps.filestore:app``.
 
-HTTP contract (the README has the same table)::
+HTTP contract (docs/studies.md has the same table)::
 
     PUT    /files/{name}  body = content  201 Created (new) | 204 No Content (replaced)
     GET    /files/{name}                  200 + content | 404 Not Found

@@ -15,7 +15,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if args.what == "studies" or args.demo or args.legacy:
         return _list_studies(args)
-    if args.what == "packages":  # the README's server table, from the declarations
+    # the manual's server table (docs/servers.md), from the declarations
+    if args.what == "packages":
         from harness.services.catalog import readme_table
 
         print(readme_table())

@@ -31,6 +31,8 @@ DESCRIPTION = ("`harness` command line: run | validate | summary | compare | his
                "report | import "
                "| export | hosts | verify | list.")
 
+SPEC_HELP = "the experiment spec (YAML), e.g. experiments/datastore_vs_memcache.yaml"
+
 
 def _include_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include", action="append", default=[], choices=("partial",),
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run an experiment spec")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
     p.add_argument("--dry-run", action="store_true", help="list the runs, start nothing")
     p.add_argument("--resume", action="store_true", help="skip runs that are complete")
@@ -69,13 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("collect", help="fetch records that runs left on client machines "
                        "(a failed transfer) and complete those runs")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("validate", help="check a spec (and --out) without running anything")
-    p.add_argument("spec")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("spec", help=SPEC_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field, as `harness run --set` does")
     p.add_argument("--out", default=str(paths.raw_results_dir()),
                    help="raw results directory the runs would go to (checked too)")
     p.set_defaults(func=cmd_validate)
@@ -88,13 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "and start time), writes the records of runs it had not written, "
                        "removes its temporary directories, and says what it did. `harness "
                        "run` does the same before it starts.")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     p.add_argument("--out", default=str(paths.raw_results_dir()), help="raw results directory")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field, as `harness run --set` does")
     p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("summary", help="one row per configuration")
-    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()),
+                   help="raw-results directory (or one experiment's directory in it)")
     p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
     p.add_argument("--experiment", help="comma-separated experiment names")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -111,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         "one Benjamini-Hochberg family. Runs that failed, or failed a measurement check "
         "(saturated client, busy machine, warm-up not over, target rate not met), are "
         "left out and listed.")
-    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()),
+                   help="raw-results directory (or one experiment's directory in it)")
     p.add_argument("--experiment", help="comma-separated experiment names (default: all)")
     p.add_argument("--by", metavar="LABEL", help="points are this label's values (harness "
                    "run --label LABEL=...), ordered by their first run, each pooling its "
@@ -143,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
         "two-way interactions; intervals come from the runs (each configuration's own "
         "run-to-run variance), all terms one Benjamini-Hochberg family. Runs that failed "
         "a measurement check of their own are left out and listed.")
-    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()),
+                   help="raw-results directory (or one experiment's directory in it)")
     p.add_argument("--experiment", required=True, help="the experiment to explain")
     p.add_argument("--quantiles", default="0.5,0.99", help="comma-separated (default "
                    "0.5,0.99)")
@@ -169,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "interval is printed at the matching FCR-adjusted level (1 - Rq/m), "
                        "so a verdict never disagrees with its interval; raw and adjusted p "
                        "side by side.")
-    p.add_argument("base", metavar="BASE")
-    p.add_argument("cand", metavar="CAND")
+    p.add_argument("base", metavar="BASE",
+                   help="the baseline's raw-results (or experiment) directory")
+    p.add_argument("cand", metavar="CAND", help="the candidate's, to judge against BASE")
     p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
                    "(default: op)")
     p.add_argument("--metric", action="extend", nargs="+",
@@ -193,8 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="execute the notebooks and write report HTML/PDF")
-    p.add_argument("--raw", default=str(paths.raw_results_dir()))
-    p.add_argument("--out", default=str(paths.report_dir()))
+    p.add_argument("--raw", default=str(paths.raw_results_dir()),
+                   help="raw-results directory the report reads")
+    p.add_argument("--out", default=str(paths.report_dir()),
+                   help="where report.html, report.pdf and the executed notebooks go")
     p.add_argument("--compare", nargs=2, metavar=("BASE", "CAND"),
                    help="add the comparison section: CAND against BASE (two raw-results "
                    "trees), its table and a forest plot of every ratio")
@@ -203,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="set a notebook parameter, as papermill's -p (VALUE read as YAML: "
                    "-p alpha 0.01, -p include '[partial]'); repeatable")
-    p.add_argument("--no-pdf", action="store_true")
+    p.add_argument("--no-pdf", action="store_true", help="write the HTML only")
     p.add_argument("--pdf", action="store_true", help="(default) also write the PDF")
     _include_option(p)
     p.set_defaults(func=cmd_report)
@@ -214,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster-perf, kv-report, memtier-json, redis-benchmark-csv, "
                        "redis-benchmark, ycsb, ycsb-raw, ycsb-hdr.")
     p.add_argument("format", help="the files' format, e.g. gae-bench or redis-benchmark-csv")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="the files to import")
     p.add_argument("-o", "--out", required=True, metavar="RAW_DIR", help="raw results directory")
     p.add_argument("--experiment", help="experiment name (default: FORMAT-<file stem>)")
     p.add_argument("--count", type=int, help="ops per timed set (gae-bench, default 50)")
@@ -231,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "group, readable by HdrHistogram's own tools, plus index.csv. csv: "
                        "per-run (and op) statistics, or every op with --per op.")
     p.add_argument("format", choices=("hdr", "csv"))
-    p.add_argument("raw_dir", metavar="RAW")
+    p.add_argument("raw_dir", metavar="RAW", help="raw-results directory to export from")
     p.add_argument("-o", "--out", required=True,
                    help="hdr: a directory; csv: a file (or a directory for runs.csv/ops.csv)")
     p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op "
@@ -247,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     hc = hsub.add_parser("check", help="check a spec's machines before a run: SSH and "
                          "host keys, binaries, the kit on clients, and that the control and "
                          "client machines reach each server machine")
-    hc.add_argument("spec")
+    hc.add_argument("spec", help="the experiment spec (YAML) whose machines to check")
     hc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a spec field, as for `harness run`")
     hc.add_argument("--out", default=str(paths.raw_results_dir()),
@@ -256,21 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every run's ops checksum, and that no ops file "
                        "lacks its manifest")
-    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()))
+    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()),
+                   help="raw-results directory (or one experiment's directory in it)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("gen-files", help="write test files of a given size distribution",
                        description="Write COUNT files 0.txt, 1.txt, ... into DIR; sizes are "
                        "fixed, uniform or log-normal, and the same for the same --seed.")
-    p.add_argument("dir")
-    p.add_argument("--count", type=int, default=100)
+    p.add_argument("dir", help="directory the files are written to")
+    p.add_argument("--count", type=int, default=100, help="how many files")
     p.add_argument("--dist", choices=("fixed", "uniform", "lognormal"), default="lognormal")
     p.add_argument("--size-bytes", type=int, help="fixed: every file's size")
     p.add_argument("--min-bytes", type=int, help="uniform: lower bound; lognormal: clip")
     p.add_argument("--max-bytes", type=int, help="uniform: upper bound; lognormal: clip")
     p.add_argument("--median-bytes", type=int, help="lognormal: median size")
     p.add_argument("--sigma", type=float, help="lognormal: sigma of log(size)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of the sizes drawn")
     p.set_defaults(func=cmd_gen_files)
 
     p = sub.add_parser("list", help="workloads, services, studies, system packages")

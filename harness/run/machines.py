@@ -68,7 +68,7 @@ class RunMachines:
                         problems.append(
                             f"{self.spec.path}:services.{sname}: {', '.join(missing)} not "
                             f"found on host {svc.host!r}; install it there (Debian: see "
-                            "README 'Servers') or use environment.yml")
+                            "docs/servers.md) or use environment.yml")
             # The kit on every client machine, a Python on the others (free ports, probes),
             # no server on a loopback address that clients elsewhere would miss: clear
             # before any server starts.

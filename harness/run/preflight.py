@@ -127,7 +127,7 @@ def binary_problems(spec: Spec, name: str, host: Host) -> list[str]:
         missing = SERVICES.get(svc.kind).missing_binaries(host, svc.settings)
         if missing:
             out.append(f"services.{sname}: {', '.join(missing)} not found; install "
-                       "there (Debian: see README 'Servers') or use environment.yml")
+                       "there (Debian: see docs/servers.md) or use environment.yml")
     return out
 
 
@@ -138,7 +138,7 @@ def kit_problems(host: Host) -> list[str]:
         detail = (res.stderr or res.stdout).strip().splitlines()
         why = detail[-1] if detail else f"exit {res.returncode}"
         return [f"python {host.python} cannot run the kit ({why}); install this checkout "
-                "there (pip install <checkout>, README 'Running on real machines') and "
+                "there (pip install <checkout>, docs/hosts.md) and "
                 "set the host's `python`"]
     version = res.stdout.strip()
     if version != __version__:

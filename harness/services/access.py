@@ -10,7 +10,7 @@ The address a machine connects *from* is the one its kernel picks to reach the s
 address; it is asked on that machine (a UDP `connect`, which sends nothing), so a
 machine with several interfaces is admitted by the one it really uses. Behind NAT the
 server would see another address: run the control machine and the clients on the
-servers' network (README, "Running on real machines").
+servers' network (docs/hosts.md, "Running on real machines").
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ class Service(abc.ABC):
     #: Executables the service needs on its host (for `harness hosts check`).
     binaries: tuple[str, ...]
     #: The system packages that provide them: the one declaration the installers, the
-    #: README and the test fixtures are checked against (`harness.services.catalog`).
+    #: manual's server table (docs/servers.md) and the test fixtures are checked
+    #: against (`harness.services.catalog`).
     packages: tuple[SystemPackage, ...] = ()
     #: When True, the runner passes `start(..., peers=...)`: the endpoints of the services
     #: started before this one in the spec, by kind (an app that needs its memcached).

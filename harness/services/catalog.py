@@ -1,6 +1,7 @@
 """Every system package the kit declares, gathered from the service registry and the
 tools list (`harness.services.packages`): what `harness list packages` prints and what
-`tests/test_packaging.py` checks the installers and the README against."""
+`tests/test_packaging.py` checks the installers and the manual's server table
+(docs/servers.md) against."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def all_packages() -> tuple[SystemPackage, ...]:
 
 
 def readme_table() -> str:
-    """The README's server table, as `harness list packages --markdown` prints it."""
+    """The manual's server table (docs/servers.md), as `harness list packages --markdown`
+    prints it."""
     rows = ["| service kind | Debian/Ubuntu packages | conda-forge packages |",
             "|---|---|---|"]
     for kind, declared in server_packages().items():

@@ -3,7 +3,7 @@ and here the tools the kit and its tests need besides the servers.
 
 `harness.services.catalog` gathers them; everything that installs or names them is
 checked against it by `tests/test_packaging.py`: `scripts/ensure-system-packages.sh`
-(make setup), `.ci/run`, `environment.yml`, the README's server table and the test
+(make setup), `.ci/run`, `environment.yml`, the manual's server table (docs/servers.md) and the test
 fixtures.
 """
 

@@ -3,9 +3,9 @@ legacy import, and its analysis in ``harness.studies.<name>`` on `base.StudyBase
 
 Adding a study: one module or directory here, one entry below, one notebook, one spec.
 Everything that must agree with the entry (the spec's ``name:``, the notebook's
-parameters, ``make demo``, the README's study table) is read from it or checked against
-it (tests/studies/test_registry.py). Importing this module loads no analysis code, so
-``harness list studies`` stays fast; `StudyInfo.module` imports it on demand.
+parameters, ``make demo``, the manual's study table (docs/studies.md)) is read from it
+or checked against it (tests/studies/test_registry.py). Importing this module loads no
+analysis code, so ``harness list studies`` stays fast; `StudyInfo.module` imports it on demand.
 """
 
 from __future__ import annotations

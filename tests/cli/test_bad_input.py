@@ -113,7 +113,7 @@ def test_missing_server_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"error: {path}:services.cache: memcached not found on host 'localhost'; install it "
-        "there (Debian: see README 'Servers') or use environment.yml"]
+        "there (Debian: see docs/servers.md) or use environment.yml"]
     assert not (tmp_path / "raw").exists()
 
 

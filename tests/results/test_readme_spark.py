@@ -1,4 +1,5 @@
-"""The Spark example of the README, run as printed on PySpark in local mode, gives
+"""The Spark example of the manual (docs/raw-results.md), run as printed on PySpark in
+local mode, gives
 `harness summary`'s per-op counts and exact p50/p99: the tree is readable past one
 machine without the kit. Marked `spark` (a JVM starts: `pytest -m spark` runs it
 alone); CI installs PySpark and Debian's JRE, so there it never skips."""
@@ -15,13 +16,13 @@ import pytest
 
 from tests.results.test_readme_sql import assert_summarys
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "raw-results.md"
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
 def readme_spark() -> str:
     text = README.read_text()
-    section = text[text.index("### Reading raw results with other engines"):]
+    section = text[text.index("## Reading raw results with other engines"):]
     return re.search(r"same in Spark.*?```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -58,7 +59,7 @@ def test_readme_spark_example_runs_as_printed(dsmc_raw: Path, tiny_raw: Path,
                         ".config('spark.ui.enabled', 'false').getOrCreate()")
     scope: dict = {}
     try:
-        exec(compile(code, "README.md (Spark example)", "exec"), scope)
+        exec(compile(code, "docs/raw-results.md (Spark example)", "exec"), scope)
     finally:
         if "spark" in scope:
             scope["spark"].stop()

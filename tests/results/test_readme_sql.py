@@ -1,4 +1,5 @@
-"""The DuckDB example of the README, run as printed, gives `harness summary`'s figures."""
+"""The DuckDB example of the manual (docs/raw-results.md), run as printed, gives
+`harness summary`'s figures."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import numpy as np
 
 from harness.analysis.summary_table import summary_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "raw-results.md"
 
 
 def readme_sql() -> str:
     text = README.read_text()
-    section = text[text.index("### Reading raw results with other engines"):]
+    section = text[text.index("## Reading raw results with other engines"):]
     return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
 
 

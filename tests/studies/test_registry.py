@@ -1,5 +1,6 @@
 """The study registry agrees with everything that names a study's experiments: the
-specs' ``name:``, the notebooks' parameters, the README's study table, `make demo` and
+specs' ``name:``, the notebooks' parameters, the manual's study table
+(docs/studies.md), `make demo` and
 the report's injected parameters. Renaming any one of them alone fails here."""
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_every_spec_and_study_notebook_is_registered_once():
 
 
 def test_readme_study_table_has_one_row_per_study():
-    readme = (paths.project_root() / "README.md").read_text()
+    readme = (paths.project_root() / "docs" / "studies.md").read_text()
     section = readme.split("## Built-in studies", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():

@@ -15,6 +15,9 @@ OMIT_MARKER = "harness_omit_section"
 #: Output metadata key of a part of a section that could not be drawn (one experiment of
 #: several): the rest of the section stands, and `harness report` names it and exits 1.
 FAILED_PART_MARKER = "harness_failed_part"
+#: Output metadata key of detail the report moves to its appendix (shown in place in
+#: JupyterLab): e.g. the measurement checks per configuration.
+APPENDIX_MARKER = "harness_appendix"
 
 
 def markdown(text: str, *, not_run: bool = False, omit: bool = False) -> Any:
@@ -39,7 +42,8 @@ def failed_part(what: str, exc: BaseException) -> Any:
                     "does not depend on it.", metadata={FAILED_PART_MARKER: what})
 
 
-def html(text: str) -> Any:
+def html(text: str, *, appendix: bool = False) -> Any:
+    """HTML; `appendix` moves it to the report's appendix."""
     from IPython.display import HTML
 
-    return HTML(text)
+    return HTML(text, metadata={APPENDIX_MARKER: True} if appendix else None)

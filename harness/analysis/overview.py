@@ -97,24 +97,38 @@ class Overview:
         ))
 
 
-    def checks_tables(self):
+    def checks_tables(self) -> None:
+        """Display `checks_parts`: the overview's "Measurement checks"."""
+        from IPython.display import display
+
+        for part in self.checks_parts():
+            display(part)
+
+    def checks_parts(self) -> list[object]:
         """The measurement checks (`harness.analysis.checks`) of every experiment's
-        configurations, as `harness summary` groups and pools them: what each check asks,
-        then a table per experiment where one failed and a sentence for the rest."""
-        from harness.analysis import checks, checkwords
+        configurations, as `harness summary` groups and pools them: what each check asks;
+        one table of counts (experiment x check: configurations where it failed, of
+        those judged) and each check's worst case; the failed checks per experiment for
+        the report's summary of findings (`answers.publish_checks`); and the rows per
+        configuration, which the report moves to its appendix."""
+        from harness.analysis import answers, checks, checkwords
         from harness.analysis.load import load_runs_only
         from harness.analysis.runfacts import group_runs
         from harness.analysis.summary import default_by
 
         items = "".join(f"<li><code>{c.name}</code>: {escape(c.description)} "
                         f"({escape(c.threshold)})</li>" for c in checks.CHECKS.values())
-        parts = [f"<p>Each configuration's runs are checked before their numbers are "
+        intro = (f"<p>Each configuration's runs are checked before their numbers are "
                  f"believed; a check fails in a configuration when it fails in enough of "
                  f"its runs (its false alarms on steady runs stay at or below 5% per "
                  f"configuration, by simulation). A run without what a check needs "
                  f"(telemetry, {stationarity.MIN_OPS} ops, a start time) is not judged by "
-                 f"it.</p><ul>{items}</ul>"]
-        clean, bare = [], []
+                 f"it.</p><ul>{items}</ul>")
+        out: list[object] = []
+        clean, bare, details = [], [], []
+        counts: dict[str, dict[str, int]] = {}
+        configs: dict[str, int] = {}
+        worst: dict[str, tuple[float, str, str, str, str]] = {}
         exps = sorted(self.runs["experiment"].unique()) if len(self.runs) else []
         for exp in exps:
             try:
@@ -125,27 +139,60 @@ class Overview:
                 by = default_by(loaded)
                 groups = group_runs(loaded, by)
                 found = {k: checks.check_group(runs) for k, runs in groups.items()}
-                frame = checkwords.report_frame(found, by,
-                                                [k for k in by if k != "experiment"])
+                label = [k for k in by if k != "experiment"]
+                frame = checkwords.report_frame(found, by, label)
             except Exception as exc:  # noqa: BLE001 - one experiment, not the whole table
-                from IPython.display import display
-
-                display(failed_part(f"the measurement checks of `{exp}`", exc))
+                out.append(failed_part(f"the measurement checks of `{exp}`", exc))
                 continue
+            configs[exp] = len(groups)
+            counts[exp] = {}
+            for key, fs in found.items():
+                for f in fs:
+                    counts[exp][f.check] = counts[exp].get(f.check, 0) + 1
+                    share = len(f.runs) / max(f.judged, 1)
+                    config = checkwords.report_frame({key: [f]}, by, label)
+                    case = (share, exp, str(config["configuration"].iloc[0]),
+                            f"{len(f.runs)} of {f.judged}", f.detail)
+                    if f.check not in worst or case[0] > worst[f.check][0]:
+                        worst[f.check] = case
             if not any(r.telemetry for runs in groups.values() for r in runs):
                 bare.append(exp)
             if frame.empty:
                 clean.append(exp)
                 continue
-            parts.append(tables.to_html(frame, caption=f"{exp}: measurement checks that "
-                                                       "failed, per configuration"))
+            details.append(tables.to_html(frame, caption=f"{exp}: measurement checks that "
+                                                         "failed, per configuration"))
+        fired = [c for c in checks.CHECKS if any(c in cs for cs in counts.values())]
+        fired += sorted({c for cs in counts.values() for c in cs} - set(fired))
+        parts = [intro]
+        if fired:
+            table = pd.DataFrame(
+                [[exp, *(f"{counts[exp][c]} of {configs[exp]}" if c in counts[exp]
+                         else "" for c in fired)]
+                 for exp in counts if counts[exp]],
+                columns=["experiment", *fired])
+            parts.append(tables.to_html(
+                table, caption="Configurations in which each check failed, of those in "
+                               "the experiment (the rows per configuration are in the "
+                               "appendix, and beside the verdicts they qualify)"))
+            cases = pd.DataFrame([[c, *worst[c][1:]] for c in fired],
+                                 columns=["check", "experiment", "configuration", "runs",
+                                          "detail"])
+            parts.append(tables.to_html(
+                cases, caption="The worst case of each check: the configuration where it "
+                               "failed in the largest share of runs"))
         if clean:
             parts.append(f"<p>No check failed in {_names(clean)}.</p>")
         if bare:
             parts.append(f"<p>The runs of {_names(bare)} carry no telemetry (imported, or "
                          "measured before it was recorded): client_saturated and "
                          "machine_busy could not judge them.</p>")
-        return _html("".join(parts))
+        out.append(_html("".join(parts)))
+        out.append(answers.publish_checks(counts))
+        if details:
+            out.append(_html("<h3>Measurement checks per configuration</h3>"
+                             + "".join(details), appendix=True))
+        return out
 
 
 def _names(exps: Sequence[str]) -> str:

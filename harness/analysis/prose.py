@@ -25,6 +25,11 @@ from harness.analysis import multiplicity, verdict
 from harness.analysis.stats import Comparison, Estimate, MultiComparison
 
 
+def plural(n: object, noun: str) -> str:
+    """``1 server``, ``3 servers``: a count in words."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_p(p: float) -> str:
     """``p < 0.001`` below a thousandth, else two significant digits (``p = 0.041``)."""
     if math.isnan(p):

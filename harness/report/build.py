@@ -2,8 +2,9 @@
 
 ``build_report(raw_dir, out_dir)`` runs each ``notebooks/NN-*.ipynb`` in order into
 ``out_dir/executed/``, then builds one ``report.html`` from their markdown cells and
-outputs (code hidden; images embedded, tables as HTML), with a title page, contents and
-an appendix listing every run, and renders it to ``report.pdf`` with WeasyPrint.
+outputs (code hidden; images embedded, tables as HTML; `render`), with a title page,
+contents, the summary of findings (`findings`) and an appendix listing every run, and
+renders it to ``report.pdf`` with WeasyPrint.
 
 Why WeasyPrint: it turns our own HTML+CSS into a PDF in-process, with nothing but
 Debian's Pango underneath; the LaTeX route (nbconvert --to pdf) needs a TeX install of
@@ -16,55 +17,31 @@ raw results are absent reports "not run" itself (its section ends at that note).
 from __future__ import annotations
 
 import html
-import json
 import os
-import re
 import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import nbformat
 from tqdm import tqdm
 
 from harness import __version__, paths
 from harness.errors import HarnessError
 from harness.report import sanitize
 from harness.report.execute import execute_notebook, venv_kernel
+from harness.report.findings import findings_html
+from harness.report.render import Section, render_notebook
 from harness.text import printable, raw_stream
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
-NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.display.NOT_RUN_MARKER
-OMIT_MARKER = "harness_omit_section"  # == harness.analysis.display.OMIT_MARKER
-FAILED_PART_MARKER = "harness_failed_part"  # == harness.analysis.display.FAILED_PART_MARKER
 REPORT_TITLE = "Key-value stores and caches: evaluation report"
 
 
 class ReportError(HarnessError):
     """The report could not be assembled (missing notebooks or template, PDF failure)."""
-
-
-@dataclass
-class Section:
-    """One executed notebook, rendered."""
-
-    name: str
-    title: str
-    anchor: str
-    body: str
-    subsections: list[tuple[str, str]] = field(default_factory=list)
-    failed: str | None = None
-    not_run: bool = False
-    #: An optional section with nothing to show: left out of the report.
-    omit: bool = False
-    #: Parts of the section that could not be drawn (one experiment of several), each
-    #: shown where it would have been; the rest of the section stands.
-    failed_parts: list[str] = field(default_factory=list)
 
 
 class Built(dict[str, Path]):
@@ -79,106 +56,6 @@ class Built(dict[str, Path]):
 def discover_notebooks(notebooks_dir: Path) -> list[Path]:
     """Every ``NN-name.ipynb`` in `notebooks_dir`, in order: adding one adds a section."""
     return sorted(Path(notebooks_dir).glob(NOTEBOOK_GLOB))
-
-
-# --- notebook -> HTML ----------------------------------------------------------------
-
-_ANCHOR_LINK = re.compile(r'<a class="anchor-link" href="#[^"]*">.*?</a>')
-_HEADING = re.compile(r"<h([1-3])(?: id=\"[^\"]*\")?>(.*?)</h\1>", re.S)
-
-
-def _markdown(text: str) -> str:
-    return _ANCHOR_LINK.sub("", sanitize.markdown(text))
-
-
-def _output_html(output: dict) -> tuple[str, bool]:
-    """HTML for one output, and whether it carries the not-run marker."""
-    kind = output.get("output_type")
-    if kind == "error":
-        return (f'<div class="failed"><strong>Error:</strong> '
-                f'{html.escape(output.get("ename", ""))}: '
-                f'{html.escape(output.get("evalue", ""))}</div>'), False
-    if kind not in ("display_data", "execute_result"):
-        return "", False  # stdout/stderr (warnings, logs) are not report content
-    data = output.get("data", {})
-    meta = output.get("metadata", {})
-    not_run = NOT_RUN_MARKER in json.dumps(meta)
-    if "text/html" in data:
-        return f'<div class="output">{_joined(data["text/html"])}</div>', not_run
-    if "image/svg+xml" in data:
-        return f'<figure>{sanitize.svg_image(_joined(data["image/svg+xml"]))}</figure>', not_run
-    if "image/png" in data:
-        b64 = _joined(data["image/png"]).replace("\n", "")
-        return f'<figure><img src="data:image/png;base64,{b64}" alt=""></figure>', not_run
-    if "text/markdown" in data:
-        return f'<div class="output">{_markdown(_joined(data["text/markdown"]))}</div>', not_run
-    return "", not_run  # text/plain alone is a repr, not content
-
-
-def _marker(meta: Any, key: str) -> Any:
-    """`key`'s value in an output's metadata, at its top or under a MIME type (IPython
-    files a display object's metadata under its type)."""
-    if not isinstance(meta, dict):
-        return None
-    if key in meta:
-        return meta[key]
-    return next((v[key] for v in meta.values() if isinstance(v, dict) and key in v), None)
-
-
-def _joined(value: str | list[str]) -> str:
-    return "".join(value) if isinstance(value, list) else value
-
-
-def render_notebook(path: Path, index: int, failed: str | None = None) -> Section:
-    """A section from an executed notebook: markdown and outputs, code hidden."""
-    nb = nbformat.read(path, as_version=4)
-    if not failed and any(OMIT_MARKER in json.dumps(o.get("metadata", {}))
-                          for c in nb.cells for o in c.get("outputs", [])):
-        return Section(path.stem, path.stem, f"sec-{index}", "", omit=True)
-    parts: list[str] = []
-    not_run = False
-    failed_parts: list[str] = []
-    for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if "parameters" in tags or "injected-parameters" in tags or "report-hide" in tags:
-            continue
-        if cell.cell_type == "markdown":
-            parts.append(_markdown(cell.source))
-        elif cell.cell_type == "code":
-            for output in cell.get("outputs", []):
-                what = _marker(output.get("metadata", {}), FAILED_PART_MARKER)
-                if what:
-                    failed_parts.append(str(what))
-                text, marker = _output_html(output)
-                parts.append(text)
-                not_run = not_run or marker
-        if not_run:
-            break  # the study did not run: the rest of its section would be empty headings
-    body = "\n".join(p for p in parts if p)
-    anchor = f"sec-{index}"
-    title = path.stem
-    subsections: list[tuple[str, str]] = []
-    counter = 0
-
-    def number(match: re.Match) -> str:
-        nonlocal title, counter
-        level, text = int(match.group(1)), match.group(2)
-        if level == 1:
-            title = re.sub(r"<[^>]+>", "", text)
-            return ""  # the section title is rendered by the template
-        counter += 1
-        sub_id = f"{anchor}-{counter}"
-        if level == 2:
-            subsections.append((sub_id, re.sub(r"<[^>]+>", "", text)))
-        return f'<h{level + 1} id="{sub_id}">{text}</h{level + 1}>'
-
-    # Whatever the outputs held: only the report's tags, attributes and URLs are kept.
-    body = _HEADING.sub(number, sanitize.clean(body))
-    if failed:
-        body += (f'<div class="failed"><strong>This section failed to execute:</strong> '
-                 f"{html.escape(failed)}</div>")
-    return Section(path.stem, title, anchor, body, subsections, failed, not_run,
-                   failed_parts=failed_parts)
 
 
 # --- assembly --------------------------------------------------------------------------
@@ -245,7 +122,9 @@ def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path) ->
         raw_dir=str(raw_dir),
         kit=f"{__version__} ({_git_commit(paths.project_root())})",
         sections=sections,
-        appendix=sanitize.clean(appendix_html(raw_dir)),
+        findings=sanitize.clean(findings_html(sections)),
+        appendix=sanitize.clean(appendix_html(raw_dir) + "".join(
+            part for s in sections for part in s.appendix)),
         css=css,
     )
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from harness.analysis import plots, pooling, prose, tails
+from harness.analysis.answers import Answer, publish
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded, available_experiments, load
 
@@ -91,6 +92,16 @@ class StudyBase:
     def figure_prefix(self) -> str:
         """Figures are saved as ``<prefix>-<name>.{png,svg}``: by default the experiment's."""
         return self.experiments[0]
+
+    def answers(self) -> Any:
+        """The section's verdicts for the report's summary of findings (`answer_list`),
+        headline claims first; nothing when the study did not run."""
+        found = self.answer_list() if self.ran else []
+        return publish(found) if found else None
+
+    def answer_list(self) -> list[Answer]:
+        """Every claim of the section's family as an `Answer`; a study overrides it."""
+        return []
 
     def not_run(self, *experiments: str, end_section: bool = True) -> Any:
         """The note for absent results. `end_section` marks it so the report ends the

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import intervals, multiplicity, plots, prose, queries, stats, tables, tails
+from harness.analysis.answers import Answer, from_claim
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -162,6 +163,16 @@ class Study(StudyBase):
         if be is not None:
             lines.append("- " + be.sentence())
         return _markdown("\n".join(lines))
+
+    def answer_list(self) -> list[Answer]:
+        """The seed's three claims, then every other pair of operations."""
+        pairs, judged = self.family()
+        seed = [(a, b, la, lb) for a, b, la, lb in SEED_CLAIMS if (a, b) in pairs]
+        rest = [(a, b, LABELS.get(a, a), LABELS.get(b, b)) for a, b in pairs
+                if (a, b) not in {(x, y) for x, y, _, _ in seed}]
+        return [from_claim(f"{la} against {lb}: mean time per op", judged.get((a, b)),
+                           experiment=self.experiment, heading="What the data support")
+                for a, b, la, lb in [*seed, *rest] if judged.get((a, b)) is not None]
 
     def claims_html(self):
         """The section's family, one row per pair of operations: the numbers the findings

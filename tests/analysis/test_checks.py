@@ -300,21 +300,30 @@ def test_a_compare_verdict_resting_on_a_failed_check_says_so(
 
 
 def test_the_reports_checks_table_per_experiment(checked_raw: Path, tmp_path: Path) -> None:
-    """The overview's "Measurement checks": what each check asks, a table for the
-    experiment with failures, a sentence for one without and for one without telemetry;
-    the generic study's section shows the table and its verdicts name the checks."""
-    from harness.analysis import overview
+    """The overview's "Measurement checks": what each check asks, one table of counts
+    (experiment x check) and each check's worst case, a sentence for an experiment
+    without failures and for one without telemetry; the counts handed to the summary of
+    findings; the rows per configuration marked for the appendix. The generic study's
+    section shows its table and its verdicts name the checks."""
+    from harness.analysis import answers, overview
     from harness.studies import generic
 
     rng = np.random.default_rng(1)
     for i in range(3):
         write(checked_raw, "quiet", i, {}, rng.lognormal(np.log(1e5), 0.3, 600))
-    got = overview.analyse(checked_raw).checks_tables().data
+    main_part, counts, appendix = overview.analyse(checked_raw).checks_parts()
+    got = main_part.data
     assert all(f"<code>{name}</code>" in got for name in NAMES)
-    assert "chk: measurement checks that failed" in got
+    # One row for chk (quiet failed none): 1 of its 2 configurations, per failed check.
+    assert got.count("1 of 2") == 2 and "<td>quiet</td>" not in got
     assert "size=1" in got and "3 of 5" in got and "5 of 5" in got and "size=2" not in got
     assert "No check failed in <code>quiet</code>." in got
     assert "The runs of <code>quiet</code> carry no telemetry" in got
+    assert counts._repr_mimebundle_()[1] == {answers.CHECKS_MARKER: {
+        "chk": {"client_saturated": 1, "not_steady": 1}, "quiet": {}}}
+    assert appendix.metadata == {"harness_appendix": True}
+    assert "chk: measurement checks that failed, per configuration" in appendix.data
+    assert "size=1" in appendix.data and "size=2" not in appendix.data
     study = generic.analyse(checked_raw, ["chk"], figures_dir=tmp_path)
     [section] = study.sections
     assert "client_saturated" in section.checks_table().data

@@ -39,6 +39,14 @@ def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
     # findings state theirs; tests/studies hold every study's findings to the same rule).
     assert_wording_rule(_text(html), at_least=3)
     assert "never disagree" not in html and "Holm-adjusted together" not in html
+    # The summary of findings opens the report with the study's seed claims first, each
+    # linked to the part that argues it.
+    import re
+
+    findings = html[html.index('id="findings"'):html.index('id="sec-1"')]
+    [argued] = re.findall(r'<h3 id="(sec-\d+-\d+)">What the data support</h3>', html)
+    assert re.search(f'<a href="#{argued}"[^>]*>datastore reads against memcache reads '
+                     r"\(hits\): mean time per op</a>", findings)
 
 
 def _text(html: str) -> str:
@@ -306,3 +314,43 @@ def test_a_kernel_that_dies_while_starting_is_started_again(
     assert execute_notebook(path, out, {"x": 2}, "flaky") is None
     assert died.exists()
     assert nbformat.read(out, 4).cells[-1].outputs[0]["text"] == "84\n"
+
+
+def test_the_summary_of_findings_opens_the_report_and_links_each_answer(
+        tiny_raw: Path, tmp_path: Path) -> None:
+    """A section's published answers reach the "Summary of findings" right after the
+    contents: the decided ones with ratio and interval, linked to the heading that argues
+    them, strings from the notebook escaped; inconclusive ones counted; the checks of the
+    experiment (published by another section) qualify them; an output marked for the
+    appendix leaves its section for the appendix."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    params = new_code_cell('raw_results = "x"')
+    params.metadata["tags"] = ["parameters"]
+    publish = new_code_cell(
+        "from harness.analysis.answers import Answer, publish, publish_checks\n"
+        "from harness.analysis.display import html\n"
+        "display(publish_checks({'mine': {'trend': 2}}))\n"
+        "display(html('<p>per configuration detail</p>', appendix=True))\n"
+        "publish([Answer('<script>alert(1)</script> against b: throughput', 'better', "
+        "1.5, 1.2, 1.9, 0.975, 'mine', '', 'Part `two`'),\n"
+        "         Answer('c against d: mean latency', 'inconclusive', 1.1, 0.5, 2.0, "
+        "0.975, 'mine', '', 'Part `two`')])")
+    _notebook(nbs / "20-mine.ipynb", [
+        new_markdown_cell("# My study\n\n## Part one"), params,
+        new_markdown_cell("## Part `two`"), publish])
+    html = build_report(tiny_raw, tmp_path / "report", pdf=False, notebooks_dir=nbs,
+                        figures_dir=tmp_path / "figures", progress=False)["html"].read_text()
+    findings = html[html.index('id="findings"'):html.index('id="sec-1"')]
+    assert html.index('href="#findings"') < html.index('id="findings"')
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; against b: throughput</a>" in findings
+    assert 'href="#sec-1-2"' in findings  # "Part two", the second heading of section 1
+    assert '<h3 id="sec-1-2">Part <code>two</code></h3>' in html
+    assert "1.5× [1.2, 1.9] (97.5%)" in findings and "better" in findings
+    assert "2 comparisons, 1 decided" in findings and "1 inconclusive" in findings
+    assert "trend in 2 configurations" in findings
+    assert "c against d" not in findings  # an inconclusive answer is counted, not listed
+    section = html[html.index('id="sec-1"'):html.index('id="appendix"')]
+    assert "per configuration detail" not in section
+    assert "per configuration detail" in html[html.index('id="appendix"'):]

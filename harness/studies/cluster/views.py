@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, prose, tables, tails
+from harness.analysis.answers import Answer, from_claim
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
 from harness.analysis.load import Loaded
@@ -125,6 +126,19 @@ class Study(StudyBase):
             if "relay" in emus:
                 text += " The relay cannot drop packets: profile loss was not applied."
         return _markdown(text + self.left_out_note())
+
+    def answer_list(self) -> list[Answer]:
+        """Each step of the decomposition (a setup against the one before it), writes
+        first: the section's family."""
+        d = self.decomposition()
+        if not len(d):
+            return []
+        judged = d.attrs["judged"]
+        order = sorted(range(len(d)), key=lambda i: d["op"].iloc[i] not in WRITE_OPS)
+        return [from_claim(f"{d['dst'].iloc[i]} against {d['src'].iloc[i]}: "
+                           f"{cluster.LABELS.get(d['op'].iloc[i], d['op'].iloc[i])}, "
+                           "µs per object", judged[i], experiment=self.experiment,
+                           heading="Where the time goes") for i in order]
 
     def findings(self):
         """The decomposition and the fit in sentences, from the tests."""

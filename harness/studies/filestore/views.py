@@ -10,8 +10,10 @@ import math
 import pandas as pd
 
 from harness.analysis import multiplicity, prose, stats, tables, verdict
+from harness.analysis.answers import Answer, from_claim
 from harness.analysis.display import html as _html
 from harness.analysis.display import markdown as _markdown
+from harness.analysis.prose import plural
 from harness.studies.filestore.analysis import OP_PLURAL, Numbers, mc_label
 
 
@@ -75,6 +77,33 @@ class Views(Numbers):
                 lines.append("\n**Finds and removes:**")
         lines.append("\n" + self.family_note())
         return _markdown("\n".join(lines))
+
+    def answer_list(self) -> list[Answer]:
+        """Memcache on against off first (the study's question), then the highest thread
+        count against the lowest, then the operations against each other."""
+        fam = self.family()
+        threads = self.threads
+        heads = {"memcache": "Does memcache help, and does it slow inserts down?",
+                 "threads": "Threads and operations: the seed's other claims",
+                 "ops": "Threads and operations: the seed's other claims"}
+        out = []
+        for kind in ("memcache", "threads", "ops"):
+            for key in fam.comparisons:
+                if key[0] != kind or (claim := fam.judged.get(key)) is None:
+                    continue
+                if kind == "memcache":
+                    _, op, t = key
+                    text = f"memcache on against off: {op} latency, {plural(t, 'thread')}"
+                elif kind == "threads":
+                    _, metric, op, mc = key
+                    text = (f"{plural(threads[-1], 'thread')} against {threads[0]}: {op} "
+                            f"{metric}, {mc_label(mc)}")
+                else:
+                    _, t, mc, a, b = key
+                    text = f"{a} against {b}: latency, {plural(t, 'thread')}, {mc_label(mc)}"
+                out.append(from_claim(text, claim, experiment=self.experiment,
+                                      heading=heads[kind]))
+        return out
 
     def family_note(self) -> str:
         """How the section's claims were judged, said once under each group of them."""

@@ -80,8 +80,8 @@ class GenericStudy:
         for s in self.sections:
             # One experiment whose runs break a view costs its own part, not the others'.
             for view in (s.header, s.heavy_tails, s.configuration_table, s.checks_table,
-                         s.effect_findings, s.effect_figure, s.tail_drivers, s.capacity, s.ecdf,
-                         s.over_time, s.provenance):
+                         s.effect_findings, s.effect_figure, s.answers, s.tail_drivers,
+                         s.capacity, s.ecdf, s.over_time, s.provenance):
                 try:
                     part = view()
                 except Exception as exc:  # noqa: BLE001 - any failure, named in the report

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import (
+    answers,
     checks,
     checkwords,
     plots,
@@ -58,6 +59,7 @@ class ExperimentSection:
     threshold: float
     figures_dir: Path | None
     _manifest: Any = field(default=None, repr=False)
+    _effects: Any = field(default=None, repr=False)
     _found: dict[tuple[object, ...], list[Finding]] | None = field(default=None, repr=False)
 
     @property
@@ -177,9 +179,27 @@ class ExperimentSection:
                            "configuration; a verdict below resting on one says so"))
 
     def effects(self) -> analysis.Effects:
-        grid = analysis.spec_grid_of(self.manifest.typed_extra.spec)
-        return analysis.effects(self.loaded, grid, alpha=self.alpha, threshold=self.threshold,
-                                found=self.found)
+        if self._effects is None:  # the findings, the figure and the answers share it
+            grid = analysis.spec_grid_of(self.manifest.typed_extra.spec)
+            self._effects = analysis.effects(self.loaded, grid, alpha=self.alpha,
+                                             threshold=self.threshold, found=self.found)
+        return self._effects
+
+    def answers(self) -> Any:
+        """Every effect's verdict, for the report's summary of findings: each names the
+        failed checks of either side it rests on, or says none failed."""
+        if not self.keys or self.effects().table.empty:
+            return None
+        out = []
+        for r in self.effects().table.itertuples(index=False):
+            at = f" (at {r.at})" if r.at else ""
+            out.append(answers.Answer(
+                f"{r.key}={r.value} against {r.key}={r.reference}{at}: "
+                f"{METRIC_TEXT[r.metric]}", r.verdict, r.ratio, r.ratio_ci_low,
+                r.ratio_ci_high, r.ratio_ci_level, self.name,
+                r.caveat or "none failed in either configuration",
+                f"Experiment `{self.name}`"))
+        return answers.publish(out)
 
     def effect_findings(self) -> Any:
         """Per grid key, each value against the first, in words; then the table."""

@@ -23,6 +23,7 @@ import pandas as pd
 
 from harness.analysis import multiplicity, stats, tails
 from harness.analysis.load import Loaded, load_ops, read_manifests
+from harness.analysis.prose import plural
 from harness.analysis.summary import ERROR_STATUSES
 from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.kvstore import OPS
@@ -35,11 +36,6 @@ SEED_STEP_S = {"add_node": 17.78, "remove_node": 15.56}
 STRATEGIES = ("FIFO", "LRU", "LFU")
 #: Ops that got an answer: what goodput counts (a miss is an answer, not a failure).
 GOOD_STATUSES = ("ok", "miss")
-
-
-def plural(n: Any, noun: str) -> str:
-    """`1 server`, `3 servers`."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def grid_column(runs: pd.DataFrame, suffixes: tuple[str, ...]) -> str | None:

@@ -15,7 +15,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from harness.analysis import plots
-from harness.studies.kvstore.analysis import SEED_STEP_S, STRATEGIES, Numbers, plural
+from harness.analysis.prose import plural
+from harness.studies.kvstore.analysis import SEED_STEP_S, STRATEGIES, Numbers
 
 OP_LABEL = {"put": "PUT", "get": "GET", "all": "all ops"}
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import multiplicity, prose, stats
+from harness.analysis.answers import Answer, from_claim
 from harness.analysis.display import markdown as _md
 from harness.analysis.numbers import summarise_with_ci
 from harness.analysis.summary_ci import ci_strings
@@ -92,6 +93,16 @@ class Views(Numbers):
         fam = self.family()
         return [(e, c) for e, c in zip(fam.entries, fam.judged.claims, strict=True)
                 if e.key[0] == part]
+
+    def answer_list(self) -> list[Answer]:
+        """Scaling (servers, then clients), then the cache's strategies and sizes: the
+        section's family in its own order."""
+        fam = self.family()
+        heads = {"scaling": "Throughput by servers and clients",
+                 "cache": "Cache size and displacement strategy"}
+        return [from_claim(f"{e.label_a} against {e.label_b}: throughput, {e.head}", claim,
+                           experiment=self.parts.get(e.key[0], ""), heading=heads[e.key[0]])
+                for e, claim in zip(fam.entries, fam.judged.claims, strict=True)]
 
     def family_note(self) -> str:
         judged = self.family().judged

@@ -1,4 +1,4 @@
-"""False-alarm rate and power of every measurement check (`harness.analysis.checks`).
+"""False-alarm rate and power of every measurement check (`harness.analysis.checks.registry`).
 
 Seeded simulations with a known answer, fed to the checks' own functions as groups of
 runs (`runfacts.RunData`: a manifest and the group's ops), so what is measured is the
@@ -39,8 +39,9 @@ from datetime import UTC, datetime
 import numpy as np
 from scipy.signal import lfilter
 
-from harness.analysis import checks, stationarity
-from harness.analysis.runfacts import RunData, RunOps
+from harness.analysis.checks import registry as checks
+from harness.analysis.checks.runfacts import RunData, RunOps
+from harness.analysis.stats import stationarity
 from harness.results import new_manifest
 
 Series = Callable[[np.random.Generator, int], np.ndarray]  # log latencies, in order

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import stdtrit
 
-from harness.analysis.explain import explain_table
-from harness.analysis.explain_data import RunTable
+from harness.analysis.explain.analysis import explain_table
+from harness.analysis.explain.data import RunTable
 from harness.spec.design import fractional
 
 FACTORS = {"A": (0, 1), "B": (0, 1), "C": (0, 1), "D": (0, 1)}

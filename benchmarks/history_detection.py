@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis import intervals
-from harness.analysis.history import detect
+from harness.analysis.history.changes import detect
+from harness.analysis.stats import intervals
 
 TOLERANCE = 3
 OPS_PER_RUN = 100_000
@@ -173,7 +173,7 @@ def online(h: History, method: str, python: str | None, reps: int, rng: np.rando
 
 def real(raw: str, by: str, truth: list[str], python: str | None) -> None:
     """The kit's changes on a real tree, and Otava's on each series' point values."""
-    from harness.analysis.history import history
+    from harness.analysis.history.changes import history
 
     h = history(raw, by=by)
     print(f"{raw}: {h.points} points by {by}, {len(h.left_out)} run(s) left out; "

@@ -46,7 +46,9 @@ from scipy import optimize
 from scipy import stats as st
 from scipy.special import stdtrit
 
-from harness.analysis import intervals, methodology, tails, verdict
+from harness.analysis.checks import tails
+from harness.analysis.sections import methodology
+from harness.analysis.stats import intervals, verdict
 from harness.run.until import UNTIL_CONFIRM_RUNS, until_first_met
 
 

@@ -26,7 +26,7 @@ pytest_plugins = [
 #: Test files (relative to tests/) whose tests time things or share the CPU on purpose.
 SERIAL = frozenset({
     "loadgen/test_open_loop.py", "run/test_telemetry.py",
-    "analysis/test_measurement_checks.py", "run/test_capacity.py", "run/test_live.py",
+    "analysis/checks/test_measurement_checks.py", "run/test_capacity.py", "run/test_live.py",
     "run/test_faults.py", "hosts/test_procstat.py", "loadgen/test_loadgen.py",
     "netem/test_netem.py", "test_lab.py", "test_explore_lab.py",
     "workloads/test_kvstore_native.py", "studies/kvstore/test_elastic.py",

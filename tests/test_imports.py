@@ -231,3 +231,45 @@ def test_the_checks_see_what_they_claim(tmp_path: Path) -> None:
     results.write_text("import harness.run.runner\n" + results.read_text())
     assert "harness.results.schema imports harness.run.runner" in layer_violations(
         graph(tmp_path))
+
+
+#: `harness.analysis`'s subpackages (and top modules), bottom to top (issue 42): each may
+#: import those before it, never one after. The path of `harness summary` reads this way:
+#: the tree and its data, the statistics, the checks, the table.
+ANALYSIS_ORDER = ("stats", "data", "checks", "figures", "sections", "compare",
+                  "summary_table", "history", "explore", "explain")
+
+
+def _analysis_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["harness", "analysis"] else None
+
+
+def analysis_upward(g: dict[str, set[str]]) -> list[str]:
+    rank = {u: i for i, u in enumerate(ANALYSIS_ORDER)}
+    bad = []
+    for module, deps in sorted(g.items()):
+        unit = _analysis_unit(module)
+        if unit is None:
+            continue
+        bad += [f"{module} imports {d}" for d in sorted(deps)
+                if (other := _analysis_unit(d)) is not None and other != unit
+                and rank[other] > rank[unit]]
+    return bad
+
+
+def test_the_analysis_subpackages_import_one_way() -> None:
+    g = graph()
+    units = {u for m in g if (u := _analysis_unit(m)) is not None}
+    assert units == set(ANALYSIS_ORDER)  # every subpackage has its place in the order
+    assert analysis_upward(g) == []
+    assert analysis_upward({"harness.analysis.data.load": {
+        "harness.analysis.sections.tables"}}) == [
+        "harness.analysis.data.load imports harness.analysis.sections.tables"]
+
+
+def test_the_analysis_package_keeps_at_most_12_modules_at_its_top() -> None:
+    top = ROOT / "harness" / "analysis"
+    units = [p for p in top.iterdir() if p.name != "__init__.py" and not
+             p.name.startswith((".", "_")) and (p.suffix == ".py" or (p / "__init__.py").exists())]
+    assert len(units) <= 12, sorted(p.name for p in units)

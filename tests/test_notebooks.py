@@ -15,7 +15,7 @@ from harness.studies import for_notebook
 NOTEBOOKS = discover_notebooks(paths.notebooks_dir())
 IDS = [nb.stem for nb in NOTEBOOKS]
 #: Notebooks users open in JupyterLab that the report does not execute (their widgets
-#: need a live kernel), held to the same rules; executed in tests/analysis/test_explore.py
+#: need a live kernel), held to the same rules; executed in tests/analysis/explore/test_explore.py
 #: and in a browser by tests/test_explore_lab.py.
 INTERACTIVE = [paths.notebooks_dir() / "explore.ipynb"]
 ALL, ALL_IDS = [*NOTEBOOKS, *INTERACTIVE], [*IDS, *(nb.stem for nb in INTERACTIVE)]

@@ -1,24 +1,53 @@
-"""Everything a notebook needs to turn raw results into numbers, figures and sentences.
+"""Everything a notebook needs to turn raw results into numbers, figures and sentences,
+grouped by concern. Importing this package loads none of them, so the CLI's `harness
+summary` does not pay for matplotlib. The path of a raw-results tree reads one way:
 
-Submodules (import them explicitly; importing this package loads none of them, so the
-CLI's `harness summary` does not pay for matplotlib):
+- `data`       the tree, the runs and ops, the one DuckDB pass, summaries
+- `stats`      intervals, comparisons, verdicts, families of claims, stationarity
+- `checks`     was each measurement sound (the registry, run facts, tails, words)
+- `summary_table` `harness summary`'s table: the data, the statistics, the checks
+- `figures`    seaborn and Altair figures, their style
+- `sections`   the report's own sections (overview, methodology, imported) and what
+  sections are made of (prose, tables, display, answers)
+- `compare`    `harness compare` and the report's comparison section
+- `history`, `explore`, `explain`: performance over time, the JupyterLab explorer, what
+  drives the tail
 
-- `load`     raw_results -> runs and ops DataFrames
-- `pooling`  which runs are pooled (complete, one per repetition) and which left out, why
-- `summary`  per-run and per-configuration summaries (`summarise`)
-- `summary_table`  `harness summary`'s table (DuckDB, stated percentiles, intervals)
-- `stats`    confidence intervals, comparisons, ratio tables
-- `checks`   was each measurement sound (client saturated, target not met, not steady,
-  trend, cold first run, machine busy, heavy tail), on `runfacts` (what it reads of each
-  run), `stationarity` (MSER-5, Mann-Kendall, the first run's prediction interval) and
-  `tails` (Hill's tail index)
-- `plots`    seaborn figures, saved as PNG and SVG
-- `prose`    sentences for the report from the statistics
-- `tables`   HTML rendering of tables for notebooks and the report
-- `provenance` what ran where: hosts, services, versions, failures, the run listing
-- `explore`  the explore notebook's widgets (experiment, metric, grouping), on
-  `explore_data` (its numbers: `summary_table`'s, the CDF, `series` over time) and
-  `charts` (Vega-Lite figures: zoomable in JupyterLab, PNG/SVG without a browser)
-- `overview`, `methodology` the report's first two notebooks; each study's own analysis is
-  in `harness.studies.<name>`
+Each study's own analysis is in `harness.studies.<name>`. The modules' old names
+(`from harness.analysis import overview`, as notebooks wrote before the grouping) still
+import, from `MOVED`.
 """
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: Where each module of the flat package went (issue 42): old name -> new module.
+MOVED = {
+    "intervals": "stats.intervals", "loo": "stats.loo", "multiplicity": "stats.multiplicity",
+    "verdict": "stats.verdict", "estimates": "stats.estimates",
+    "stationarity": "stats.stationarity", "changepoints": "stats.changepoints",
+    "tree": "data.tree", "pooling": "data.pooling", "load": "data.load",
+    "summary": "data.summary", "queries": "data.queries", "opsread": "data.opsread",
+    "series": "data.series", "stated": "data.stated", "numbers": "data.numbers",
+    "summary_ci": "data.summary_ci",
+    "checkwords": "checks.words", "runfacts": "checks.runfacts", "tails": "checks.tails",
+    "plots": "figures.plots", "charts": "figures.charts", "figstyle": "figures.style",
+    "verdictplots": "figures.verdicts", "sweeps": "figures.sweeps",
+    "overview": "sections.overview", "methodology": "sections.methodology",
+    "provenance": "sections.provenance", "imported": "sections.imported",
+    "prose": "sections.prose", "tables": "sections.tables", "display": "sections.display",
+    "answers": "sections.answers",
+    "history_runs": "history.runs", "history_text": "history.text",
+    "history_report": "history.report", "historyplots": "history.plots",
+    "explore_data": "explore.data", "explore_history": "explore.history",
+    "explain_data": "explain.data", "explain_text": "explain.text",
+    "explain_view": "explain.view", "explainplots": "explain.plots",
+}
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in MOVED:
+        return importlib.import_module(f"{__name__}.{MOVED[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,12 +14,12 @@ familywise`` judges with Bonferroni and simultaneous intervals instead, for CI g
 percentile whose runs hold too few ops beyond it, or a side with one run, is
 inconclusive with the reason in ``test``, and is not in the family.
 
-Runs are pooled as `harness summary` pools them (`harness.analysis.pooling`: complete
+Runs are pooled as `harness summary` pools them (`harness.analysis.data.pooling`: complete
 runs, one per repetition; ``include`` adds partial ones), and `comparison` returns the
 runs each side left out, which `harness compare` says in a line.
 
 Each side's groups are checked as `harness summary` checks them
-(`harness.analysis.checks`); a row whose group failed a check on either side says so in
+(`harness.analysis.checks.registry`); a row whose group failed a check on either side says so in
 ``caveat`` ("the client was saturated in 3 of 5 base runs"), printed after its verdict
 ("worse, but ..."): the verdict is only as good as the measurements under it.
 
@@ -41,14 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, pooling, queries, verdict
-from harness.analysis.checks import Finding, group_checks
-from harness.analysis.checkwords import caveat, warning_lines
-from harness.analysis.intervals import RunInterval
-from harness.analysis.load import Loaded, load, load_runs_only
-from harness.analysis.runfacts import GroupKey
-from harness.analysis.summary_ci import _key, group_intervals
-from harness.analysis.tables import ratio_text
+from harness.analysis.checks.registry import Finding, group_checks
+from harness.analysis.checks.runfacts import GroupKey
+from harness.analysis.checks.words import caveat, warning_lines
+from harness.analysis.data import pooling, queries
+from harness.analysis.data.load import Loaded, load, load_runs_only
+from harness.analysis.data.summary_ci import _key, group_intervals
+from harness.analysis.sections.tables import ratio_text
+from harness.analysis.stats import multiplicity, verdict
+from harness.analysis.stats.intervals import RunInterval
 from harness.errors import ResultsError
 from harness.results import MANIFEST
 
@@ -235,7 +236,7 @@ def verdict_text(row: dict[str, Any]) -> str:
 
 
 def _fmt(x: object) -> str:
-    from harness.analysis.tables import human
+    from harness.analysis.sections.tables import human
 
     return human(x)
 
@@ -314,8 +315,8 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
     """The comparison's table with a tally of its verdicts and what each side left out,
     then a forest plot of every row's ratio and interval; only a note (which the report
     leaves out) when no trees are given."""
-    from harness.analysis import plots
-    from harness.analysis.display import markdown
+    from harness.analysis.figures import plots
+    from harness.analysis.sections.display import markdown
 
     if not base or not cand:
         return [markdown("No comparison configured: set the notebook parameters "
@@ -340,7 +341,7 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
     parts = [markdown(head + "\n\n" + render(table, list(by), "markdown")
                       + (f"\n\n{left[0].upper()}{left[1:]}." if left else "") + checked),
              plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
-    from harness.analysis import sweeps
+    from harness.analysis.figures import sweeps
 
     curves = sweeps.compare_figure(Path(base), Path(cand))  # both trees swept the load
     if curves is not None:

@@ -1,8 +1,8 @@
 """`harness summary`'s table: DuckDB over the Parquet files for the figures
-(`harness.analysis.queries`), the tools' stated percentiles for aggregated imports
-(`harness.analysis.stated`), the intervals (`harness.analysis.summary_ci`), per row
-the runs left out of it (`harness.analysis.pooling`), so none is dropped unsaid, and,
-when asked, the measurement checks that warn about its runs (`harness.analysis.checks`).
+(`harness.analysis.data.queries`), the tools' stated percentiles for aggregated imports
+(`harness.analysis.data.stated`), the intervals (`harness.analysis.data.summary_ci`), per row
+the runs left out of it (`harness.analysis.data.pooling`), so none is dropped unsaid, and,
+when asked, the measurement checks that warn about its runs (`harness.analysis.checks.registry`).
 
 It sits above `summary` (the in-memory computation the others build on), so that no
 module of the summary imports one that imports it back.
@@ -17,18 +17,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import pooling, queries, runfacts, stated
-from harness.analysis.checks import Finding, group_checks
-from harness.analysis.load import Loaded, load_ops, load_runs_only
-from harness.analysis.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
-from harness.analysis.summary_ci import METRICS, _key, with_ci_columns
+from harness.analysis.checks import runfacts
+from harness.analysis.checks.registry import Finding, group_checks
+from harness.analysis.data import pooling, queries, stated
+from harness.analysis.data.load import Loaded, load_ops, load_runs_only
+from harness.analysis.data.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
+from harness.analysis.data.summary_ci import METRICS, _key, with_ci_columns
 from harness.errors import ResultsError
 
 #: Per row, the runs of its group that were read and not pooled, by reason (the last
 #: columns of `summary_table`; see `with_left_out`).
 LEFT_OUT_COLUMNS: tuple[str, ...] = tuple(f"left_out_{r}" for r in pooling.REASONS)
 #: With ``checks=True``, the last column: per row a list of the checks that warn about
-#: its measurement (`harness.analysis.checks.CHECKS`, in that order), each a dict
+#: its measurement (`harness.analysis.checks.registry.CHECKS`, in that order), each a dict
 #: ``{"check": NAME, "status": "warn", "runs": K, "detail": "...", ...}`` (K: the
 #: group's runs it fails in, or, for a check of the whole group such as ``trend`` or
 #: ``heavy_tail``, the runs it rests on), with a check's own figures beside them
@@ -67,10 +68,10 @@ def summary_table(
     then `LEFT_OUT_COLUMNS`, then with `checks` the `CHECKS_COLUMN`.
 
     `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
-    and p99: 95% CIs with the run as the unit (`harness.analysis.summary_ci`). `include`:
-    run statuses pooled besides complete (``("partial",)``; `harness.analysis.pooling`).
+    and p99: 95% CIs with the run as the unit (`harness.analysis.data.summary_ci`). `include`:
+    run statuses pooled besides complete (``("partial",)``; `harness.analysis.data.pooling`).
 
-    Computed by DuckDB over the Parquet files (`harness.analysis.queries`): only the
+    Computed by DuckDB over the Parquet files (`harness.analysis.data.queries`): only the
     manifests and, for intervals, one group's latencies at a time are held in memory.
     `progress`: runs read / total on stderr while the manifests are read and verified,
     then groups done / total.

@@ -26,8 +26,8 @@ SUMMARY_HEADERS = {
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from harness.analysis import pooling
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data import pooling
+    from harness.analysis.data.load import check_experiments
     from harness.analysis.summary_table import CHECKS_COLUMN, LEFT_OUT_COLUMNS, summarise_tree
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
@@ -50,8 +50,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
 
-        from harness.analysis.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
-        from harness.analysis.tables import human
+        from harness.analysis.data.summary_ci import METRICS, NO_CI_NOTE, with_bracketed_ci
+        from harness.analysis.sections.tables import human
 
         bare = (table["runs"] >= 2) & table["latency_p99_ms_ci_low"].isna() & (table["ops"] > 0)
         warned = _check_lines(table, CHECKS_COLUMN)
@@ -77,7 +77,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def _check_lines(table: Any, column: str) -> list[str]:
     """One warning line per check that warns on a row of `harness summary`'s table:
     ``warning: heavy_tail (experiment=x, op=get; 3 runs): <detail>``."""
-    from harness.analysis.summary import SUMMARY_COLUMNS
+    from harness.analysis.data.summary import SUMMARY_COLUMNS
     from harness.analysis.summary_table import LEFT_OUT_COLUMNS
 
     keys = [c for c in table.columns
@@ -92,9 +92,9 @@ def _check_lines(table: Any, column: str) -> list[str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.analysis import pooling
     from harness.analysis.compare import comparison, render, worse_beyond
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data import pooling
+    from harness.analysis.data.load import check_experiments
 
     for side in (args.base, args.cand):
         check_experiments(Path(side), None)
@@ -131,9 +131,9 @@ def _share(text: str) -> float:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from harness.analysis.history import DEFAULT_METRICS, gate, history
-    from harness.analysis.history_text import render
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data.load import check_experiments
+    from harness.analysis.history.changes import DEFAULT_METRICS, gate, history
+    from harness.analysis.history.text import render
 
     experiments = ([e.strip() for e in args.experiment.split(",") if e.strip()]
                    if args.experiment else None)
@@ -152,9 +152,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from harness.analysis.explain import explain
-    from harness.analysis.explain_text import render
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data.load import check_experiments
+    from harness.analysis.explain.analysis import explain
+    from harness.analysis.explain.text import render
 
     check_experiments(Path(args.raw_dir), [args.experiment])
     try:
@@ -171,7 +171,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data.load import check_experiments
     from harness.report import build_report
 
     check_experiments(Path(args.raw), None)  # `--raw nope` was an all-"not run" report
@@ -263,7 +263,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from harness.analysis.load import check_experiments
+    from harness.analysis.data.load import check_experiments
     from harness.exporters import EXPORTERS, check_outside
 
     check_outside(Path(args.raw_dir), Path(args.out))

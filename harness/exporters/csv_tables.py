@@ -1,7 +1,7 @@
 """`harness export csv`: raw results -> CSV tables for spreadsheets and other tools.
 
 ``--per run`` (default): one row per run and op: the run's columns (identity, every
-parameter, status, source) and `harness.analysis.summary.FULL_COLUMNS` (ops, wall
+parameter, status, source) and `harness.analysis.data.summary.FULL_COLUMNS` (ops, wall
 time, throughput, mean, p50/p90/p99/p99.9/max latency in ms, error and miss rates), the
 same figures `harness summary` prints, stated percentiles included for imported runs
 without a distribution. ``--by`` replaces run and op by other grouping columns.
@@ -25,9 +25,9 @@ RUN_ID_COLUMNS = ("experiment", "run_id", "config_id", "repetition")
 
 def _per_run(raw_dir: Path, out: Path, by: Sequence[str] | None,
              experiments: Sequence[str] | None) -> None:
-    from harness.analysis import stated
-    from harness.analysis.load import load
-    from harness.analysis.summary import FULL_COLUMNS, available_columns, summarise
+    from harness.analysis.data import stated
+    from harness.analysis.data.load import load
+    from harness.analysis.data.summary import FULL_COLUMNS, available_columns, summarise
 
     # Every run as recorded, as before pooling came to summary/compare/report: an export
     # is the raw runs, each row with its status (pooling them is the reader's choice).
@@ -49,7 +49,7 @@ def _per_run(raw_dir: Path, out: Path, by: Sequence[str] | None,
 def _per_op(raw_dir: Path, out: Path, experiments: Sequence[str] | None) -> None:
     import pyarrow.parquet as pq
 
-    from harness.analysis.load import load_ops, load_runs
+    from harness.analysis.data.load import load_ops, load_runs
     from harness.results import KEY_FIELD, OPS_FILE, OPS_SCHEMA
 
     runs = load_runs(raw_dir, experiments=experiments)

@@ -96,7 +96,7 @@ def interval_lines(ends_ns: np.ndarray, latency_ns: np.ndarray, interval_s: floa
 
 def _group_log(runs: pd.DataFrame, ops: pd.DataFrame, interval_s: float) -> list[str]:
     """Header and interval lines of one group's log (its runs one after another)."""
-    from harness.analysis.summary import op_begin_ns
+    from harness.analysis.data.summary import op_begin_ns
 
     begin = op_begin_ns(ops)
     end = begin + ops["latency_ns"].to_numpy(np.int64)
@@ -131,8 +131,8 @@ def export_hdr(raw_dir: Path, out: Path, *, by: Sequence[str] | None = None,
                experiments: Sequence[str] | None = None, interval_s: float = 1.0,
                **_: object) -> list[Path]:
     """Write one interval log per group of `by` under `out`, and `out/index.csv`."""
-    from harness.analysis.load import load
-    from harness.analysis.summary import OPS_LEVEL, available_columns, default_by
+    from harness.analysis.data.load import load
+    from harness.analysis.data.summary import OPS_LEVEL, available_columns, default_by
 
     if not interval_s > 0:
         raise ExportError(f"--interval {interval_s}: must be a positive number of seconds")

@@ -72,8 +72,8 @@ def _git_commit(root: Path) -> str:
 
 def appendix_html(raw_dir: Path) -> str:
     """Every run, one line each; then the runs that were skipped, and why."""
-    from harness.analysis import provenance, tables
-    from harness.analysis.load import SkippedRunWarning
+    from harness.analysis.data.load import SkippedRunWarning
+    from harness.analysis.sections import provenance, tables
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -177,10 +177,10 @@ def build_report(
     fails costs itself (or one experiment's part), never the rest of the report. Never
     starts a server: it only reads `raw_dir`, which may be missing or hold only some
     studies. `include`: run statuses every number pools besides complete
-    (``("partial",)``; `harness.analysis.pooling`), the notebooks' parameter ``include``.
+    (``("partial",)``; `harness.analysis.data.pooling`), the notebooks' parameter ``include``.
     `jobs`: notebooks executed at once (default `report_jobs`).
     """
-    from harness.analysis.pooling import check_include
+    from harness.analysis.data.pooling import check_include
 
     raw_dir = Path(raw_dir).resolve()
     out_dir = Path(out_dir).resolve()

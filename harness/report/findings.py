@@ -7,7 +7,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
-from harness.analysis.answers import Answer
+from harness.analysis.sections.answers import Answer
 from harness.report.render import Section
 
 #: The most decided answers of one experiment on the summary page; the rest are counted.

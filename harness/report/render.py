@@ -1,7 +1,7 @@
 """One executed notebook -> one report section: its markdown and outputs as HTML (code
 hidden), its headings numbered for the contents, and what its outputs hand the report
 beside their content (markers: not run, omitted, failed parts, the appendix, and the
-published answers and check counts of `harness.analysis.answers`)."""
+published answers and check counts of `harness.analysis.sections.answers`)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import nbformat
 
-from harness.analysis import answers as answers_mod
-from harness.analysis.answers import Answer
+from harness.analysis.sections import answers as answers_mod
+from harness.analysis.sections.answers import Answer
 from harness.report import sanitize
 
-NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.display.NOT_RUN_MARKER
-OMIT_MARKER = "harness_omit_section"  # == harness.analysis.display.OMIT_MARKER
-FAILED_PART_MARKER = "harness_failed_part"  # == harness.analysis.display.FAILED_PART_MARKER
-APPENDIX_MARKER = "harness_appendix"  # == harness.analysis.display.APPENDIX_MARKER
+NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.sections.display.NOT_RUN_MARKER
+OMIT_MARKER = "harness_omit_section"  # == harness.analysis.sections.display.OMIT_MARKER
+FAILED_PART_MARKER = "harness_failed_part"  # == sections.display.FAILED_PART_MARKER
+APPENDIX_MARKER = "harness_appendix"  # == harness.analysis.sections.display.APPENDIX_MARKER
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Section:
     #: Parts of the section that could not be drawn (one experiment of several), each
     #: shown where it would have been; the rest of the section stands.
     failed_parts: list[str] = field(default_factory=list)
-    #: The verdicts the section published (`harness.analysis.answers`), each with the
+    #: The verdicts the section published (`harness.analysis.sections.answers`), each with the
     #: link to the part of the section that argues it.
     answers: list[tuple[Answer, str]] = field(default_factory=list)
     #: Failed measurement checks per experiment (configurations per check), if published.

@@ -3,7 +3,7 @@
 `harness run SPEC --label commit=$(git rev-parse --short HEAD) --label version=7.2.4`, or
 a spec's ``labels:`` mapping, writes them into each manifest (schema 4). They name the
 points of a history (`harness history --by commit`), keep runs of different builds from
-counting as duplicates of each other (`harness.analysis.pooling`), and reach the runs
+counting as duplicates of each other (`harness.analysis.data.pooling`), and reach the runs
 table as ``label_<key>`` columns (`harness summary --by label_commit`).
 
 Labels are read back from trees anyone may have written: keys are short plain names, values

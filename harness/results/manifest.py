@@ -9,7 +9,7 @@ The nested sections have typed views (`Loadgen`, `Counts`, `Kit`, `Extras`: the
 `typed_*` properties of a manifest) that producers may also pass to `new_manifest`; on
 disk they stay the plain JSON mappings of schema version 1, so nothing is migrated.
 
-The runs table of `harness.analysis.load` flattens the nested mappings into prefixed
+The runs table of `harness.analysis.data.load` flattens the nested mappings into prefixed
 columns (``loadgen_connections``, ``count_measured``, ``kit_git_commit``); the names
 code reads by string are constants here, so a rename is one edit.
 """

@@ -218,7 +218,7 @@ def step_values(loaded: Any, rate: float | None, slo: Slo) -> tuple[float, int,
                                                                   dict[str, tuple]]:
     """(achieved ops/s, runs, metric -> (estimate, low, high) ms) of the runs of `rate`
     (None: the closed-loop runs) in `loaded`, as `harness summary` computes them."""
-    from harness.analysis import numbers
+    from harness.analysis.data import numbers
 
     mine = rate_runs(loaded.runs, rate)
     if mine.empty:
@@ -293,7 +293,7 @@ __all__ = ["Condition", "SearchResult", "SearchSettings", "Slo", "Step", "asdict
 def min_ops(slo: Slo) -> int:
     """Measured ops a run needs for an interval on each of the SLO's percentiles
     (`intervals.MIN_TAIL_OPS` beyond the strictest one; the mean needs none)."""
-    from harness.analysis.intervals import MIN_TAIL_OPS
+    from harness.analysis.stats.intervals import MIN_TAIL_OPS
 
     tails = [1 - METRICS[c.metric][1] for c in slo.conditions
              if METRICS[c.metric][1] is not None]
@@ -310,7 +310,7 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
     `out`; writes ``<out>/<experiment>/search.json`` (and, given `figures_dir`, the
     latency-throughput figure ``<experiment>-capacity.png/.svg`` there) and returns
     the result. `labels` go into every step's manifests (`harness run --label`)."""
-    from harness.analysis.load import load
+    from harness.analysis.data.load import load
     from harness.run.runner import Runner
     from harness.spec import load_spec
 
@@ -350,8 +350,8 @@ def run_search(spec_path: Path | str, overrides: Mapping[str, Any], out: Path,
     result = search(measure, settings, say)
     write_result(result, Path(out) / base.name)
     if figures_dir is not None and any(s.rate_ops_s is not None for s in result.steps):
-        from harness.analysis import plots, sweeps
-        from harness.analysis.load import load
+        from harness.analysis.data.load import load
+        from harness.analysis.figures import plots, sweeps
 
         loaded = load(Path(out), experiments=[base.name])
         fig = sweeps.figure(loaded, base.name, result.to_json())

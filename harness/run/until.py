@@ -106,7 +106,7 @@ def ci_halfwidth_pct(runs: list[tuple[float, float]], confidence: float = 0.95) 
         return None
     from scipy import stats  # only specs with `until` need it
 
-    from harness.analysis.intervals import ratio_interval
+    from harness.analysis.stats.intervals import ratio_interval
 
     ops = np.array([o for o, _ in runs])
     rates = np.array([r for _, r in runs])

@@ -2,10 +2,10 @@
 
 A study's notebook calls ``study = <module>.analyse(raw_dir, ...)`` and then only the
 study's methods; each returns something a cell displays, or the not-run note. The report
-ends a study's section at that note (`harness.analysis.display.NOT_RUN_MARKER`).
+ends a study's section at that note (`harness.analysis.sections.display.NOT_RUN_MARKER`).
 
 A study reads its experiments with `StudyBase.load`, which pools runs as `harness
-summary` does (`harness.analysis.pooling`; the notebooks' parameter ``include`` adds
+summary` does (`harness.analysis.data.pooling`; the notebooks' parameter ``include`` adds
 partial runs) and keeps what it left out in `StudyBase.left_out`, for `left_out_note`.
 """
 
@@ -17,10 +17,13 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from harness.analysis import plots, pooling, prose, tails
-from harness.analysis.answers import Answer, publish
-from harness.analysis.display import markdown as _markdown
-from harness.analysis.load import Loaded, available_experiments, load
+from harness.analysis.checks import tails
+from harness.analysis.data import pooling
+from harness.analysis.data.load import Loaded, available_experiments, load
+from harness.analysis.figures import plots
+from harness.analysis.sections import prose
+from harness.analysis.sections.answers import Answer, publish
+from harness.analysis.sections.display import markdown as _markdown
 
 #: A study holds at most this many ops in memory for its per-op figures (ECDF, over
 #: time): a larger experiment is drawn from every k-th op of each run, while its tables,
@@ -34,7 +37,7 @@ class StudyBase:
     raw_dir: Path
     alpha: float
     figures_dir: Path | None
-    #: Run statuses pooled besides complete: () or ("partial",) (`harness.analysis.pooling`).
+    #: Run statuses pooled besides complete: () or ("partial",) (`harness.analysis.data.pooling`).
     include: tuple[str, ...] = field(default=(), kw_only=True)
     #: The runs of the study's experiments read and not pooled (`pooling.LEFT_OUT`: why).
     left_out: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)

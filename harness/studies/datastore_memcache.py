@@ -14,13 +14,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, multiplicity, plots, prose, queries, stats, tables, tails
-from harness.analysis.answers import Answer, from_claim
-from harness.analysis.display import html as _html
-from harness.analysis.display import markdown as _markdown
-from harness.analysis.load import Loaded
-from harness.analysis.numbers import run_summary, summarise_with_ci
-from harness.analysis.summary_ci import TABLE_METRICS, ci_strings, no_ci_reasons
+from harness.analysis.checks import tails
+from harness.analysis.data import queries
+from harness.analysis.data.load import Loaded
+from harness.analysis.data.numbers import run_summary, summarise_with_ci
+from harness.analysis.data.summary_ci import TABLE_METRICS, ci_strings, no_ci_reasons
+from harness.analysis.figures import plots
+from harness.analysis.sections import prose, tables
+from harness.analysis.sections.answers import Answer, from_claim
+from harness.analysis.sections.display import html as _html
+from harness.analysis.sections.display import markdown as _markdown
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import intervals, multiplicity
 from harness.studies.base import FIGURE_OPS, StudyBase, as_path
 from harness.workloads.datastore_memcache import LABELS, OPS, SEED_MS
 

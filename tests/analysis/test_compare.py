@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from harness import cli
-from harness.analysis import multiplicity, pooling, verdict
 from harness.analysis.compare import ROW_FIELDS, compare, comparison, load_tree, render
-from harness.analysis.summary_ci import group_intervals
+from harness.analysis.data import pooling
+from harness.analysis.data.summary_ci import group_intervals
+from harness.analysis.stats import multiplicity, verdict
 from harness.errors import ResultsError
 from harness.results import OK, write_run
 from tests.fixtures.rawdata import make_ops, manifest_for
@@ -211,7 +212,7 @@ def test_compare_says_what_it_left_out(pooling_raw: Path, tiny_raw: Path, capsys
 
 def test_report_section_is_omitted_unless_configured(trees):
     from harness.analysis.compare import section, section_parts
-    from harness.analysis.display import OMIT_MARKER
+    from harness.analysis.sections.display import OMIT_MARKER
 
     assert OMIT_MARKER in section(None, None).metadata
     base, cand = trees
@@ -227,7 +228,7 @@ def test_false_better_worse_rate_of_compares_statistic_on_identical_trees(runs):
     # on the log ratio and the verdict. Identical distributions, 10% run-to-run spread.
     rng = np.random.default_rng(runs)
     sims, ops = 1500, 100
-    from harness.analysis import intervals
+    from harness.analysis.stats import intervals
 
     calls = 0
     for _ in range(sims):

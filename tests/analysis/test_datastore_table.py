@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import intervals
-from harness.analysis.load import load
-from harness.analysis.numbers import summarise_with_ci
-from harness.analysis.summary_ci import TABLE_METRICS, no_ci_reasons
+from harness.analysis.data.load import load
+from harness.analysis.data.numbers import summarise_with_ci
+from harness.analysis.data.summary_ci import TABLE_METRICS, no_ci_reasons
+from harness.analysis.stats import intervals
 from harness.studies import datastore_memcache
 from tests.fixtures.rawdata import write_datastore_memcache
 

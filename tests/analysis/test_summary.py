@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.load import load
-from harness.analysis.summary import SUMMARY_COLUMNS, run_summary, summarise
+from harness.analysis.data.load import load
+from harness.analysis.data.summary import SUMMARY_COLUMNS, run_summary, summarise
 from harness.analysis.summary_table import LEFT_OUT_COLUMNS, summary_table
 from harness.errors import ResultsError
 
@@ -91,7 +91,7 @@ def test_empty_raw_dir(empty_raw: Path):
 
 
 def test_provenance_tables(dsmc_raw: Path, tiny_raw: Path):
-    from harness.analysis import provenance
+    from harness.analysis.sections import provenance
 
     runs = provenance.load_all_runs(dsmc_raw)
     failures = provenance.failures_table(runs)
@@ -111,7 +111,7 @@ def test_provenance_tables(dsmc_raw: Path, tiny_raw: Path):
 
 
 def test_failures_table_without_failures(dsmc_raw: Path):
-    from harness.analysis import provenance
+    from harness.analysis.sections import provenance
 
     runs = provenance.load_all_runs(dsmc_raw)
     ok = runs[~runs["run_id"].isin(["r003", "r007"])]
@@ -197,8 +197,8 @@ def test_by_op_a_left_out_run_counts_where_its_ops_would_go(pooling_raw: Path):
 def test_summarise_tree_gives_p999_and_goodputs_interval_when_asked(tiny_raw: Path):
     """The explorer's fields: p99.9 and goodput's interval, the throughput interval's
     function over the answered ops; `harness summary`'s own table is unchanged."""
-    from harness.analysis import intervals
-    from harness.analysis.summary_ci import TABLE_METRICS
+    from harness.analysis.data.summary_ci import TABLE_METRICS
+    from harness.analysis.stats import intervals
     from harness.analysis.summary_table import summarise_tree
 
     plain = summary_table(tiny_raw, intervals=True)

@@ -149,7 +149,7 @@ def test_java_histogram_log_processor_reads_the_logs(raw: Path, tmp_path: Path) 
 
 def test_native_runs_placed_at_their_start_times(dsmc_raw: Path, tmp_path: Path) -> None:
     """Kit runs (warm-up, misses, UTC start times): every measured op once, at its time."""
-    from harness.analysis.load import load
+    from harness.analysis.data.load import load
 
     loaded = load(dsmc_raw, columns=["op", "latency_ns", "status"])
     export_hdr(dsmc_raw, tmp_path / "hdr", by=["op"])

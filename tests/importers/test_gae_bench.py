@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.load import load
+from harness.analysis.data.load import load
 from harness.errors import ImportFormatError
 from harness.importers import ImportOptions, import_file, write_import
 from harness.importers.gae_bench import op_name

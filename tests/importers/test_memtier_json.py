@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.load import load
-from harness.analysis.summary import summarise
+from harness.analysis.data.load import load
+from harness.analysis.data.summary import summarise
 from harness.analysis.summary_table import summary_table
 from harness.errors import ImportFormatError
 from harness.importers import import_file, write_import

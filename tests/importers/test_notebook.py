@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import imported
+from harness.analysis.sections import imported
 from harness.importers import import_file, write_import
 from harness.report import execute_notebook, render_notebook, venv_kernel
 from tests.importers.conftest import DATA, REPO

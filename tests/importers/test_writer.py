@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.load import load
+from harness.analysis.data.load import load
 from harness.errors import ResultsError
 from harness.importers import ImportResult, ParsedRun, Records, write_import
 from harness.importers.writer import build_ops, default_experiment

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.load import load
-from harness.analysis.summary import summarise
+from harness.analysis.data.load import load
+from harness.analysis.data.summary import summarise
 from harness.errors import ImportFormatError
 from harness.importers import import_file, write_import
 from tests.importers.conftest import DATA, import_and_summarise, write_variant

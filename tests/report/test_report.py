@@ -207,7 +207,7 @@ def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path, browser):
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
     wide = (
-        "import pandas as pd\nfrom harness.analysis.tables import show\n"
+        "import pandas as pd\nfrom harness.analysis.sections.tables import show\n"
         "ids = ['20261125T165606Z-op=find,clients.connections=1,memcache=False-d28672-r001-0eb1f8'"
         " + str(i) for i in range(6)]\n"
         "df = pd.DataFrame({'run_id': ids, 'configuration': [i[17:] for i in ids],"
@@ -328,8 +328,8 @@ def test_the_summary_of_findings_opens_the_report_and_links_each_answer(
     params = new_code_cell('raw_results = "x"')
     params.metadata["tags"] = ["parameters"]
     publish = new_code_cell(
-        "from harness.analysis.answers import Answer, publish, publish_checks\n"
-        "from harness.analysis.display import html\n"
+        "from harness.analysis.sections.answers import Answer, publish, publish_checks\n"
+        "from harness.analysis.sections.display import html\n"
         "display(publish_checks({'mine': {'trend': 2}}))\n"
         "display(html('<p>per configuration detail</p>', appendix=True))\n"
         "publish([Answer('<script>alert(1)</script> against b: throughput', 'better', "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.analysis.load import load
+from harness.analysis.data.load import load
 from harness.analysis.summary_table import summary_table
 from harness.errors import ResultsError, SchemaVersionError
 from harness.results import (

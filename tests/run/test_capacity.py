@@ -173,7 +173,7 @@ def test_search_on_a_server_of_known_capacity(tmp_path: Path, capsys) -> None:
     assert f"found **{doc['capacity_ops_s']:,.0f} ops/s**" in said.data
     assert (tmp_path / "f2" / "queue-capacity.png").exists()
     # Two trees that both swept the load: one figure of both curves for the comparison.
-    from harness.analysis import sweeps
+    from harness.analysis.figures import sweeps
 
     assert sweeps.compare_figure(out, out) is not None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.verdict import WORSE, compare_means, decide
+from harness.analysis.stats.verdict import WORSE, compare_means, decide
 from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.hosts import LocalHost

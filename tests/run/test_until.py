@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from harness.analysis import intervals
+from harness.analysis.stats import intervals
 from harness.run.until import (
     UNTIL_CONFIRM_RUNS,
     UNTIL_SPREAD_BOUND,

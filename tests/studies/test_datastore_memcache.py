@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from harness.analysis import multiplicity, plots, prose
-from harness.analysis.load import load
+from harness.analysis.data.load import load
+from harness.analysis.figures import plots
+from harness.analysis.sections import prose
+from harness.analysis.stats import multiplicity
 from harness.studies import datastore_memcache
 from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
 from tests.fixtures.rawdata import write_datastore_memcache

@@ -1,4 +1,4 @@
-"""Every study pools runs as `harness summary` does (`harness.analysis.pooling`, through
+"""Every study pools runs as `harness summary` does (`harness.analysis.data.pooling`, through
 `StudyBase.load`) and says what it left out; `include` (the notebooks' and the report's
 parameter) adds partial runs. Each study on its own synthetic runs, plus a partial run
 of a repetition never re-run and a later copy of a complete one (a concurrent run)."""
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.analysis.load import Loaded
+from harness.analysis.data.load import Loaded
 from harness.studies import STUDIES
 from tests.fixtures.filestore import write_filestore_runs
 from tests.fixtures.rawdata import write_datastore_memcache

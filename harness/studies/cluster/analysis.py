@@ -9,7 +9,7 @@ single-node run is one node whatever the grid said.
 The overhead decomposition compares means over runs, setup to setup, per operation:
 single → local cluster with n nodes is the cost of replication; local cluster → network
 cluster with the same n is the cost of the network. Each step is one claim: the ratio of
-means with a test (Welch's t on its log, `harness.analysis.stats`); the steps of every
+means with a test (Welch's t on its log, `harness.analysis.stats.comparisons`); the steps of every
 operation are one family (`multiplicity`: Benjamini-Hochberg, intervals at the family's
 FCR-adjusted level), and the added µs per object is that same ratio interval times the
 step's starting mean, so the two never disagree (a Welch interval of the difference beside
@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from harness.analysis import multiplicity, stats
-from harness.analysis.load import Loaded, read_manifests
-from harness.analysis.numbers import run_summary
+from harness.analysis.data.load import Loaded, read_manifests
+from harness.analysis.data.numbers import run_summary
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import multiplicity
 from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.cluster import OPS
 

@@ -1,4 +1,4 @@
-"""Figures of the cluster study (seed 002), built like `harness.analysis.plots`: a
+"""Figures of the cluster study (seed 002), built like `harness.analysis.figures.plots`: a
 Figure without pyplot, titles, units, sample counts and 95% CIs on every bar and point."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.analysis import plots
+from harness.analysis.figures import plots
 
 
 def _yerr(mean: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, prose, tables, tails
-from harness.analysis.answers import Answer, from_claim
-from harness.analysis.display import html as _html
-from harness.analysis.display import markdown as _markdown
-from harness.analysis.load import Loaded
+from harness.analysis.checks import tails
+from harness.analysis.data.load import Loaded
+from harness.analysis.sections import prose, tables
+from harness.analysis.sections.answers import Answer, from_claim
+from harness.analysis.sections.display import html as _html
+from harness.analysis.sections.display import markdown as _markdown
+from harness.analysis.stats import multiplicity
 from harness.studies.base import StudyBase, as_path
 from harness.studies.cluster import analysis as cluster
 from harness.studies.cluster import plots as cluster_plots

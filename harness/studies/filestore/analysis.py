@@ -21,10 +21,13 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import intervals, multiplicity, queries, stats, tails, verdict
-from harness.analysis.load import Loaded, read_manifests
-from harness.analysis.numbers import run_summary, summarise_with_ci
-from harness.analysis.summary_ci import ci_strings
+from harness.analysis.checks import tails
+from harness.analysis.data import queries
+from harness.analysis.data.load import Loaded, read_manifests
+from harness.analysis.data.numbers import run_summary, summarise_with_ci
+from harness.analysis.data.summary_ci import ci_strings
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import intervals, multiplicity, verdict
 from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.filestore import OPS
 

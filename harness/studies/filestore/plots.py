@@ -2,7 +2,7 @@
 figure (PNG + SVG) when the study has a figures directory, and returns an image for the
 notebook, or None when the study was not run.
 
-Built on `matplotlib.figure.Figure` like `harness.analysis.plots`, with its look.
+Built on `matplotlib.figure.Figure` like `harness.analysis.figures.plots`, with its look.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.analysis import plots, stats
+from harness.analysis.figures import plots
+from harness.analysis.stats import comparisons as stats
 from harness.studies.filestore.analysis import Numbers, mc_label
 
 MIN_BIN_OPS = 10

@@ -1,6 +1,6 @@
 """Tables and sentences of the file-store study (seed 000) for its notebook: methods of
 the study returning HTML or Markdown to display, or None when not run.
-Sentences come from the tests in `harness.analysis.stats` via `prose`, never by eye.
+Sentences come from the tests in `harness.analysis.stats.comparisons` via `prose`, never by eye.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import math
 
 import pandas as pd
 
-from harness.analysis import multiplicity, prose, stats, tables, verdict
-from harness.analysis.answers import Answer, from_claim
-from harness.analysis.display import html as _html
-from harness.analysis.display import markdown as _markdown
-from harness.analysis.prose import plural
+from harness.analysis.sections import prose, tables
+from harness.analysis.sections.answers import Answer, from_claim
+from harness.analysis.sections.display import html as _html
+from harness.analysis.sections.display import markdown as _markdown
+from harness.analysis.sections.prose import plural
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import multiplicity, verdict
 from harness.studies.filestore.analysis import OP_PLURAL, Numbers, mc_label
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import pooling
-from harness.analysis.load import experiment_dirs, load
+from harness.analysis.data import pooling
+from harness.analysis.data.load import experiment_dirs, load
 from harness.results import MANIFEST
 from harness.studies.base import FIGURE_OPS
 from harness.studies.generic.views import ExperimentSection
@@ -67,7 +67,7 @@ class GenericStudy:
         there is none."""
         from IPython.display import display
 
-        from harness.analysis.display import failed_part, markdown
+        from harness.analysis.sections.display import failed_part, markdown
 
         if not self.sections and not self.empty and not self.broken:
             return markdown(f"No experiment of your own under `{self.raw_dir}`: every one "

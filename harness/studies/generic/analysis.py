@@ -2,14 +2,14 @@
 
 Everything comes from the experiment's runs and spec, as `harness summary` and `harness
 compare` compute it: per configuration the pooled throughput, goodput, mean and
-percentiles with their intervals over runs (`harness.analysis.numbers`); per grid key
+percentiles with their intervals over runs (`harness.analysis.data.numbers`); per grid key
 the effect of each of its values against the key's first value, at every combination of
 the other keys, for throughput, mean and p99, tested as `compare` tests (Welch's t on the
 log ratio of the run-level estimates) and judged over the experiment's rows as one
 family by the kit's one rule (`multiplicity.judge`: Benjamini-Hochberg at α, each ratio's
 interval printed at the FCR-adjusted level 1 - R·α/m, so a row is better or worse
 exactly when that interval excludes 1), each naming the failed measurement checks of
-either side (`harness.analysis.checks`); per second of the runs, throughput and p99 for
+either side (`harness.analysis.checks.registry`); per second of the runs, throughput and p99 for
 the over-time figure.
 """
 
@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, numbers, verdict
-from harness.analysis.checks import Finding
-from harness.analysis.checkwords import caveat
-from harness.analysis.intervals import RunInterval
-from harness.analysis.load import Loaded
-from harness.analysis.summary_ci import TABLE_METRICS
+from harness.analysis.checks.registry import Finding
+from harness.analysis.checks.words import caveat
+from harness.analysis.data import numbers
+from harness.analysis.data.load import Loaded
+from harness.analysis.data.summary_ci import TABLE_METRICS
+from harness.analysis.stats import multiplicity, verdict
+from harness.analysis.stats.intervals import RunInterval
 
 #: The metrics whose effects are tested, with their good direction.
 #: Grid keys that set the offered load: across their values throughput is what the spec

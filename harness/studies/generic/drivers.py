@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.analysis import explain_view
+from harness.analysis.explain import view as explain_view
 
 
 def varied(runs: Any, keys: list[str]) -> list[str]:

@@ -17,22 +17,17 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import (
-    answers,
-    checks,
-    checkwords,
-    plots,
-    pooling,
-    prose,
-    sweeps,
-    tables,
-    tails,
-    verdict,
-)
-from harness.analysis.checks import Finding
-from harness.analysis.display import html, markdown
-from harness.analysis.load import Loaded
-from harness.analysis.tables import ci_column, human
+from harness.analysis.checks import registry as checks
+from harness.analysis.checks import tails
+from harness.analysis.checks import words as checkwords
+from harness.analysis.checks.registry import Finding
+from harness.analysis.data import pooling
+from harness.analysis.data.load import Loaded
+from harness.analysis.figures import plots, sweeps
+from harness.analysis.sections import answers, prose, tables
+from harness.analysis.sections.display import html, markdown
+from harness.analysis.sections.tables import ci_column, human
+from harness.analysis.stats import verdict
 from harness.results import read_manifest
 from harness.studies.generic import analysis, drivers
 

@@ -21,10 +21,12 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, stats, tails
-from harness.analysis.load import Loaded, load_ops, read_manifests
-from harness.analysis.prose import plural
-from harness.analysis.summary import ERROR_STATUSES
+from harness.analysis.checks import tails
+from harness.analysis.data.load import Loaded, load_ops, read_manifests
+from harness.analysis.data.summary import ERROR_STATUSES
+from harness.analysis.sections.prose import plural
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import multiplicity
 from harness.studies.base import FIGURE_OPS, StudyBase
 from harness.workloads.kvstore import OPS
 

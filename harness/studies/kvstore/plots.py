@@ -14,8 +14,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from harness.analysis import plots
-from harness.analysis.prose import plural
+from harness.analysis.figures import plots
+from harness.analysis.sections.prose import plural
 from harness.studies.kvstore.analysis import SEED_STEP_S, STRATEGIES, Numbers
 
 OP_LABEL = {"put": "PUT", "get": "GET", "all": "all ops"}

@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import multiplicity, prose, stats
-from harness.analysis.answers import Answer, from_claim
-from harness.analysis.display import markdown as _md
-from harness.analysis.numbers import summarise_with_ci
-from harness.analysis.summary_ci import ci_strings
+from harness.analysis.data.numbers import summarise_with_ci
+from harness.analysis.data.summary_ci import ci_strings
+from harness.analysis.sections import prose
+from harness.analysis.sections.answers import Answer, from_claim
+from harness.analysis.sections.display import markdown as _md
+from harness.analysis.stats import comparisons as stats
+from harness.analysis.stats import multiplicity
 from harness.studies.kvstore.analysis import (
     Entry,
     Numbers,
@@ -23,7 +25,7 @@ from harness.workloads.kvstore import OPS
 
 
 def _html(df: pd.DataFrame, **kwargs: Any) -> Any:
-    from harness.analysis.tables import show
+    from harness.analysis.sections.tables import show
 
     return show(df, **kwargs)
 
@@ -58,7 +60,7 @@ class Views(Numbers):
     def scaling_table_html(self) -> Any:
         if not self.part_ran("scaling"):
             return self.part_not_run("scaling")
-        from harness.analysis.tables import ci_column
+        from harness.analysis.sections.tables import ci_column
 
         agg = self.scaling_table()
         per = self.scaling_table("per_client_ops_s")
@@ -230,7 +232,7 @@ class Views(Numbers):
                 rows.append({"experiment": self.parts["elastic"], "op": "all",
                              "when": f"{when} steps", "ops": ops,
                              "redirect_rate": t[f"redirects_{when}"] / max(ops, 1)})
-        from harness.analysis.tables import pct
+        from harness.analysis.sections.tables import pct
 
         return _html(pd.DataFrame(rows), caption="Redirected attempts per op (MOVED/ASK, "
                      "server_not_responsible, write locks); ops by when they started: during "

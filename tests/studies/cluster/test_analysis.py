@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from harness import paths
-from harness.analysis import multiplicity, tables
+from harness.analysis.sections import tables
+from harness.analysis.stats import multiplicity
 from harness.report import execute_notebook, venv_kernel
 from harness.results import OK, write_run
 from harness.studies import cluster as cluster_views
@@ -174,7 +175,7 @@ def test_a_slope_whose_interval_includes_0_adds_nothing() -> None:
 def test_tables_use_the_kits_interval_of_a_mean(runs) -> None:
     """Issue 26, p.22: "75.7 (0-190)" was a t or BCa interval picked by a Shapiro-Wilk
     pre-test and cut at 0; the methodology promises the jackknife of the log."""
-    from harness.analysis import stats
+    from harness.analysis.stats import comparisons as stats
 
     t = cluster.seed_table(runs)
     assert set(t["method"]) == {"jackknife over runs, t on log"}

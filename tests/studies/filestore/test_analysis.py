@@ -151,7 +151,7 @@ def test_goodput_beside_throughput_where_ops_failed(tmp_path: Path) -> None:
     the records) and failed-op counts; a tree without failures says goodput = throughput."""
     import numpy as np
 
-    from harness.analysis.load import load
+    from harness.analysis.data.load import load
 
     raw = write_filestore_runs(tmp_path / "raw", reps=3, fail_every=8)
     study = filestore.analyse(raw)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import paths
-from harness.analysis import multiplicity, verdict
+from harness.analysis.stats import multiplicity, verdict
 from harness.cli import main
 from harness.report import build_report
 from harness.studies import GENERIC_NOTEBOOK
@@ -108,7 +108,7 @@ def test_the_spec_order_sets_the_reference(grid_raw: Path) -> None:
 
 
 def test_no_sweep_no_capacity_figure(grid_raw: Path) -> None:
-    from harness.analysis import sweeps
+    from harness.analysis.figures import sweeps
 
     [section] = analyse(grid_raw).sections
     assert section.capacity() is None
@@ -192,7 +192,7 @@ def test_an_offered_rate_grid_compares_latency_not_the_throughput_it_set(
     section says why; across sizes, at one rate, throughput is still compared."""
     import numpy as np
 
-    from tests.analysis.test_checks import write
+    from tests.analysis.checks.test_checks import write
 
     rng = np.random.default_rng(5)
     i = 0
@@ -255,7 +255,7 @@ def test_an_experiment_that_breaks_a_view_costs_only_its_own_part(
     marked note naming it and the error; the other experiment's section is whole."""
     from IPython.utils.capture import capture_output
 
-    from harness.analysis.display import FAILED_PART_MARKER
+    from harness.analysis.sections.display import FAILED_PART_MARKER
 
     raw = tmp_path / "raw"
     shutil.copytree(grid_raw / GRID_EXPERIMENT, raw / GRID_EXPERIMENT)

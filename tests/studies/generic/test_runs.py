@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import verdict
+from harness.analysis.stats import verdict
 from harness.hosts import LocalHost
 from harness.results import read_manifest
 from harness.run.runner import Runner

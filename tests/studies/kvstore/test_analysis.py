@@ -301,7 +301,7 @@ def test_counts_agree_across_pages_and_a_single_run_claims_no_interval(
     over repeated runs" was said of a single run."""
     import re
 
-    from harness.analysis.load import load
+    from harness.analysis.data.load import load
 
     records = load(raw, experiments=["kv_elastic"]).ops  # every measured record
     html = study.describe().data

@@ -1,0 +1,62 @@
+"""Numbers as text: the formatters every table (CLI, notebook, report) uses. Below the
+sections' tables so that the data's summaries can format without importing them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+Formatter = Callable[[object], str]
+
+
+def num(digits: int = 3) -> Formatter:
+    """Format with `digits` significant digits; thousands separators for big numbers."""
+
+    def fmt(v: object) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        if isinstance(v, (int, float)):
+            if abs(v) >= 10 ** digits:
+                return f"{v:,.0f}"
+            return f"{v:.{digits}g}"
+        return str(v)
+
+    return fmt
+
+
+def human(v: object) -> str:
+    """A number as the CLI's tables print it: thousands separators from 1,000 on (never
+    ``6.281e+04``), four significant digits below, ``-`` for a missing one."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int) or (float(v).is_integer() and abs(v) >= 1000):
+        return f"{int(v):,}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v != 0 and abs(v) < 1e-3:  # 0.00001485, not 1.485e-05
+        return np.format_float_positional(v, precision=4, unique=False, fractional=False,
+                                          trim="-")
+    return f"{v:.4g}"
+
+
+def ratio_text(v: object) -> str:
+    """cand/base as ``1.00x``, ``12.3x``, ``1,204x``: enough digits to read a change."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    x = float(v)  # type: ignore[arg-type]
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:,.0f}x"
+
+
+def pct(digits: int = 2) -> Formatter:
+    def fmt(v: object) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        p = float(v) * 100
+        # 100%, 12%, 0.8%, 0.012%: never scientific notation
+        return f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.{digits}g}%"
+
+    return fmt

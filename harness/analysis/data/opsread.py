@@ -1,0 +1,158 @@
+"""One read of each ops file, for the summary, its intervals and its checks: per group
+of measured ops (as `harness summary` groups them) and run, the sums `queries.units_sql`
+gives, the latencies sorted (`loo.RunSorted`) and, where the checks are wanted, MSER-5's
+warm-up on them in the order they began (`stationarity.warmup`): the checks' per-run
+facts (`runfacts.from_read`) come out of the read the figures make, not a second one.
+
+Files are read in threads (pyarrow and numpy let go of the GIL), one at a time per
+thread; only the sorted latencies are kept, 8 bytes per op.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from harness.analysis.data.load import Loaded
+from harness.analysis.stats import stationarity
+from harness.analysis.stats.loo import RunSorted, compact
+from harness.results import ERROR_STATUSES, OPS_FILE
+from harness.text import raw_stream
+
+if TYPE_CHECKING:
+    from harness.analysis.data.queries import Plan
+
+
+def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
+    """A column as integer codes and, for a dictionary column, the value of each code."""
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), \
+            col.dictionary.to_pylist()
+    return col.to_numpy(zero_copy_only=False).astype(np.int64), None
+
+
+@dataclass
+class _RunPart:
+    """One run's ops of one group: `units_sql`'s sums, and the latencies to sort."""
+
+    lat: list[np.ndarray]
+    n: int = 0
+    lat_sum: int = 0
+    n_err: int = 0
+    n_miss: int = 0
+    begin: int | None = None  # min(b), b = intended start, else start
+    end: int | None = None  # max(b + latency)
+    #: The ops' b, kept until the warm-up is found (`run_ops(warmups=True)`).
+    starts: list[np.ndarray] = field(default_factory=list)
+    warmup: stationarity.Warmup | None = None
+    mean_ns: float = float("nan")  # numpy's mean, as the checks had it from their read
+
+
+_OTHER, _REDIRECT, _ERROR, _MISS = range(4)
+
+
+def _status_kinds(batch: pa.RecordBatch) -> np.ndarray:
+    """Per op: _REDIRECT, _ERROR (an error status), _MISS or _OTHER, by a lookup in the
+    status dictionary (one pass, not one per kind)."""
+    codes, values = _key_codes(batch, "status")
+    if values is None:  # not dictionary-encoded: the strings themselves
+        values, codes = np.unique(np.asarray(batch.column("status").to_pylist(), object),
+                                  return_inverse=True)
+    kind = np.array([_REDIRECT if v == "redirect" else _ERROR if v in ERROR_STATUSES
+                     else _MISS if v == "miss" else _OTHER for v in values] or [_OTHER],
+                    np.int8)
+    return kind[codes]
+
+
+def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
+            ) -> dict[tuple[object, ...], _RunPart]:
+    """One ops file's measured ops (no warm-up, no redirect) per value of the ops-level
+    keys (op as its name, as DuckDB's VARCHAR gives it; client as int): the sums of
+    `units_sql` and the latencies, sorted; with `warmups`, MSER-5's warm-up of each."""
+    parts: dict[tuple[object, ...], _RunPart] = {}
+    columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
+    for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
+        lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
+        kind = _status_kinds(batch)
+        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False) & (kind != _REDIRECT)
+        b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
+            zero_copy_only=False)
+        err, miss = kind == _ERROR, kind == _MISS
+        codes = [_key_codes(batch, k) for k in ops_keys]
+        combined = np.zeros(lat.size, np.int64)
+        for c, _ in codes:  # mixed radix over the keys' codes
+            low = int(c.min(initial=0))
+            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+        for code in np.flatnonzero(np.bincount(combined[keep])) if keep.any() else ():
+            mine = keep & (combined == code) if codes else keep
+            first = int(np.flatnonzero(mine)[0])
+            key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
+                        for c, vals in codes)
+            part = parts.setdefault(key, _RunPart([]))
+            lat_k, b_k = lat[mine], b[mine]
+            part.lat.append(lat_k)
+            if warmups:
+                part.starts.append(b_k)
+            part.n += int(lat_k.size)
+            part.lat_sum += int(lat_k.sum())
+            part.n_err += int(np.count_nonzero(err & mine))
+            part.n_miss += int(np.count_nonzero(miss & mine))
+            lo, hi = int(b_k.min()), int((b_k + lat_k).max())
+            part.begin = lo if part.begin is None else min(part.begin, lo)
+            part.end = hi if part.end is None else max(part.end, hi)
+    for part in parts.values():
+        lat = np.concatenate(part.lat)
+        if warmups:
+            part.warmup = stationarity.warmup(np.concatenate(part.starts), lat)
+            part.starts, part.mean_ns = [], float(lat.mean())
+        part.lat = [np.sort(compact(lat))]
+    return parts
+
+
+def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int | None = None,
+               warmups: bool = False
+               ) -> tuple[pd.DataFrame, dict[tuple[object, ...], RunSorted]]:
+    """`units_sql`'s table, and per group (rgroup, then the ops-level values) each run's
+    sorted latencies, from one read of each ops file. With `warmups`, the table has
+    ``warmup`` (`stationarity.warmup` of the run's ops in the group) and ``mean_ns``."""
+    paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
+    found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
+    rows = []
+    bar = tqdm(total=len(paths), unit="run", desc="runs read", file=raw_stream(sys.stderr),
+               disable=not progress, leave=False)
+    workers = threads or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        for pos, per_key in enumerate(pool.map(lambda f: run_ops(f, p.ops_keys, warmups=warmups),
+                                                   paths)):
+            bar.update(1)
+            rgroup = int(p.run_codes[pos])
+            for key, part in per_key.items():
+                arrays, labels = found.setdefault((rgroup, *key), ([], []))
+                arrays.append(part.lat[0])
+                labels.append(pos)
+                assert part.begin is not None and part.end is not None
+                rows.append((rgroup, *key, pos, part.n, float(part.end - part.begin),
+                             float(part.lat_sum), part.n_err, part.n_miss, part.warmup,
+                             part.mean_ns))
+    bar.close()
+    units = pd.DataFrame(rows, columns=["rgroup", *p.ops_keys, "run_pos", "n", "wall_ns",
+                                        "lat_sum_ns", "n_err", "n_miss", "warmup",
+                                        "mean_ns"])
+    if not warmups:
+        units = units.drop(columns=["warmup", "mean_ns"])
+    units = units.sort_values(["rgroup", *p.ops_keys, "run_pos"], kind="stable",
+                              ignore_index=True)
+    return units, {g: RunSorted(a, np.asarray(labels)) for g, (a, labels) in found.items()}

@@ -21,6 +21,8 @@ import, from `MOVED`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Callable
 from types import ModuleType
 
 #: Where each module of the flat package went (issue 42): old name -> new module.
@@ -51,3 +53,19 @@ def __getattr__(name: str) -> ModuleType:
     if name in MOVED:
         return importlib.import_module(f"{__name__}.{MOVED[name]}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def forward_to(package: str, core: str) -> Callable[[str], object]:
+    """A `package`'s module ``__getattr__`` that gives the names of its `core` module (the
+    flat module the package grew from: `from harness.analysis import checks` then
+    ``checks.CHECKS`` still works). A submodule's name is left to the import system."""
+
+    def getattr_(name: str) -> object:
+        if name.startswith("_") or importlib.util.find_spec(f"{package}.{name}") is not None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            return getattr(importlib.import_module(f"{package}.{core}"), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return getattr_

@@ -8,17 +8,7 @@
 
 from __future__ import annotations
 
+from harness.analysis import forward_to
 
-def __getattr__(name: str) -> object:
-    """`harness.analysis.checks.X` for the names of `registry` (where they lived before the
-    package was grouped: `from harness.analysis import checks` in a notebook still works).
-    A submodule's name is left to the import system."""
-    import importlib
-    import importlib.util
-
-    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        return getattr(importlib.import_module(f"{__name__}.registry"), name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+#: The names of `registry`, which this package grew from (`harness.analysis.MOVED`).
+__getattr__ = forward_to(__name__, "registry")

@@ -12,17 +12,7 @@
 
 from __future__ import annotations
 
+from harness.analysis import forward_to
 
-def __getattr__(name: str) -> object:
-    """`harness.analysis.stats.X` for the names of `comparisons` (where they lived before the
-    package was grouped: `from harness.analysis import stats` in a notebook still works).
-    A submodule's name is left to the import system."""
-    import importlib
-    import importlib.util
-
-    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        return getattr(importlib.import_module(f"{__name__}.comparisons"), name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+#: The names of `comparisons`, which this package grew from (`harness.analysis.MOVED`).
+__getattr__ = forward_to(__name__, "comparisons")

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -281,8 +282,10 @@ def test_fuzzed_state_files_are_read_or_refused_in_one_line(
             "runs": [{"run_id": "r", "label": "l", "manifest": {}, "reason": "",
                       "final": False, "workers": [{"host": "h", "client": 0, "pid": 9,
                                                    "files": {"out": "/x"}}]}]}
-    d = tmp_path / f"e{uuid.uuid4().hex[:6]}"
-    (d / STATE_DIR).mkdir(parents=True)
+    # A directory of its own per example: 300 examples share tmp_path, and six hex digits
+    # of a uuid collided once in CI (FileExistsError); mkdtemp cannot.
+    d = Path(tempfile.mkdtemp(prefix="e", dir=tmp_path))
+    (d / STATE_DIR).mkdir()
     (d / STATE_DIR / STATE_FILE).write_text(json.dumps(_mutate(base, path, value)))
     try:
         state = read_state(d)
@@ -298,8 +301,7 @@ def test_fuzzed_state_files_are_read_or_refused_in_one_line(
 def test_fuzzed_manifests_are_read_or_refused_in_one_line(
         tmp_path: Path, path: list[Any], value: Any) -> None:
     base = json.loads(MANIFEST_V3.read_text())
-    d = tmp_path / f"r{uuid.uuid4().hex[:6]}"
-    d.mkdir()
+    d = Path(tempfile.mkdtemp(prefix="r", dir=tmp_path))  # one per example, never reused
     (d / "manifest.json").write_text(json.dumps(_mutate(base, path, value)))
     try:
         man = read_manifest(d)
@@ -315,8 +317,7 @@ def test_a_run_id_or_experiment_that_leaves_the_tree_is_refused(tmp_path: Path) 
     base = json.loads(MANIFEST_V3.read_text())
     for field, value in (("run_id", "../../outside"), ("experiment", "../x"),
                          ("run_id", "a/b"), ("experiment", "/etc"), ("run_id", ".hidden")):
-        d = tmp_path / uuid.uuid4().hex[:6]
-        d.mkdir()
+        d = Path(tempfile.mkdtemp(dir=tmp_path))
         (d / "manifest.json").write_text(json.dumps({**base, field: value}))
         with pytest.raises(ResultsError, match=field):
             read_manifest(d)

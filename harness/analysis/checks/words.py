@@ -37,14 +37,21 @@ def report_frame(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
     check: ``configuration`` (``k=v, ...`` of the `label` keys, default all of `by`;
     keys a configuration lacks are left out), ``check``, ``runs`` (``3 of 5``) and
     ``detail``."""
-    keys = list(label) if label is not None else list(by)
     rows = []
     for key, fs in found.items():
-        values = dict(zip(by, key, strict=True))
-        config = ", ".join(f"{k}={values[k]}" for k in keys
-                           if k in values and values[k] != "\0nan") or "all runs"
+        config = configuration_label(key, by, label)
         rows += [[config, f.check, f"{len(f.runs)} of {f.judged}", f.detail] for f in fs]
     return pd.DataFrame(rows, columns=["configuration", "check", "runs", "detail"])
+
+
+def configuration_label(key: GroupKey, by: Sequence[str],
+                        label: Sequence[str] | None = None) -> str:
+    """``k=v, ...`` of a group's `label` keys (default all of `by`), leaving out keys the
+    configuration lacks; ``all runs`` when none is left."""
+    values = dict(zip(by, key, strict=True))
+    keys = list(label) if label is not None else list(by)
+    return ", ".join(f"{k}={values[k]}" for k in keys
+                     if k in values and values[k] != "\0nan") or "all runs"
 
 
 def warning_lines(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],

@@ -151,12 +151,11 @@ class Overview:
             configs[exp] = len(groups)
             counts[exp] = {}
             for key, fs in found.items():
+                config = checkwords.configuration_label(key, by, label)
                 for f in fs:
                     counts[exp][f.check] = counts[exp].get(f.check, 0) + 1
                     share = len(f.runs) / max(f.judged, 1)
-                    config = checkwords.report_frame({key: [f]}, by, label)
-                    case = (share, exp, str(config["configuration"].iloc[0]),
-                            f"{len(f.runs)} of {f.judged}", f.detail)
+                    case = (share, exp, config, f"{len(f.runs)} of {f.judged}", f.detail)
                     if f.check not in worst or case[0] > worst[f.check][0]:
                         worst[f.check] = case
             if not any(r.telemetry for runs in groups.values() for r in runs):

@@ -36,7 +36,48 @@ def numpy_linear(n: int, q: float, at: Callable[[int], float]) -> float:
     return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
-class SortedOps:
+class _Percentiles:
+    """What `SortedOps` and `RunSorted` share: the interval from their searches, and the
+    tail's effective number of runs from each run's count beyond a value."""
+
+    n: int
+    counts: np.ndarray
+    labels: np.ndarray
+
+    def quantile(self, q: float) -> float:
+        raise NotImplementedError
+
+    def per_run(self, q: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def leave_one_out(self, q: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def tail_runs(self, value: float, q: float) -> float:
+        raise NotImplementedError
+
+    def interval(self, q: float, *, confidence: float = 0.95,
+                 min_tail_ops: int = intervals.MIN_TAIL_OPS) -> intervals.RunInterval:
+        """`intervals.quantile_interval` of these ops, the same to the last bit: the
+        method's decisions are `intervals.interval_of_quantile`'s, fed from the searches."""
+        if self.n == 0:
+            return intervals._no_interval(float("nan"), 0, "no ops", confidence)
+        value = self.quantile(q)
+        return intervals.interval_of_quantile(
+            value, self.counts, q,
+            leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
+            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
+            confidence=confidence, min_tail_ops=min_tail_ops)
+
+    def _effective_runs(self, beyond: np.ndarray) -> float:
+        """`intervals.tail_runs`' weighting of each run's ops beyond the value."""
+        if beyond.sum() <= 0:
+            return float(self.labels.size)
+        w = beyond / beyond.sum()
+        return max(2.0, float(1.0 / np.sum(w * w)))
+
+
+class SortedOps(_Percentiles):
     """One group's ops sorted by latency, with each run's positions in that order: every
     percentile, per-run and leave-one-run-out, is then O(log n).
 
@@ -94,19 +135,6 @@ class SortedOps:
                 lambda k, ob=ob: self.at(k + int(np.searchsorted(ob, k, side="right"))))
         return out
 
-    def interval(self, q: float, *, confidence: float = 0.95,
-                 min_tail_ops: int = intervals.MIN_TAIL_OPS) -> intervals.RunInterval:
-        """`intervals.quantile_interval` of these ops, the same to the last bit: the
-        method's decisions are `intervals.interval_of_quantile`'s, fed from the sort."""
-        if self.n == 0:
-            return intervals._no_interval(float("nan"), 0, "no ops", confidence)
-        value = self.quantile(q)
-        return intervals.interval_of_quantile(
-            value, self.counts, q,
-            leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
-            confidence=confidence, min_tail_ops=min_tail_ops)
-
     def _first(self, value: float, strictly_above: bool) -> int:
         """First sorted index whose value is > `value` (or >= when not strictly): a
         search on the raw values, then corrected on the scaled ones that are compared."""
@@ -133,10 +161,7 @@ class SortedOps:
         else:
             k = self._first(value, strictly_above=False)
             counts = np.array([np.searchsorted(pos, k) for pos in self.positions], float)
-        if counts.sum() <= 0:
-            return float(self.labels.size)
-        w = counts / counts.sum()
-        return max(2.0, float(1.0 / np.sum(w * w)))
+        return self._effective_runs(counts)
 
 
 def quantile_interval_sorted(lat_sorted: np.ndarray, run_sorted: np.ndarray, q: float,
@@ -145,7 +170,7 @@ def quantile_interval_sorted(lat_sorted: np.ndarray, run_sorted: np.ndarray, q: 
     return SortedOps(lat_sorted, run_sorted).interval(q, **kw)  # type: ignore[arg-type]
 
 
-class RunSorted:
+class RunSorted(_Percentiles):
     """One group's ops as each run's latencies sorted (integers, ns): every percentile,
     pooled, per-run and leave-one-run-out, by counting the ops at or below a value (one
     binary search per run) and bisecting on the integer latencies. Nothing pooled is
@@ -224,18 +249,6 @@ class RunSorted:
     def leave_one_out(self, q: float) -> np.ndarray:
         return self._quantiles(q, list(range(len(self.runs))))
 
-    def interval(self, q: float, *, confidence: float = 0.95,
-                 min_tail_ops: int = intervals.MIN_TAIL_OPS) -> intervals.RunInterval:
-        """As `SortedOps.interval`."""
-        if self.n == 0:
-            return intervals._no_interval(float("nan"), 0, "no ops", confidence)
-        value = self.quantile(q)
-        return intervals.interval_of_quantile(
-            value, self.counts, q,
-            leave_one_out=lambda: self.leave_one_out(q), per_run=lambda: self.per_run(q),
-            tail_runs=lambda: self.tail_runs(value, q), median=lambda: self.quantile(0.5),
-            confidence=confidence, min_tail_ops=min_tail_ops)
-
     def _first_raw(self, value: float, strictly_above: bool) -> int:
         """The least integer latency whose scaled value is > `value` (>= when not
         strictly): a guess from the product, corrected on the compared values."""
@@ -259,10 +272,7 @@ class RunSorted:
         else:
             x = self._first_raw(value, strictly_above=False)
             counts = np.array([_search(r, np.int64(x), "left") for r in self.runs], float)
-        if counts.sum() <= 0:
-            return float(self.labels.size)
-        w = counts / counts.sum()
-        return max(2.0, float(1.0 / np.sum(w * w)))
+        return self._effective_runs(counts)
 
 
 _I32 = np.iinfo(np.int32)

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from harness.analysis.data.load import Loaded
 from harness.analysis.stats import stationarity
-from harness.analysis.stats.loo import RunSorted, compact
+from harness.analysis.stats.loo import RunSorted, compact, sort_ints
 from harness.results import ERROR_STATUSES, OPS_FILE
 from harness.text import raw_stream
 
@@ -92,10 +92,11 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
             zero_copy_only=False)
         err, miss = kind == _ERROR, kind == _MISS
         codes = [_key_codes(batch, k) for k in ops_keys]
-        combined = np.zeros(lat.size, np.int64)
+        combined = np.zeros(lat.size, np.int64) if len(codes) != 1 else None
         for c, _ in codes:  # mixed radix over the keys' codes
             low = int(c.min(initial=0))
-            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+            combined = c - low if combined is None else (
+                combined * (int(c.max(initial=0)) - low + 1) + (c - low))
         for code in np.flatnonzero(np.bincount(combined[keep])) if keep.any() else ():
             mine = keep & (combined == code) if codes else keep
             first = int(np.flatnonzero(mine)[0])
@@ -114,12 +115,17 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
             part.begin = lo if part.begin is None else min(part.begin, lo)
             part.end = hi if part.end is None else max(part.end, hi)
     for part in parts.values():
-        lat = np.concatenate(part.lat)
+        lat = _joined(part.lat)
         if warmups:
-            part.warmup = stationarity.warmup(np.concatenate(part.starts), lat)
+            part.warmup = stationarity.warmup(_joined(part.starts), lat)
             part.starts, part.mean_ns = [], float(lat.mean())
-        part.lat = [np.sort(compact(lat))]
+        part.lat = [sort_ints(compact(lat))]
     return parts
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The parts of one batch or more as one array (one batch: no copy)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int | None = None,

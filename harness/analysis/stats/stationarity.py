@@ -96,9 +96,13 @@ def warmup(begin_ns: np.ndarray, latency_ns: np.ndarray) -> Warmup | None:
     n = int(latency_ns.size)
     if n < MIN_OPS:
         return None
-    order = np.argsort(begin_ns, kind="stable")
-    begin = begin_ns[order]
-    logs = np.log(np.maximum(latency_ns[order], 1).astype(np.float64))
+    if bool(np.all(begin_ns[1:] >= begin_ns[:-1])):  # the kit writes runs in start order
+        begin, lat = begin_ns, latency_ns
+    else:
+        order = np.argsort(begin_ns, kind="stable")
+        begin, lat = begin_ns[order], latency_ns[order]
+    logs = lat.astype(np.float64)
+    np.log(np.maximum(logs, 1.0, out=logs), out=logs)  # in place: a fresh array's pages cost more
     y, b = batch_means(logs)
     d = mser(y)
     if d == 0:

@@ -107,3 +107,22 @@ def test_int32_runs_count_as_their_int64_selves() -> None:
         v = wide.quantile(q)
         assert wide.tail_runs(v, q) == narrow.tail_runs(v, q)
     assert compact(np.array([-(2**31), 5])).dtype == np.int64  # the bound itself: not inside
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("spread", [0.0, 1e3, 1e6, 1e9, 1e13])
+def test_sort_ints_is_numpys_sort_on_every_span(dtype: type, spread: float) -> None:
+    """One 16-bit digit, two, and the comparison sort past 32 bits of span; negative
+    values and the int32 extremes wrap through the unsigned digits and back."""
+    from harness.analysis.stats.loo import sort_ints
+
+    rng = np.random.default_rng(int(spread) % 97)
+    x = (rng.random(50_000) * spread).astype(np.int64) + rng.integers(-5, 5)
+    if dtype is np.int32:
+        if spread > 2**31:
+            x = np.clip(x, -(2**31) + 1, 2**31 - 2)
+            x[:2] = [-(2**31) + 1, 2**31 - 2]  # a span of 2**32 - 3
+        x = x.astype(np.int32)
+    got = sort_ints(x)
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, np.sort(x))

@@ -116,3 +116,17 @@ def test_mser_drops_the_prefix_of_a_step() -> None:
     y = np.concatenate([np.full(10, 5.0), np.random.default_rng(0).normal(0, 1, 190)])
     assert stationarity.mser(y) == 10
     assert stationarity.mser(np.random.default_rng(1).normal(0, 1, 4)) <= 2
+
+
+def test_warmup_of_ops_in_start_order_is_that_of_the_same_ops_shuffled() -> None:
+    """The kit writes a run's ops in start order, and the warm-up then skips its sort:
+    the same ops in any order give the same truncation, to the last bit."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    begin = np.cumsum(rng.integers(1, 1000, n))
+    lat = rng.lognormal(10, 0.5, n).astype(np.int64)
+    lat[:2000] *= 3  # a warm-up to find
+    inorder = stationarity.warmup(begin, lat)
+    assert inorder is not None and inorder.ops > 0
+    shuffled = rng.permutation(n)
+    assert stationarity.warmup(begin[shuffled], lat[shuffled]) == inorder

@@ -162,6 +162,37 @@ def remove_owned_dirs(host: Host, token: str, paths: Sequence[str]) -> dict[str,
     return {p: None if why in (None, "gone") else why for p, why in checked.items()}
 
 
+def remove_owned_empty_dirs(host: Host, token: str, paths: Sequence[str]) -> list[str]:
+    """Remove each of `paths` proven the kit's (`owned_dirs`) that holds nothing but its
+    owner mark (a work directory whose files were all collected and discarded); the
+    paths removed. A directory with anything else in it stays: it may hold records."""
+    checked = owned_dirs(host, token, paths)
+    mine = [p for p, why in checked.items() if why is None]
+    if not mine:
+        return []
+    script = ('for d; do [ -z "$(find "$d" -mindepth 1 ! -name "$M" -print -quit)" ] '
+              '&& rm -rf -- "$d" && printf "%s\n" "$d"; done')
+    res = host.run(["sh", "-c", f"M={MARK}; {script}", "sh", *mine], check=False, timeout=60)
+    return [line for line in res.stdout.splitlines() if line in mine]
+
+
+def prune_owned_dir(host: Host, token: str, path: str, keep: Sequence[str]) -> bool:
+    """Remove from directory `path`, proven the kit's (`owned_dirs`), every entry but its
+    owner mark and those whose names begin with one of the prefixes `keep`; True if it
+    was the kit's and pruned."""
+    prefixes = list(keep)
+    if not all(k and "/" not in k for k in prefixes):  # a client not named: keep it all
+        return False
+    if owned_dirs(host, token, [path]).get(path) is not None:
+        return False
+    script = ('d=$1; m=$2; shift 2; for f in "$d"/* "$d"/.[!.]*; do '
+              '[ -e "$f" ] || [ -L "$f" ] || continue; b=${f##*/}; [ "$b" = "$m" ] && continue; '
+              'k=0; for p; do case $b in "$p"*) k=1;; esac; done; '
+              '[ $k = 1 ] || rm -rf -- "$f"; done')
+    host.run(["sh", "-c", script, "sh", path, MARK, *prefixes], check=False, timeout=60)
+    return True
+
+
 def remove_owned_files(host: Host, token: str, paths: Sequence[str]) -> dict[str, str | None]:
     """`remove_owned_dirs` for files (`owned_files`)."""
     checked = owned_files(host, token, paths)

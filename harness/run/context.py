@@ -59,8 +59,9 @@ class RunContext:
     scratch: str
     #: The running server sets, by configuration (`harness.run.serverpool`).
     pool: ServerPool
-    #: Client machines holding records not yet copied: their work directories stay.
-    keep_workdirs: set[str] = field(default_factory=set)
+    #: Client machines holding records not yet copied: their work directories stay,
+    #: holding only the files of those clients (their names' prefixes, `runNNNNN-cNNN.`).
+    keep_workdirs: dict[str, set[str]] = field(default_factory=dict)
     #: One agent per client machine, for every run (`harness.run.agentctl`).
     agents: AgentPool = field(default_factory=AgentPool)
     #: Each server-only machine's server of /proc snapshots, for every run of the grid

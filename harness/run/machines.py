@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.errors import HostError, ServiceError, SpecError
 from harness.hosts import Host, LocalHost, connect_host
+from harness.hosts.owned import prune_owned_dir
 from harness.run.clients import slow_starts
 from harness.run.context import (
     PREPARE_NOTE_S,
@@ -121,9 +122,13 @@ class RunMachines:
         if host.name in ctx.lock.run_hosts():
             return
         ctx.lock.remove_workdir(host.name)
-        if host.name in ctx.keep_workdirs:
-            return
         with contextlib.suppress(HostError):  # unreachable now: nothing to remove it with
+            if host.name in ctx.keep_workdirs:
+                # Only what `harness collect` needs stays: the other runs' files go,
+                # their configurations (which name the servers' passwords) among them.
+                prune_owned_dir(host, ctx.lock.state.owner, ctx.workdirs[host.name],
+                                sorted(ctx.keep_workdirs[host.name]))
+                return
             host.remove_tree(ctx.workdirs[host.name])
 
     @staticmethod

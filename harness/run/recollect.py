@@ -32,7 +32,12 @@ import pyarrow as pa
 
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, connect_host
-from harness.hosts.owned import is_token, owned_files, remove_owned_files
+from harness.hosts.owned import (
+    is_token,
+    owned_files,
+    remove_owned_empty_dirs,
+    remove_owned_files,
+)
 from harness.results import (
     STATUS_CODE,
     TMP_PREFIX,
@@ -54,7 +59,7 @@ from harness.run.runstatus import (
     send_lag_p99_ms,
     target_met,
 )
-from harness.run.transfer import fetch_records
+from harness.run.transfer import client_prefix, fetch_records
 from harness.spec import RunPlan, Spec, expand
 from harness.text import printable
 from harness.workloads import WORKLOADS
@@ -141,6 +146,15 @@ def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays | OpsParts) -
     return run_dir
 
 
+def _config_and_log(files: Mapping[str, str]) -> list[str]:
+    """A collected client's configuration and log on its machine (`transfer.client_prefix`)."""
+    prefix = client_prefix(files)
+    if not prefix:
+        return []
+    where = str(files["out"]).rpartition("/")[0]
+    return [f"{where}/{prefix}json", *([files["log"]] if "log" in files else [])]
+
+
 def collect_pending(spec: Spec, out_dir: Path,
                     say: Callable[[str], None] = print) -> CollectReport:
     """Fetch every pending record file of `spec`'s runs under `out_dir`."""
@@ -204,7 +218,9 @@ def collect_pending(spec: Spec, out_dir: Path,
                     resolved += [p["error"] for p in mine if p["client"] not in failed_again]
                     new_errors += [e for e in got.errors
                                    if e not in (p.error for p in got.pending)]
-                    discard[name] = (token, got.discardable)
+                    collected = [p["files"] for p in mine if p["client"] not in failed_again]
+                    discard[name] = (token, [*got.discardable, *(
+                        f for files in collected for f in _config_and_log(files))])
                 else:
                     refused = []
                 if refused:
@@ -269,10 +285,14 @@ def _finish_collected(run_dir: Path, man: Manifest, ops: OpsParts,
                   loadgen=loadgen, extra=extra,
                   counts=run_counts(plan, summed, workers), ops_file={})
     _replace_run(run_dir, new, ops)
-    # Written and verified here: the copies on the machines can go.
+    # Written and verified here: the copies on the machines can go, and with them the
+    # collected clients' configurations (they name the servers' passwords) and logs,
+    # and a work directory left with nothing else in it.
     for name, (token, files) in discard.items():
         host = hosts[name]
         if host is not None:
             remove_owned_files(host, token, files)
+            remove_owned_empty_dirs(host, token, sorted({f.rpartition("/")[0]
+                                                         for f in files} - {""}))
     say(f"{run_dir.name}: {len(resolved)} record file(s) collected; now {status}")
     return status == "complete"

@@ -27,6 +27,7 @@ from harness.run.livestatus import LiveStatus
 from harness.run.runstatus import finish_manifest, quick_stats, target_met
 from harness.run.telemetry import RunTelemetry
 from harness.run.timeline import Timeline
+from harness.run.transfer import client_prefix
 from harness.services.base import RunningService
 from harness.spec import RunPlan, recorded_spec
 
@@ -97,7 +98,8 @@ class RunWriting:
         if got is not None:
             errors += got.errors
             pending = [asdict(p) for p in got.pending]
-            ctx.keep_workdirs.update(p.host for p in got.pending)
+            for p in got.pending:
+                ctx.keep_workdirs.setdefault(p.host, set()).add(client_prefix(p.files))
         # Counted, timed and its percentiles taken once, in passes over the parts.
         summed = tally(ops)
         dead = [n for n, s in running.items() if n not in gone and not s.alive()]

@@ -37,6 +37,14 @@ def _once_more(host: Host, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
 
 
+def client_prefix(files: Mapping[str, str]) -> str:
+    """What the names of one client's files in its work directory begin with
+    (``run00005-c000.``: its configuration, log, status, records and their parts), from
+    its records file's name; '' if that is not a records file."""
+    name = str(files.get("out", "")).rpartition("/")[2]
+    return name.removesuffix(".npz") + "." if name.endswith(".npz") and name != ".npz" else ""
+
+
 @dataclass(frozen=True)
 class PendingRecords:
     """A client process's records left on its machine, not yet copied and verified here."""

@@ -111,6 +111,9 @@ def test_broken_transfer_keeps_records_on_the_client_and_collect_recovers_them(
     assert man.ops_file["rows"] == 2000 == len(read_ops(run_dir))
     for remote in outs:  # copied and verified: now removed from the client
         assert not Path(remote).exists()
+    # With them the work directory: nothing of the run stays on the machine, not even
+    # the clients' configurations, which name the server (and would name its password).
+    assert not Path(outs[0]).parent.exists()
     # Nothing left to pick up: a second collect changes nothing.
     assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
     assert "nothing to collect" in capsys.readouterr().out
@@ -151,3 +154,46 @@ def test_a_copy_that_does_not_match_its_checksum_is_pending_and_the_file_stays(
     assert sorted(got.discardable) == sorted(f0[k] for k in ("ready", "go", "status", "out"))
     assert Path(f0["out"]).exists() and Path(f1["out"]).exists()
     assert list((tmp_path / "copies").iterdir()) == [tmp_path / "copies" / "m1-c0.npz"]
+
+
+def test_a_kept_work_directory_holds_only_the_records_not_yet_copied(
+        tmp_path: Path, sshd_no_sftp: SSHDaemon, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """Three runs; the machine is gone as the second one's records are collected and back
+    for the third. Its work directory stays for `harness collect`, with the second run's
+    files only: the other runs' configurations (which name the server) and logs go, as
+    a finished grid's do. Once those records are collected, the directory goes too."""
+    path = write_spec(tmp_path, sshd_no_sftp)
+    path.write_text(path.read_text() + "repetitions: 3\n")
+    original = ClientGroup.collect
+    kept: list[list[str]] = []
+
+    def second_with_the_machine_gone(self: ClientGroup) -> Collected:
+        if self.plan.index != 1:
+            return original(self)
+        kept.append([w.files["out"] for w in self.workers])
+        sshd_no_sftp.stop()
+        try:
+            return original(self)
+        finally:
+            sshd_no_sftp.start()  # back for the third run
+
+    monkeypatch.setattr(ClientGroup, "collect", second_with_the_machine_gone)
+    outcomes = Runner(load_spec(path), tmp_path / "raw", progress=False).run()
+    monkeypatch.undo()
+    assert [o.status for o in outcomes][::2] == ["complete", "complete"]
+    [outs] = kept
+    workdir = Path(outs[0]).parent
+    left = sorted(p.name for p in workdir.iterdir())
+    assert ".kvbench-owner" in left, left
+    assert [n for n in left if n != ".kvbench-owner"
+            and not n.startswith(("run00001-c000.", "run00001-c001."))] == [], left
+    for remote in outs:
+        assert Path(remote).is_file()
+        assert Path(remote[: -len(".npz")] + ".json").is_file()  # the worker's config
+
+    capsys.readouterr()
+    assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
+    assert "now complete" in capsys.readouterr().out
+    assert not workdir.exists()
+    assert [verify_run(d).status for d in iter_run_dirs(tmp_path / "raw")] == ["complete"] * 3

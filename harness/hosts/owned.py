@@ -170,8 +170,9 @@ def remove_owned_empty_dirs(host: Host, token: str, paths: Sequence[str]) -> lis
     mine = [p for p, why in checked.items() if why is None]
     if not mine:
         return []
-    script = ('for d; do [ -z "$(find "$d" -mindepth 1 ! -name "$M" -print -quit)" ] '
-              '&& rm -rf -- "$d" && printf "%s\n" "$d"; done')
+    # A listing that fails (`find` missing, a permission) removes nothing.
+    script = ('for d; do o=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "$M" -print -quit) '
+              '|| continue; [ -z "$o" ] && rm -rf -- "$d" && printf "%s\\n" "$d"; done')
     res = host.run(["sh", "-c", f"M={MARK}; {script}", "sh", *mine], check=False, timeout=60)
     return [line for line in res.stdout.splitlines() if line in mine]
 

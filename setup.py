@@ -1,9 +1,11 @@
-"""Build of the load generator's native core (harness/loadgen/_native.c, the binding, and
-harness/loadgen/native_core/: the loop and the protocols).
+"""Build of the two C extensions: the load generator's native core
+(harness/loadgen/_native.c, the binding, and harness/loadgen/native_core/: the loop and
+the protocols) and the analysis' radix sort (harness/analysis/stats/_radix.c).
 
-Everything else is in pyproject.toml. The extension is optional: without a working C
-compiler (or Python headers) the install goes on and prints one line; the load
-generator then uses its pure-Python path (harness.loadgen.native.ENGINE says which).
+Everything else is in pyproject.toml. Both are optional: without a working C compiler (or
+Python headers) the install goes on and prints one line each; the load generator then
+uses its pure-Python path (harness.loadgen.native.ENGINE says which) and the summary
+numpy's sort (`loo.sort_ints`).
 """
 
 import os
@@ -16,26 +18,29 @@ from setuptools.command.build_ext import build_ext
 class OptionalBuildExt(build_ext):
     """build_ext that falls back to the pure-Python path instead of failing."""
 
-    failed = False
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.failed: set[str] = set()  # the extensions said not built, "" for the command
 
     def run(self) -> None:
         try:
             super().run()
         except Exception as exc:  # noqa: BLE001 - any build failure means "no native core"
-            self._fallback(exc)
+            self._fallback("", exc)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - e.g. CompileError, no compiler at all
-            self._fallback(exc)
+            self._fallback(ext.name, exc)
 
-    def _fallback(self, exc: Exception) -> None:
-        if self.failed:
+    def _fallback(self, name: str, exc: Exception) -> None:
+        if name in self.failed or (not name and self.failed):
             return  # e.g. copying the library that was not built: said once already
-        self.failed = True
-        print(f"kvbench: native load-generator core not built ({type(exc).__name__}); "
-              "the pure-Python path is used", file=sys.stderr)
+        self.failed.add(name)
+        what = {"harness.analysis.stats._radix": "radix sort (numpy's sort is used)"}.get(
+            name, "native load-generator core (the pure-Python path is used)")
+        print(f"kvbench: {what} not built ({type(exc).__name__})", file=sys.stderr)
 
 
 SOURCES = ["harness/loadgen/_native.c", "harness/loadgen/native_core/engine.c",
@@ -58,6 +63,8 @@ def _openssl() -> dict:
 
 setup(
     ext_modules=[Extension("harness.loadgen._native", SOURCES, depends=HEADERS,
-                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"], **_openssl())],
+                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"], **_openssl()),
+                 Extension("harness.analysis.stats._radix", ["harness/analysis/stats/_radix.c"],
+                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -1,5 +1,6 @@
-"""Building the native core (setup.py): with a compiler it is built; without one the
-install goes on, says in one line that the pure-Python path is used, and builds nothing."""
+"""Building the C extensions (setup.py): the load generator's native core and the
+analysis' radix sort. With a compiler both are built; without one the install goes on,
+says in one line each what is used instead, and builds nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("setup.py", "pyproject.toml", "README.md", "harness/loadgen/_native.c",
+           "harness/analysis/stats/_radix.c",
            *(str(p.relative_to(ROOT)) for p in (ROOT / "harness/loadgen/native_core").iterdir()))
 
 
@@ -29,20 +31,30 @@ def test_without_a_compiler_the_build_falls_back_in_one_line(tmp_path: Path) -> 
     proc = _build(tmp_path, CC="/bin/false")
     assert proc.returncode == 0, proc.stderr
     said = [line for line in proc.stderr.splitlines() if "kvbench:" in line]
-    assert said == [said[0]] and "pure-Python path is used" in said[0]
-    assert not list((tmp_path / "harness" / "loadgen").glob("_native*.so"))
+    assert len(said) == 2, said
+    assert "pure-Python path is used" in said[0] and "numpy's sort is used" in said[1]
+    assert not list(tmp_path.rglob("*.so"))
 
 
-def test_with_a_compiler_the_core_is_built_and_loads(tmp_path: Path) -> None:
+def _load(lib: Path, name: str, then: str) -> str:
+    probe = ("import importlib.util as u, sys; s = u.spec_from_file_location("
+             f"{name!r}, {str(lib)!r}); m = u.module_from_spec(s); "
+             f"s.loader.exec_module(m); {then}")
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+
+
+def test_with_a_compiler_both_are_built_and_load(tmp_path: Path) -> None:
     if shutil.which(os.environ.get("CC", "gcc")) is None and not os.environ.get("CI"):
         pytest.skip("no C compiler on this machine")
     proc = _build(tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "pure-Python" not in proc.stderr
+    assert "kvbench:" not in proc.stderr
     [lib] = (tmp_path / "harness" / "loadgen").glob("_native*.so")
-    probe = ("import importlib.util as u, sys; s = u.spec_from_file_location("
-             f"'harness.loadgen._native', {str(lib)!r}); m = u.module_from_spec(s); "
-             "s.loader.exec_module(m); print(m.Engine.__name__, m.EV_DONE)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True, timeout=60)
-    assert out.stdout.split() == ["Engine", "1"]
+    out = _load(lib, "harness.loadgen._native", "print(m.Engine.__name__, m.EV_DONE)")
+    assert out.split() == ["Engine", "1"]
+    [lib] = (tmp_path / "harness" / "analysis" / "stats").glob("_radix*.so")
+    out = _load(lib, "harness.analysis.stats._radix",
+                "import array; a = array.array('I', [3, 1, 2]); b = array.array('I', [0] * 3); "
+                "print(list((a, b)[m.sort_u32(a, b)]))")
+    assert out.strip() == "[1, 2, 3]"

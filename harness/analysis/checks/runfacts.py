@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from harness.analysis.checks import tails
 from harness.analysis.data.load import Loaded
-from harness.analysis.data.opsread import _REDIRECT, _key_codes, _status_kinds
+from harness.analysis.data.opsread import _key_codes, _status_in
 from harness.analysis.data.queries import Plan, plan
 from harness.analysis.data.summary_ci import _key
 from harness.analysis.stats import stationarity
@@ -90,8 +90,8 @@ def read_run(path: str, ops_keys: Sequence[str], top: int = 0
     batch = table.to_batches()[0] if table.num_rows else None
     if batch is None:
         return {}
-    keep = ~batch.column("warmup").to_numpy(zero_copy_only=False) & (
-        _status_kinds(batch) != _REDIRECT)
+    keep = ~(batch.column("warmup").to_numpy(zero_copy_only=False)
+             | _status_in(batch, ("redirect",)))
     lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
     begin = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
         zero_copy_only=False)

@@ -36,12 +36,12 @@ if TYPE_CHECKING:
 
 
 def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
-    """A column as integer codes and, for a dictionary column, the value of each code."""
+    """A column as integer codes (as stored: no widened copy) and, for a dictionary
+    column, the value of each code."""
     col = batch.column(name)
     if pa.types.is_dictionary(col.type):
-        return col.indices.to_numpy(zero_copy_only=False).astype(np.int64), \
-            col.dictionary.to_pylist()
-    return col.to_numpy(zero_copy_only=False).astype(np.int64), None
+        return col.indices.to_numpy(zero_copy_only=False), col.dictionary.to_pylist()
+    return col.to_numpy(zero_copy_only=False), None
 
 
 @dataclass
@@ -61,20 +61,18 @@ class _RunPart:
     mean_ns: float = float("nan")  # numpy's mean, as the checks had it from their read
 
 
-_OTHER, _REDIRECT, _ERROR, _MISS = range(4)
-
-
-def _status_kinds(batch: pa.RecordBatch) -> np.ndarray:
-    """Per op: _REDIRECT, _ERROR (an error status), _MISS or _OTHER, by a lookup in the
-    status dictionary (one pass, not one per kind)."""
-    codes, values = _key_codes(batch, "status")
-    if values is None:  # not dictionary-encoded: the strings themselves
-        values, codes = np.unique(np.asarray(batch.column("status").to_pylist(), object),
-                                  return_inverse=True)
-    kind = np.array([_REDIRECT if v == "redirect" else _ERROR if v in ERROR_STATUSES
-                     else _MISS if v == "miss" else _OTHER for v in values] or [_OTHER],
-                    np.int8)
-    return kind[codes]
+def _status_in(batch: pa.RecordBatch, names: tuple[str, ...]) -> np.ndarray:
+    """Per op: whether its status is one of `names`, by comparing the status
+    dictionary's codes (1 byte each) with those of the names, not by a lookup per op."""
+    col = batch.column("status")
+    if not pa.types.is_dictionary(col.type):  # the strings themselves
+        return np.isin(np.asarray(col.to_pylist(), object), list(names))
+    codes = col.indices.to_numpy(zero_copy_only=False)
+    out = np.zeros(codes.size, bool)
+    for i, value in enumerate(col.dictionary.to_pylist()):
+        if value in names:
+            out |= codes == i
+    return out
 
 
 def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
@@ -86,20 +84,29 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
     columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
     for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
         lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
-        kind = _status_kinds(batch)
-        keep = ~batch.column("warmup").to_numpy(zero_copy_only=False) & (kind != _REDIRECT)
+        keep = ~(batch.column("warmup").to_numpy(zero_copy_only=False)
+                 | _status_in(batch, ("redirect",)))
         b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
             zero_copy_only=False)
-        err, miss = kind == _ERROR, kind == _MISS
         codes = [_key_codes(batch, k) for k in ops_keys]
-        combined = np.zeros(lat.size, np.int64) if len(codes) != 1 else None
-        for c, _ in codes:  # mixed radix over the keys' codes
+        first_key, *other_keys = [c for c, _ in codes] or [np.zeros(lat.size, np.int8)]
+        combined = first_key - int(first_key.min(initial=0))
+        if other_keys:
+            combined = combined.astype(np.int64)
+        for c in other_keys:  # mixed radix over the keys' codes
             low = int(c.min(initial=0))
-            combined = c - low if combined is None else (
-                combined * (int(c.max(initial=0)) - low + 1) + (c - low))
-        for code in np.flatnonzero(np.bincount(combined[keep])) if keep.any() else ():
-            mine = keep & (combined == code) if codes else keep
-            first = int(np.flatnonzero(mine)[0])
+            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+        kept = combined[keep]
+        if not kept.size:
+            continue
+        size = int(kept.max()) + 1
+        present = np.flatnonzero(np.bincount(kept, minlength=size))
+        # Errors and misses of each code, counted over those ops alone.
+        n_err = np.bincount(combined[keep & _status_in(batch, ERROR_STATUSES)], minlength=size)
+        n_miss = np.bincount(combined[keep & _status_in(batch, ("miss",))], minlength=size)
+        for code in present:
+            mine = keep if present.size == 1 else keep & (combined == code)
+            first = int(np.argmax(mine))
             key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
                         for c, vals in codes)
             part = parts.setdefault(key, _RunPart([]))
@@ -109,8 +116,8 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
                 part.starts.append(b_k)
             part.n += int(lat_k.size)
             part.lat_sum += int(lat_k.sum())
-            part.n_err += int(np.count_nonzero(err & mine))
-            part.n_miss += int(np.count_nonzero(miss & mine))
+            part.n_err += int(n_err[code])
+            part.n_miss += int(n_miss[code])
             lo, hi = int(b_k.min()), int((b_k + lat_k).max())
             part.begin = lo if part.begin is None else min(part.begin, lo)
             part.end = hi if part.end is None else max(part.end, hi)

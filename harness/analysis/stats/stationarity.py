@@ -70,7 +70,15 @@ def batch_means(x: np.ndarray, batch: int = BATCH, max_batches: int = MAX_BATCHE
     size: `batch`, or larger so that there are at most `max_batches`."""
     b = max(batch, -(-x.size // max_batches))
     m = x.size // b
-    return x[: m * b].reshape(m, b).mean(axis=1), b
+    rows = x[: m * b].reshape(m, b)
+    if b >= 8 or x.dtype != np.float64:
+        return rows.mean(axis=1), b
+    # numpy's mean of fewer than 8 adds them in order: the same sums, a column at a time
+    # (5x faster than its reduction over such short rows; a test holds them equal).
+    sums = rows[:, 0].copy()
+    for j in range(1, b):
+        sums += rows[:, j]
+    return sums / b, b
 
 
 def mser(y: np.ndarray) -> int:

@@ -109,13 +109,21 @@ def test_int32_runs_count_as_their_int64_selves() -> None:
     assert compact(np.array([-(2**31), 5])).dtype == np.int64  # the bound itself: not inside
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["C", "numpy"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("spread", [0.0, 1e3, 1e6, 1e9, 1e13])
-def test_sort_ints_is_numpys_sort_on_every_span(dtype: type, spread: float) -> None:
-    """One 16-bit digit, two, and the comparison sort past 32 bits of span; negative
-    values and the int32 extremes wrap through the unsigned digits and back."""
+def test_sort_ints_is_numpys_sort_on_every_span(dtype: type, spread: float, native: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths (the C radix sort and numpy's digits): one digit, two, three, and the
+    comparison sort past 32 bits of span; negative values and the int32 extremes wrap
+    through the unsigned digits and back."""
+    from harness.analysis.stats import loo
     from harness.analysis.stats.loo import sort_ints
 
+    if native:
+        _radix_built()
+    else:
+        monkeypatch.setattr(loo, "_radix", None)
     rng = np.random.default_rng(int(spread) % 97)
     x = (rng.random(50_000) * spread).astype(np.int64) + rng.integers(-5, 5)
     if dtype is np.int32:
@@ -126,3 +134,31 @@ def test_sort_ints_is_numpys_sort_on_every_span(dtype: type, spread: float) -> N
     got = sort_ints(x)
     assert got.dtype == x.dtype
     np.testing.assert_array_equal(got, np.sort(x))
+
+
+def _radix_built() -> None:
+    """Skip where the C radix sort is not built (no compiler); under CI it must be."""
+    import os
+
+    from harness.analysis.stats import loo
+
+    if loo._radix is None:
+        if os.environ.get("CI"):
+            pytest.fail("the C radix sort (harness.analysis.stats._radix) is not built under CI")
+        pytest.skip("the C radix sort is not built here (no C compiler at install)")
+
+
+def test_the_c_sort_refuses_buffers_it_cannot_sort() -> None:
+    """Two uint32 buffers of one length, or a ValueError before anything is touched."""
+    _radix_built()
+    from harness.analysis.stats.loo import _radix
+
+    a = np.array([3, 1, 2], np.uint32)
+    for scratch in (np.zeros(2, np.uint32), np.zeros(3, np.int64), np.zeros(3, np.uint16)):
+        with pytest.raises(ValueError, match="two contiguous uint32 buffers"):
+            _radix.sort_u32(a, scratch)
+    assert a.tolist() == [3, 1, 2]
+    with pytest.raises(TypeError, match="read-write bytes-like"):  # Python's own check
+        _radix.sort_u32(np.zeros(6, np.uint32)[::2], np.zeros(3, np.uint32))
+    b = np.zeros(3, np.uint32)
+    assert (a, b)[_radix.sort_u32(a, b)].tolist() == [1, 2, 3]

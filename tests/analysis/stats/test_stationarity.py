@@ -130,3 +130,16 @@ def test_warmup_of_ops_in_start_order_is_that_of_the_same_ops_shuffled() -> None
     assert inorder is not None and inorder.ops > 0
     shuffled = rng.permutation(n)
     assert stationarity.warmup(begin[shuffled], lat[shuffled]) == inorder
+
+
+@pytest.mark.parametrize("n", [499, 1_000_000, 1_399_999, 1_600_001, 2_000_000])
+def test_batch_means_are_numpys_means_of_the_batches(n: int) -> None:
+    """Batches of 5 to 7 ops are summed a column at a time (numpy's mean adds fewer than
+    8 in order); 8 or more go through numpy: the same means to the last bit either way,
+    on log latencies as the warm-up check takes them."""
+    rng = np.random.default_rng(n)
+    x = np.log(rng.lognormal(11.5, 0.6, n))
+    y, b = stationarity.batch_means(x)
+    assert b == max(stationarity.BATCH, -(-n // stationarity.MAX_BATCHES))
+    m = n // b
+    np.testing.assert_array_equal(y, x[: m * b].reshape(m, b).mean(axis=1))

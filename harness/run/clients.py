@@ -143,6 +143,9 @@ class ClientGroup:
             files = {k: f"{base}.{k}" for k in ("ready", "go", "status", "log", "alive",
                                                  "parts")}
             files["out"] = f"{base}.npz"
+            # Its configuration names the servers (and any password): listed like every
+            # other file, so that what removes a client's files removes it too.
+            files["config"] = f"{base}.json"
             if self.live:
                 files["live"] = f"{base}.live"
             cfg = ClientConfig(
@@ -158,12 +161,12 @@ class ClientGroup:
                 record_keys=size.record_keys, chunk_records=_chunk_records(),
             )
             link = self.agents.get(host)
-            argv = [host.python, "-m", "harness.worker", f"{base}.json"]
+            argv = [host.python, "-m", "harness.worker", files["config"]]
             # Forked from the machine's agent, which imported the kit once for the grid:
             # a worker is ready in milliseconds, not after an interpreter's ~0.5 s of
             # imports (on this machine too: its agent is a process of its own).
             fork = not (slow_starts() and isinstance(host, LocalHost))
-            started.append((host, link.send("write", path=f"{base}.json",
+            started.append((host, link.send("write", path=files["config"],
                                             text=json.dumps(cfg.to_dict())),
                             link.send("spawn", argv=argv, log=files["log"],
                                       alive=files["alive"], fork=fork,
@@ -178,7 +181,7 @@ class ClientGroup:
             except HostError as exc:
                 failure = failure or exc
                 continue
-            argv = (host.python, "-m", "harness.worker", f"{files['out'][:-4]}.json")
+            argv = (host.python, "-m", "harness.worker", files["config"])
             self.workers.append(Worker(host, Process(host.name, pid, argv, files["log"]),
                                        files, i))
         if failure is not None:

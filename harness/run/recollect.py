@@ -147,12 +147,17 @@ def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays | OpsParts) -
 
 
 def _config_and_log(files: Mapping[str, str]) -> list[str]:
-    """A collected client's configuration and log on its machine (`transfer.client_prefix`)."""
+    """A collected client's configuration and log on its machine: as its files name
+    them, or (manifests written before they named the configuration) beside its
+    records, by the name its records file gives (`transfer.client_prefix`)."""
+    log = [files["log"]] if "log" in files else []
+    if "config" in files:
+        return [files["config"], *log]
     prefix = client_prefix(files)
     if not prefix:
         return []
     where = str(files["out"]).rpartition("/")[0]
-    return [f"{where}/{prefix}json", *([files["log"]] if "log" in files else [])]
+    return [f"{where}/{prefix}json", *log]
 
 
 def collect_pending(spec: Spec, out_dir: Path,

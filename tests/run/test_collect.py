@@ -17,8 +17,9 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.hosts import LocalHost
-from harness.results import OpsArrays, iter_run_dirs, read_ops, verify_run
+from harness.results import OpsArrays, iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.run.clients import ClientGroup, Collected
+from harness.run.recollect import _config_and_log
 from harness.run.runner import Runner
 from harness.run.transfer import fetch_records
 from harness.run.workerctl import sha256_of
@@ -191,9 +192,25 @@ def test_a_kept_work_directory_holds_only_the_records_not_yet_copied(
     for remote in outs:
         assert Path(remote).is_file()
         assert Path(remote[: -len(".npz")] + ".json").is_file()  # the worker's config
+    [pending] = [read_manifest(d).typed_extra.pending_records
+                 for d in iter_run_dirs(tmp_path / "raw")
+                 if read_manifest(d).typed_extra.pending_records]
+    assert sorted(p["files"]["config"] for p in pending) == sorted(
+        o[: -len(".npz")] + ".json" for o in outs)  # named, as the records are
 
     capsys.readouterr()
     assert cli_main(["collect", str(path), "--out", str(tmp_path / "raw")]) == 0
     assert "now complete" in capsys.readouterr().out
     assert not workdir.exists()
     assert [verify_run(d).status for d in iter_run_dirs(tmp_path / "raw")] == ["complete"] * 3
+
+
+def test_a_collected_clients_configuration_is_the_one_its_files_name() -> None:
+    """Named since this round; a manifest written before names only the records, and
+    the configuration is then the file beside them that the client's name begins."""
+    new = {"out": "/w/run00003-c001.npz", "log": "/w/run00003-c001.log",
+           "config": "/w/run00003-c001.json"}
+    assert _config_and_log(new) == ["/w/run00003-c001.json", "/w/run00003-c001.log"]
+    old = {k: v for k, v in new.items() if k != "config"}
+    assert _config_and_log(old) == ["/w/run00003-c001.json", "/w/run00003-c001.log"]
+    assert _config_and_log({"out": "/w/notrecords.txt", "log": "/w/x.log"}) == []

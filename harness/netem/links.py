@@ -225,8 +225,11 @@ class NamespaceHost(Host):
     def _start(self, argv: tuple[str, ...], *, log_path: str,
                env: Mapping[str, str] | None, cwd: str | None) -> Process:
         # `ip netns exec` execs the command, so the pid (and process group) is the server's.
+        # Named by the parent, whose process it is: the state file lists it there with
+        # its start time, so a clean-up after a kill can prove it and stop it (a
+        # namespace's name is no host the clean-up can reach once the run is gone).
         proc = self.parent.start(self._wrap(argv), log_path=log_path, env=env, cwd=cwd)
-        return Process(self.name, proc.pid, argv, log_path)
+        return Process(self.parent.name, proc.pid, argv, log_path)
 
     def _as_parent(self, proc: Process) -> Process:
         return Process(self.parent.name, proc.pid, proc.argv, proc.log_path)

@@ -172,6 +172,15 @@ def test_cleanup_after_the_harness_is_killed_mid_run(tmp_path: Path) -> None:
         again = subprocess.run([sys.executable, "-m", "harness.cli", "netem", "cleanup"],
                                capture_output=True, text=True, timeout=60)
         assert tag not in again.stdout  # idempotent: nothing of ours is found twice
+        # What the kill left of the run itself (its client work directory, the records
+        # in flight) is `harness cleanup`'s, as the next `harness run` would do it.
+        state = json.loads((tmp_path / "raw" / "crash" / ".harness" / "state.json")
+                           .read_text())
+        assert state["workdirs"], state
+        res = subprocess.run([*cmd[:3], "cleanup", str(path), "--out", str(tmp_path / "raw")],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr + json.dumps(state)
+        assert not [d for d in state["workdirs"].values() if Path(d).exists()], res.stdout
     finally:
         if harness.poll() is None:
             harness.kill()

@@ -16,7 +16,7 @@ from setuptools.command.build_ext import build_ext
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that falls back to the pure-Python path instead of failing."""
+    """build_ext that goes on without an extension it cannot build, and says so."""
 
     def initialize_options(self) -> None:
         super().initialize_options()

@@ -36,12 +36,12 @@ if TYPE_CHECKING:
 
 
 def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
-    """A column as integer codes (as stored: no widened copy) and, for a dictionary
-    column, the value of each code."""
+    """A column as integer codes and, for a dictionary column, the value of each code
+    (its indices as stored, 1 byte each for op and status: no widened copy)."""
     col = batch.column(name)
     if pa.types.is_dictionary(col.type):
         return col.indices.to_numpy(zero_copy_only=False), col.dictionary.to_pylist()
-    return col.to_numpy(zero_copy_only=False), None
+    return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), None
 
 
 @dataclass

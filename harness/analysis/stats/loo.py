@@ -220,7 +220,7 @@ class RunSorted(_Percentiles):
         own = without >= 0
         while np.any(lo < hi):
             mid = lo + (hi - lo) // 2
-            counts = np.stack([_search(r, mid, "right") for r in self.runs])
+            counts = _search_all(self.runs, mid, "right")
             total = counts.sum(axis=0) - np.where(own, counts[np.maximum(without, 0), cols], 0)
             enough = total >= k + 1
             hi = np.where(enough, mid, hi)
@@ -272,11 +272,10 @@ class RunSorted(_Percentiles):
         """As `SortedOps.tail_runs`: each run's ops beyond `value`, counted by a search."""
         if q >= 0.5:
             x = self._first_raw(value, strictly_above=True)
-            counts = np.array([r.size - _search(r, np.int64(x), "left") for r in self.runs],
-                              float)
+            counts = (self.counts - _search_all(self.runs, np.int64(x), "left")).astype(float)
         else:
             x = self._first_raw(value, strictly_above=False)
-            counts = np.array([_search(r, np.int64(x), "left") for r in self.runs], float)
+            counts = _search_all(self.runs, np.int64(x), "left").astype(float)
         return self._effective_runs(counts)
 
 
@@ -318,10 +317,14 @@ def sort_ints(lat: np.ndarray) -> np.ndarray:
     return out.astype(lat.dtype) + lat.dtype.type(lo)
 
 
-def _search(r: np.ndarray, v: np.ndarray | np.int64, side: str) -> np.ndarray:
-    """`np.searchsorted(r, v)` with int64 `v` on an int64 or int32 run: for int32 the
-    values are clipped to its range first (exact: the run's values lie strictly inside
-    it), so numpy never casts the whole run to int64 on each call."""
-    if r.dtype == np.int32:
-        v = np.clip(v, _I32.min, _I32.max).astype(np.int32)
-    return np.searchsorted(r, v, side=side)  # type: ignore[call-overload]
+def _search_all(runs: list[np.ndarray], v: np.ndarray | np.int64, side: str) -> np.ndarray:
+    """`np.searchsorted(r, v)` for each run r (one row each), with int64 `v`: cast once
+    for the int32 runs, clipped to its range first (exact: their values lie strictly
+    inside it), so numpy never casts a whole run to int64 and no run casts `v` again
+    (the binary searches' cost was mostly that per-run cast)."""
+    v = np.asarray(v, np.int64)
+    if not runs:
+        return np.zeros((0, *v.shape), np.int64)
+    v32 = np.clip(v, _I32.min, _I32.max).astype(np.int32)
+    return np.stack([np.searchsorted(r, v32 if r.dtype == np.int32 else v, side=side)
+                     for r in runs])

@@ -198,7 +198,8 @@ def partial_run(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 @pytest.mark.parametrize("variant", ["no-owner", "forged-owner", "marked-dir", "link",
-                                     "dotdot", "unknown-host", "bad-shape"])
+                                     "dotdot", "unknown-host", "bad-shape",
+                                     "config-elsewhere"])
 def test_tampered_pending_records_get_nothing_read_removed_or_rewritten(
         partial_run: tuple[Path, Path, Path], victims: dict[str, Any], variant: str,
         capsys: pytest.CaptureFixture) -> None:
@@ -209,7 +210,7 @@ def test_tampered_pending_records_get_nothing_read_removed_or_rewritten(
     token = (Path(marked) / MARK).read_text()
     dirs = {"no-owner": victims["dirs"][0], "forged-owner": victims["dirs"][0],
             "marked-dir": marked, "link": victims["dirs"][2], "dotdot": victims["dirs"][3],
-            "unknown-host": marked, "bad-shape": marked}
+            "unknown-host": marked, "bad-shape": marked, "config-elsewhere": marked}
     d = dirs[variant]
     entry: dict[str, Any] = {
         "host": "nowhere" if variant == "unknown-host" else "client", "client": 0,
@@ -221,6 +222,9 @@ def test_tampered_pending_records_get_nothing_read_removed_or_rewritten(
         entry["owner"] = new_token() if variant == "forged-owner" else token
     if variant == "bad-shape":
         entry["files"] = ["../../etc/passwd"]
+    if variant == "config-elsewhere":  # records where the token is right, the client's
+        # configuration (removed once they are collected) in a directory of the user's
+        entry["files"]["config"] = f"{victims['dirs'][0]}/precious.json"
     data = json.loads((run_dir / "manifest.json").read_text())
     data["status"] = "partial"
     data["extra"]["pending_records"] = [entry]

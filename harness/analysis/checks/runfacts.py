@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from harness.analysis.checks import tails
 from harness.analysis.data.load import Loaded
-from harness.analysis.data.opsread import _key_codes, _status_in
+from harness.analysis.data.opsread import _key_codes, _status_in, key_code
 from harness.analysis.data.queries import Plan, plan
 from harness.analysis.data.summary_ci import _key
 from harness.analysis.stats import stationarity
@@ -99,10 +99,7 @@ def read_run(path: str, ops_keys: Sequence[str], top: int = 0
         return {(): _facts(lat[keep], begin[keep], top)} if keep.any() else {}
     codes = [_key_codes(batch, k) for k in ops_keys]
     out = {}
-    combined = np.zeros(lat.size, np.int64)
-    for c, _ in codes:  # mixed radix over the keys' codes, as `queries.run_ops`
-        low = int(c.min(initial=0))
-        combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+    combined = key_code([c for c, _ in codes], lat.size)  # as `opsread.run_ops` keys them
     for code in np.unique(combined[keep]):
         mine = keep & (combined == code)
         first = int(np.flatnonzero(mine)[0])

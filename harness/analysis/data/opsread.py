@@ -61,6 +61,20 @@ class _RunPart:
     mean_ns: float = float("nan")  # numpy's mean, as the checks had it from their read
 
 
+def key_code(codes: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """One non-negative code per op for the values of several keys (`_key_codes`' codes
+    of each): a mixed radix over them; zeros for no key. One key's codes stay as stored
+    (int8 for op), more are combined in int64."""
+    first, *others = list(codes) or [np.zeros(n, np.int8)]
+    combined = first - int(first.min(initial=0))
+    if others:
+        combined = combined.astype(np.int64)
+    for c in others:
+        low = int(c.min(initial=0))
+        combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+    return combined
+
+
 def _status_in(batch: pa.RecordBatch, names: tuple[str, ...]) -> np.ndarray:
     """Per op: whether its status is one of `names`, by comparing the status
     dictionary's codes (1 byte each) with those of the names, not by a lookup per op."""
@@ -89,13 +103,7 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
         b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
             zero_copy_only=False)
         codes = [_key_codes(batch, k) for k in ops_keys]
-        first_key, *other_keys = [c for c, _ in codes] or [np.zeros(lat.size, np.int8)]
-        combined = first_key - int(first_key.min(initial=0))
-        if other_keys:
-            combined = combined.astype(np.int64)
-        for c in other_keys:  # mixed radix over the keys' codes
-            low = int(c.min(initial=0))
-            combined = combined * (int(c.max(initial=0)) - low + 1) + (c - low)
+        combined = key_code([c for c, _ in codes], lat.size)
         kept = combined[keep]
         if not kept.size:
             continue

@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--before", type=Path,
                         help="a checkout of an earlier kit to time side by side")
     args = parser.parse_args()
-    raw_dir = args.dir / f"{args.records}records-{args.runs}runs-startorder"
+    raw_dir = args.dir / f"{args.records}records-{args.runs}runs-packed"
     t = time.perf_counter()
     if write_once(raw_dir, lambda tmp: generate(tmp, args.records, args.runs)):
         print(f"generated {args.records:,} records in {args.runs} runs in "

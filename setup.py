@@ -1,11 +1,12 @@
-"""Build of the two C extensions: the load generator's native core
+"""Build of the three C extensions: the load generator's native core
 (harness/loadgen/_native.c, the binding, and harness/loadgen/native_core/: the loop and
-the protocols) and the analysis' radix sort (harness/analysis/stats/_radix.c).
+the protocols), and the summary's radix sort (harness/analysis/stats/_radix.c) and split
+of a run's ops by key (harness/analysis/data/_opsplit.c).
 
-Everything else is in pyproject.toml. Both are optional: without a working C compiler (or
+Everything else is in pyproject.toml. All are optional: without a working C compiler (or
 Python headers) the install goes on and prints one line each; the load generator then
 uses its pure-Python path (harness.loadgen.native.ENGINE says which) and the summary
-numpy's sort (`loo.sort_ints`).
+numpy (`loo.sort_ints`, `opsread.run_ops`): the same numbers, more slowly.
 """
 
 import os
@@ -38,7 +39,8 @@ class OptionalBuildExt(build_ext):
         if name in self.failed or (not name and self.failed):
             return  # e.g. copying the library that was not built: said once already
         self.failed.add(name)
-        what = {"harness.analysis.stats._radix": "radix sort (numpy's sort is used)"}.get(
+        what = {"harness.analysis.stats._radix": "radix sort (numpy's sort is used)",
+                "harness.analysis.data._opsplit": "ops split (numpy's is used)"}.get(
             name, "native load-generator core (the pure-Python path is used)")
         print(f"kvbench: {what} not built ({type(exc).__name__})", file=sys.stderr)
 
@@ -65,6 +67,9 @@ setup(
     ext_modules=[Extension("harness.loadgen._native", SOURCES, depends=HEADERS,
                            extra_compile_args=["-O2", "-std=gnu11", "-Wall"], **_openssl()),
                  Extension("harness.analysis.stats._radix", ["harness/analysis/stats/_radix.c"],
+                           extra_compile_args=["-O2", "-std=gnu11", "-Wall"]),
+                 Extension("harness.analysis.data._opsplit",
+                           ["harness/analysis/data/_opsplit.c"],
                            extra_compile_args=["-O2", "-std=gnu11", "-Wall"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -31,8 +31,17 @@ from harness.analysis.stats.loo import RunSorted, compact, sort_ints
 from harness.results import ERROR_STATUSES, OPS_FILE
 from harness.text import raw_stream
 
+try:  # the C split of a batch by key (setup.py builds it where it can); else numpy's
+    from harness.analysis.data import _opsplit
+except ImportError:
+    _opsplit = None
+
 if TYPE_CHECKING:
     from harness.analysis.data.queries import Plan
+
+
+#: Ops read from a file at a time.
+BATCH_ROWS = 1 << 20
 
 
 def _key_codes(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[object] | None]:
@@ -96,37 +105,27 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
     `units_sql` and the latencies, sorted; with `warmups`, MSER-5's warm-up of each."""
     parts: dict[tuple[object, ...], _RunPart] = {}
     columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
-    for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=1 << 20):
+    for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=BATCH_ROWS):
         lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
-        keep = ~(batch.column("warmup").to_numpy(zero_copy_only=False)
-                 | _status_in(batch, ("redirect",)))
         b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
             zero_copy_only=False)
         codes = [_key_codes(batch, k) for k in ops_keys]
         combined = key_code([c for c, _ in codes], lat.size)
-        kept = combined[keep]
-        if not kept.size:
-            continue
-        size = int(kept.max()) + 1
-        present = np.flatnonzero(np.bincount(kept, minlength=size))
-        # Errors and misses of each code, counted over those ops alone.
-        n_err = np.bincount(combined[keep & _status_in(batch, ERROR_STATUSES)], minlength=size)
-        n_miss = np.bincount(combined[keep & _status_in(batch, ("miss",))], minlength=size)
-        for code in present:
-            mine = keep if present.size == 1 else keep & (combined == code)
-            first = int(np.argmax(mine))
+        groups = _split_c(batch, combined, lat, b) if _opsplit is not None else None
+        if groups is None:
+            groups = _split_numpy(batch, combined, lat, b)
+        for first, stats, lat_k, b_k in groups:
             key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
                         for c, vals in codes)
             part = parts.setdefault(key, _RunPart([]))
-            lat_k, b_k = lat[mine], b[mine]
             part.lat.append(lat_k)
             if warmups:
                 part.starts.append(b_k)
-            part.n += int(lat_k.size)
-            part.lat_sum += int(lat_k.sum())
-            part.n_err += int(n_err[code])
-            part.n_miss += int(n_miss[code])
-            lo, hi = int(b_k.min()), int((b_k + lat_k).max())
+            n, lat_sum, n_err, n_miss, lo, hi = stats
+            part.n += n
+            part.lat_sum += lat_sum
+            part.n_err += n_err
+            part.n_miss += n_miss
             part.begin = lo if part.begin is None else min(part.begin, lo)
             part.end = hi if part.end is None else max(part.end, hi)
     for part in parts.values():
@@ -136,6 +135,77 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
             part.starts, part.mean_ns = [], float(lat.mean())
         part.lat = [sort_ints(compact(lat))]
     return parts
+
+
+#: One group (key code) of a batch's measured ops: its first op's index, (count, latency
+#: sum, errors, misses, least b, greatest b + latency), and its latencies and b.
+_Group = tuple[int, tuple[int, int, int, int, int, int], np.ndarray, np.ndarray]
+#: The most key codes the C split takes (a stats row of 56 bytes each).
+_MAX_C_CODES = 1 << 16
+
+
+def _status_kinds(batch: pa.RecordBatch) -> bytes | None:
+    """Per status dictionary code, the bits `_opsplit.split` reads: 1 redirect (not
+    measured), 2 an error, 4 a miss; None for a status column not dictionary-encoded."""
+    col = batch.column("status")
+    if not pa.types.is_dictionary(col.type):
+        return None
+    return bytes(1 * (v == "redirect") | 2 * (v in ERROR_STATUSES) | 4 * (v == "miss")
+                 for v in col.dictionary.to_pylist())
+
+
+def _split_c(batch: pa.RecordBatch, combined: np.ndarray, lat: np.ndarray, b: np.ndarray
+             ) -> list[_Group] | None:
+    """`_split_numpy`'s groups from the C split (`_opsplit`), in two reads of the batch;
+    None where it does not apply (a status column of strings, codes not integers or too
+    many, a time column not int64), for numpy's path."""
+    kinds = _status_kinds(batch)
+    size = int(combined.max(initial=-1)) + 1
+    if (kinds is None or combined.dtype.kind != "i" or size > _MAX_C_CODES
+            or lat.dtype != np.int64 or b.dtype != np.int64):
+        return None
+    status = batch.column("status").indices.to_numpy(zero_copy_only=False)
+    if status.dtype != np.int8:
+        return None
+    warmup = batch.column("warmup").to_numpy(zero_copy_only=False)
+    lat_out, b_out = np.empty_like(lat), np.empty_like(b)
+    stats = np.empty((size, 7), np.int64)
+    assert _opsplit is not None
+    _opsplit.split(np.ascontiguousarray(combined), np.ascontiguousarray(warmup, np.bool_),
+                   status, kinds, np.ascontiguousarray(lat), np.ascontiguousarray(b),
+                   lat_out, b_out, stats)
+    ends = np.cumsum(stats[:, 0])
+    groups = []
+    for code in np.flatnonzero(stats[:, 0]):
+        n, lat_sum, n_err, n_miss, lo, hi, first = (int(x) for x in stats[code])
+        at = int(ends[code]) - n
+        groups.append((first, (n, lat_sum, n_err, n_miss, lo, hi), lat_out[at:at + n],
+                       b_out[at:at + n]))
+    return groups
+
+
+def _split_numpy(batch: pa.RecordBatch, combined: np.ndarray, lat: np.ndarray, b: np.ndarray
+                 ) -> list[_Group]:
+    """A batch's measured ops (no warm-up, no redirect) by code of `combined`, in code
+    order, each group's ops in their order."""
+    keep = ~(batch.column("warmup").to_numpy(zero_copy_only=False)
+             | _status_in(batch, ("redirect",)))
+    kept = combined[keep]
+    if not kept.size:
+        return []
+    size = int(kept.max()) + 1
+    present = np.flatnonzero(np.bincount(kept, minlength=size))
+    # Errors and misses of each code, counted over those ops alone.
+    n_err = np.bincount(combined[keep & _status_in(batch, ERROR_STATUSES)], minlength=size)
+    n_miss = np.bincount(combined[keep & _status_in(batch, ("miss",))], minlength=size)
+    groups = []
+    for code in present:
+        mine = keep if present.size == 1 else keep & (combined == code)
+        lat_k, b_k = lat[mine], b[mine]
+        stats = (int(lat_k.size), int(lat_k.sum()), int(n_err[code]), int(n_miss[code]),
+                 int(b_k.min()), int((b_k + lat_k).max()))
+        groups.append((int(np.argmax(mine)), stats, lat_k, b_k))
+    return groups
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:

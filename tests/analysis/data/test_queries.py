@@ -135,11 +135,19 @@ def test_sorted_pass_is_the_pandas_path_to_the_last_bit(mixed_raw: Path, by) -> 
             assert repr(cell[field]) == repr(cis[key][field]), (key, field)
 
 
+@pytest.mark.parametrize("split", ["C", "numpy"])
 @pytest.mark.parametrize("by", BYS, ids=str)
-def test_one_read_gives_the_sums_of_the_duckdb_scan(mixed_raw: Path, by) -> None:
+def test_one_read_gives_the_sums_of_the_duckdb_scan(mixed_raw: Path, by, split: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The intervals' pass computes the per (group, run) sums itself, in the same read as
-    the latencies: equal to `units_sql`'s, value for value."""
-    from harness.analysis.data import queries
+    the latencies, by the C split or numpy's: equal to `units_sql`'s, value for value."""
+    from harness.analysis.data import opsread, queries
+    from tests.analysis.data.test_opsread import _split_built
+
+    if split == "C":
+        _split_built()
+    else:
+        monkeypatch.setattr(opsread, "_opsplit", None)
 
     loaded = load_runs_only(mixed_raw)
     p = queries.plan(loaded, by)

@@ -167,6 +167,8 @@ def _split_c(batch: pa.RecordBatch, combined: np.ndarray, lat: np.ndarray, b: np
     status = batch.column("status").indices.to_numpy(zero_copy_only=False)
     if status.dtype != np.int8:
         return None
+    if combined.dtype.itemsize not in (1, 4, 8):  # int16 codes of a larger dictionary
+        combined = combined.astype(np.int64)
     warmup = batch.column("warmup").to_numpy(zero_copy_only=False)
     lat_out, b_out = np.empty_like(lat), np.empty_like(b)
     stats = np.empty((size, 7), np.int64)

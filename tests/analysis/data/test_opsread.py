@@ -99,3 +99,29 @@ def test_the_c_split_refuses_buffers_it_cannot_read() -> None:
     split()
     assert args["stats"][:, 0].tolist() == [2, 2]
     assert args["lat_out"].tolist() == [0, 2, 1, 3]
+
+
+def test_codes_of_a_large_dictionary_go_through_the_c_split(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign file whose op dictionary has int16 indices (300 names) is split in C
+    as numpy splits it."""
+    _split_built()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 3_000
+    names = [f"op{i}" for i in range(300)]
+    rng = np.random.default_rng(1)
+    table = pa.table({
+        "op": pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, 300, n), pa.int16()),
+                                             names),
+        "start_ns": np.arange(n, dtype=np.int64), "latency_ns": rng.integers(1, 99, n),
+        "intended_ns": pa.nulls(n, pa.int64()),
+        "status": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), ["ok"]),
+        "warmup": np.zeros(n, bool),
+    })
+    pq.write_table(table, tmp_path / "ops.parquet")
+    native = _parts(tmp_path / "ops.parquet", ["op"])
+    monkeypatch.setattr(opsread, "_opsplit", None)
+    plain = _parts(tmp_path / "ops.parquet", ["op"])
+    assert native == plain and len(plain) == 300

@@ -2,8 +2,9 @@
  * warm-up, not redirect) grouped by their key's code, in their order, with each group's
  * count, latency sum, errors, misses, first begin, last end and first op. numpy's path
  * takes a mask, two gathers and three reductions per group and a count of the codes:
- * about 8 ms of a run of 500,000 ops, where this takes about 1. Sums wrap as numpy's
- * int64 sums do, so both paths give the same numbers. The GIL is let go. */
+ * 13.5 ms for a batch of 500,000 ops of two kinds, where this takes 9.7 (4.6 of them
+ * reading and writing, the rest the first touch of its fresh output). Sums wrap as
+ * numpy's int64 sums do, so both paths give the same numbers. The GIL is let go. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

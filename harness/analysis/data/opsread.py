@@ -4,8 +4,8 @@ gives, the latencies sorted (`loo.RunSorted`) and, where the checks are wanted, 
 warm-up on them in the order they began (`stationarity.warmup`): the checks' per-run
 facts (`runfacts.from_read`) come out of the read the figures make, not a second one.
 
-Files are read in threads (pyarrow and numpy let go of the GIL), one at a time per
-thread; only the sorted latencies are kept, 8 bytes per op.
+Files are read in threads (pyarrow, numpy and the C split by key, `_opsplit`, let go of
+the GIL), one at a time per thread; only the sorted latencies are kept, 8 bytes per op.
 """
 
 from __future__ import annotations

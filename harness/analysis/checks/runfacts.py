@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from harness.analysis.checks import tails
 from harness.analysis.data.load import Loaded
-from harness.analysis.data.opsread import _key_codes, _status_in, key_code
+from harness.analysis.data.opsread import split_batch
 from harness.analysis.data.queries import Plan, plan
 from harness.analysis.data.summary_ci import _key
 from harness.analysis.stats import stationarity
@@ -83,30 +83,19 @@ def _facts(lat: np.ndarray, begin: np.ndarray, top: int) -> RunOps:
 def read_run(path: str, ops_keys: Sequence[str], top: int = 0
              ) -> dict[tuple[object, ...], RunOps]:
     """One ops file's measured ops (no warm-up, no redirect), per value of the ops-level
-    keys (op by name, client as int: as `queries.run_ops` keys them); each part keeps
+    keys (op by name, client as int: as `opsread.run_ops` keys them); each part keeps
     its `top` largest latencies."""
     columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
     table = pq.read_table(path, columns=columns).combine_chunks()
     batch = table.to_batches()[0] if table.num_rows else None
     if batch is None:
         return {}
-    keep = ~(batch.column("warmup").to_numpy(zero_copy_only=False)
-             | _status_in(batch, ("redirect",)))
     lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
     begin = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
         zero_copy_only=False)
-    if not ops_keys:
-        return {(): _facts(lat[keep], begin[keep], top)} if keep.any() else {}
-    codes = [_key_codes(batch, k) for k in ops_keys]
-    out = {}
-    combined = key_code([c for c, _ in codes], lat.size)  # as `opsread.run_ops` keys them
-    for code in np.unique(combined[keep]):
-        mine = keep & (combined == code)
-        first = int(np.flatnonzero(mine)[0])
-        key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
-                    for c, vals in codes)
-        out[key] = _facts(lat[mine], begin[mine], top)
-    return out
+    # Split as `opsread.run_ops` splits its batches (the same keys, in C where built).
+    return {key: _facts(lat_k, begin_k, top)
+            for key, _, lat_k, begin_k in split_batch(batch, ops_keys, lat, begin)}
 
 
 def group_runs(loaded: Loaded, by: Sequence[str] | None = None, *,

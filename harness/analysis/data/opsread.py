@@ -109,14 +109,7 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
         lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
         b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
             zero_copy_only=False)
-        codes = [_key_codes(batch, k) for k in ops_keys]
-        combined = key_code([c for c, _ in codes], lat.size)
-        groups = _split_c(batch, combined, lat, b) if _opsplit is not None else None
-        if groups is None:
-            groups = _split_numpy(batch, combined, lat, b)
-        for first, stats, lat_k, b_k in groups:
-            key = tuple(vals[int(c[first])] if vals is not None else int(c[first])
-                        for c, vals in codes)
+        for key, stats, lat_k, b_k in split_batch(batch, ops_keys, lat, b):
             part = parts.setdefault(key, _RunPart([]))
             part.lat.append(lat_k)
             if warmups:
@@ -135,6 +128,23 @@ def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
             part.starts, part.mean_ns = [], float(lat.mean())
         part.lat = [sort_ints(compact(lat))]
     return parts
+
+
+def split_batch(batch: pa.RecordBatch, ops_keys: Sequence[str], lat: np.ndarray,
+                b: np.ndarray
+                ) -> list[tuple[tuple[object, ...], tuple[int, ...], np.ndarray, np.ndarray]]:
+    """A batch's measured ops (no warm-up, no redirect) per value of the ops-level keys
+    (op as its name, client as int), in the keys' code order: the value, (count, latency
+    sum, errors, misses, least b, greatest b + latency), and the ops' latencies and `b`
+    (their begins) in their order. In C where `_opsplit` is built, else numpy."""
+    codes = [_key_codes(batch, k) for k in ops_keys]
+    combined = key_code([c for c, _ in codes], lat.size)
+    groups = _split_c(batch, combined, lat, b) if _opsplit is not None else None
+    if groups is None:
+        groups = _split_numpy(batch, combined, lat, b)
+    return [(tuple(vals[int(c[first])] if vals is not None else int(c[first])
+                   for c, vals in codes), stats, lat_k, b_k)
+            for first, stats, lat_k, b_k in groups]
 
 
 #: One group (key code) of a batch's measured ops: its first op's index, (count, latency

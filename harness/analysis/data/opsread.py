@@ -234,8 +234,9 @@ def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int 
     paths = [str(Path(d) / OPS_FILE) for d in loaded.runs["run_dir"]]
     found: dict[tuple[object, ...], tuple[list[np.ndarray], list[int]]] = {}
     rows = []
+    # A bar only on a terminal: a CI log or captured stderr gets none of its frames.
     bar = tqdm(total=len(paths), unit="run", desc="runs read", file=raw_stream(sys.stderr),
-               disable=not progress, leave=False)
+               disable=not (progress and sys.stderr.isatty()), leave=False)
     workers = threads or min(4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
         for pos, per_key in enumerate(pool.map(lambda f: run_ops(f, p.ops_keys, warmups=warmups),

@@ -231,9 +231,10 @@ def read_tree(
         for stray in iter_stray_dirs(base):
             skipped.append(skip_run(stray, ResultsError(STRAY_REASON)))
     cache = VerifiedCache() if verify else None
+    # A bar only on a terminal: a CI log or captured stderr gets none of its frames.
     with tqdm(total=len(run_dirs), unit="run", desc="reading runs",
               file=raw_stream(sys.stderr),
-              disable=not progress, leave=False) as bar:
+              disable=not (progress and sys.stderr.isatty()), leave=False) as bar:
         for run_dir in run_dirs:
             bar.update(1)
             try:

@@ -7,6 +7,10 @@ import signal
 from typing import Any
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The gates (`harness history --gate`, `harness compare --fail-if-worse`): 0 pass, 1 a
+#: regression and nothing else, 2 input that could not be read (a usage error, a tree
+#: or a run that cannot be read: never 1), 3 not yet judgeable (`history --strict`).
+EXIT_PASS, EXIT_REGRESSION, EXIT_UNREADABLE, EXIT_NOT_JUDGEABLE = 0, 1, 2, 3
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process killed by TERM
 
 

@@ -135,9 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "outlying runs are no change)")
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     p.add_argument("--gate", action="store_true",
-                   help="exit 1 when the newest point begins a worse change on any metric "
-                   "(named on the last line with its ratio and interval)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+                   help="for CI, the last line a verdict: exit 1 when a series' newest point "
+                   "lies in a significantly worse level that began among the points not "
+                   "yet accepted (--window, --since); 0 otherwise, also when the newest "
+                   "runs are too few to judge (said in one line, with how many more runs "
+                   "it needs; 3 with --strict); 2 when the tree cannot be read")
+    p.add_argument("--window", type=int, metavar="N",
+                   help="--gate: the points not yet accepted are each series' newest N "
+                   "(default: --min-runs)")
+    p.add_argument("--since", metavar="POINT",
+                   help="--gate: the points not yet accepted are those after POINT, a --by "
+                   "label value (the last commit the job accepted) or a run id")
+    p.add_argument("--strict", action="store_true",
+                   help="--gate: exit 3, not 0, when the newest runs cannot be judged yet")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none unless stderr is a terminal)")
     _include_option(p)
     p.set_defaults(func=cmd_history)
 

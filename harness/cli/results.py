@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.cli.exits import EXIT_FAILED_RUNS, EXIT_OK
-from harness.errors import HarnessError
+from harness.cli.exits import (
+    EXIT_FAILED_RUNS,
+    EXIT_NOT_JUDGEABLE,
+    EXIT_OK,
+    EXIT_PASS,
+    EXIT_REGRESSION,
+)
+from harness.errors import HarnessError, ResultsError
 
 IMPORT_SHOWN_SKIPPED = 5
 
@@ -91,18 +98,35 @@ def _check_lines(table: Any, column: str) -> list[str]:
     return lines
 
 
+@contextmanager
+def unreadable_is_exit_2(what: str) -> Iterator[None]:
+    """Reading the input of a command whose exit 1 means "a regression" (`compare`,
+    `history`): whatever fails while it is read (a damaged manifest whose counts are not
+    numbers, a file that is no Parquet) is one line and exit 2 (`EXIT_UNREADABLE`, as
+    every `HarnessError`), never a traceback and 1, which a CI job would read as a
+    regression."""
+    try:
+        yield
+    except HarnessError:
+        raise
+    except Exception as exc:  # any failure to read is "cannot read", not "worse"
+        raise ResultsError(f"{what}: could not be read ({type(exc).__name__}: "
+                           f"{exc})") from exc
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.analysis.compare import comparison, render, worse_beyond
     from harness.analysis.data import pooling
     from harness.analysis.data.load import check_experiments
 
-    for side in (args.base, args.cand):
-        check_experiments(Path(side), None)
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
-    result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
-                        alpha=args.alpha, threshold=args.threshold / 100,
-                        include=args.include, gate=args.gate)
+    with unreadable_is_exit_2(f"{args.base} or {args.cand}"):
+        for side in (args.base, args.cand):
+            check_experiments(Path(side), None)
+        result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
+                            alpha=args.alpha, threshold=args.threshold / 100,
+                            include=args.include, gate=args.gate)
     table = result.table
     print(render(table, by, args.format, result.family))
     # Under the table; json keeps stdout one JSON document, so stderr there.
@@ -116,8 +140,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if len(bad):
             print(f"{len(bad)} metric(s) significantly worse by more than "
                   f"{args.fail_if_worse:g}%", file=sys.stderr)
-            return EXIT_FAILED_RUNS
-    return EXIT_OK
+            return EXIT_REGRESSION
+    return EXIT_PASS
 
 
 def _share(text: str) -> float:
@@ -132,23 +156,31 @@ def _share(text: str) -> float:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from harness.analysis.data.load import check_experiments
-    from harness.analysis.history.changes import DEFAULT_METRICS, gate, history
+    from harness.analysis.history.changes import DEFAULT_METRICS, history
+    from harness.analysis.history.gate import FAIL, PENDING, gate
     from harness.analysis.history.text import render
 
+    if not args.gate and (args.window is not None or args.since is not None or args.strict):
+        raise HarnessError("--window, --since and --strict say how --gate judges: add --gate")
     experiments = ([e.strip() for e in args.experiment.split(",") if e.strip()]
                    if args.experiment else None)
-    check_experiments(Path(args.raw_dir), experiments)
-    h = history(Path(args.raw_dir), experiments=experiments, by=args.by,
-                metrics=args.metric or DEFAULT_METRICS,
-                q=args.alpha, min_effect=_share(args.min_effect), min_runs=args.min_runs,
-                include=args.include, progress=not args.no_progress)
+    with unreadable_is_exit_2(args.raw_dir):
+        check_experiments(Path(args.raw_dir), experiments)
+        # A bar only on a terminal: a CI log or a pipe gets none of its frames.
+        h = history(Path(args.raw_dir), experiments=experiments, by=args.by,
+                    metrics=args.metric or DEFAULT_METRICS,
+                    q=args.alpha, min_effect=_share(args.min_effect), min_runs=args.min_runs,
+                    include=args.include,
+                    progress=not args.no_progress and sys.stderr.isatty())
+    outcome = gate(h, window=args.window, since=args.since) if args.gate else None
     print(render(h, args.format))
-    if not args.gate:
+    if outcome is None:
         return EXIT_OK
-    code, line = gate(h)
     # The last line names the verdict (json keeps stdout one document: stderr there).
-    print(line, file=sys.stderr if args.format == "json" else sys.stdout)
-    return EXIT_FAILED_RUNS if code else EXIT_OK
+    print(outcome.line, file=sys.stderr if args.format == "json" else sys.stdout)
+    if outcome.verdict == FAIL:
+        return EXIT_REGRESSION
+    return EXIT_NOT_JUDGEABLE if outcome.verdict == PENDING and args.strict else EXIT_PASS
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Performance over time (`harness history`): change points per configuration.
 
 - `runs`       the runs in time (or label) order, with their checks
-- `changes`    the change points and the CI gate
+- `changes`    the change points
+- `gate`       the CI gate: a worse level not yet accepted fails the job
 - `text`       the findings in words
 - `plots`      the history figures
 - `report`     the report's history section

@@ -30,8 +30,10 @@ Change points (`harness.analysis.stats.changepoints` says how and why):
    tested again. The printed interval of each change is at the family's FCR-adjusted
    level, so it excludes 1 exactly where the change is significant.
 
-The newest point can begin a change only with `min_runs` runs of its own (``repetitions:
-3`` per commit in CI); any other stretch needs two points or more.
+A change needs `min_runs` runs after it; any stretch but the newest also needs two points
+or more. The newest points that hold fewer runs than that are tested apart, against their
+level (`Series.trailing`): `harness.analysis.history.gate` says "not yet judgeable" where
+they lie off it.
 """
 
 from __future__ import annotations
@@ -53,12 +55,17 @@ from harness.analysis.data.queries import plan
 from harness.analysis.data.summary import fixed_duration_runs
 from harness.analysis.history.runs import SERIES_KEYS, read, select, unsound_runs
 from harness.analysis.stats import intervals, multiplicity, verdict
-from harness.analysis.stats.changepoints import MIN_RUNS, locations, split_test
+from harness.analysis.stats.changepoints import (
+    MIN_RUNS,
+    Trailing,
+    locations,
+    split_test,
+    trailing,
+)
 from harness.analysis.stats.intervals import RunInterval
 from harness.analysis.stats.loo import RunSorted
 from harness.errors import ResultsError
 from harness.results.labels import COLUMN_PREFIX, KEY_RE
-from harness.text import printable
 
 #: Metric -> (quantile or None, higher is better), by the names `--metric` takes.
 METRICS: dict[str, tuple[float | None, bool]] = {
@@ -127,6 +134,8 @@ class Series:
     #: (first point, last point + 1, pooled value) of each stretch between changes.
     levels: tuple[tuple[int, int, float], ...]
     changes: tuple[Change, ...]
+    #: The newest points with fewer runs than a change needs, against their level.
+    trailing: tuple[Trailing, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,9 +150,10 @@ class History:
     q: float
     min_effect: float
     min_runs: int
-    #: Series whose newest point has fewer runs than a change there needs.
-    thin_newest: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default_factory=tuple)
+    #: Every point's name (label value or run id), in order; and each kept run's point.
+    point_names: tuple[str, ...] = ()
+    run_points: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON interface: ``changes``, ``points``, ``left_out`` and how judged."""
@@ -343,7 +353,7 @@ def history(
     skipped = tuple(f"{s.run_dir}: {s.reason}" for s in loaded.skipped)
     if runs.empty:
         return History((), (), tuple(left), 0, by, multiplicity.adjust([], q=q), q,
-                       min_effect, min_runs, (), skipped)
+                       min_effect, min_runs, skipped)
     # Points: each run, or each value of the label, in the order of their first run.
     runs["_point"] = (runs[COLUMN_PREFIX + by].astype(str) if by is not None
                       else runs["run_id"].astype(str))
@@ -359,7 +369,6 @@ def history(
     units, sorted_by_group = group_runs(loaded_kept, p, progress=progress)
     fixed_all = fixed_duration_runs(loaded_kept.runs)
     work: list[_Work] = []
-    thin: list[str] = []
     for g, u in units.groupby(["rgroup", "op"], sort=False):
         key = tuple(str(v) for v in p.key_values(g))
         pos = u["run_pos"].to_numpy(np.int64)
@@ -377,8 +386,6 @@ def history(
             where = {int(lab): i for i, lab in enumerate(srt.labels)}
             srt = RunSorted([srt.runs[where[int(x)]] for x in pos], pos.copy())
         index_of = {int(x): i for i, x in enumerate(pos)}
-        if np.count_nonzero(local == local.max()) < min_runs:
-            thin.append("/".join(key))
         for metric in metrics:
             values = np.log(_per_run(metric, n, wall_s, lat_ms, srt))
             side = _side_function(metric, n, wall_s, lat_ms, fixed_all[pos], srt, index_of)
@@ -422,26 +429,15 @@ def history(
         cuts = [0, *sorted(w.changes), len(w.names)]
         levels = tuple((a, b, w.side(w.run_pos[(w.point >= a) & (w.point < b)]).value)
                        for a, b in itertools.pairwise(cuts))
+        tail = trailing(w.values, w.point, cuts[1:-1], min_runs=min_runs,
+                        higher_is_better=METRICS[w.metric][1])
         series.append(Series(*w.key, w.metric, tuple(pts), levels,
-                             tuple(sorted(changes_by[id(w)], key=lambda c: c.started_utc))))
+                             tuple(sorted(changes_by[id(w)], key=lambda c: c.started_utc)),
+                             tail))
     all_changes.sort(key=lambda c: (c.experiment, c.config_id, c.op, c.metric,
                                     c.started_utc))
     return History(tuple(all_changes), tuple(series), tuple(left), len(first), by, family,
-                   q, min_effect, min_runs, tuple(thin), skipped)
+                   q, min_effect, min_runs, skipped, tuple(str(x) for x in first.index),
+                   dict(zip(runs["run_id"].astype(str), runs["_order"].astype(int),
+                            strict=True)))
 
-
-def gate(h: History) -> tuple[int, str]:
-    """(exit code, last line): 1 when a series' newest point begins a worse change."""
-    worse = [c for c in h.changes if c.newest and c.direction == WORSE]
-    if not worse:
-        note = (f" ({len(h.thin_newest)} series have fewer than {h.min_runs} runs at "
-                "their newest point, too few to begin a change there: run more "
-                "repetitions per point)") if h.thin_newest else ""
-        return 0, f"gate: pass: no worse change begins at the newest point{note}"
-    c = max(worse, key=lambda c: abs(math.log(c.ratio)))
-    # Names from the tree, printed on a terminal: as text, never as control sequences.
-    return 1, printable(f"gate: FAIL: {len(worse)} worse change(s) begin at the newest "
-                        f"point; worst: {c.experiment} {c.config_id} {c.op} {c.metric} "
-                        f"{c.ratio:.3g}x [{c.ci_low:.3g}, {c.ci_high:.3g}] "
-                        f"({multiplicity.fmt_level(c.ci_level)} CI, q = {c.q:.2g}) at "
-                        f"{c.point}")

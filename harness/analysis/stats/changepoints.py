@@ -225,3 +225,59 @@ def locations(values: np.ndarray, point: np.ndarray, n_points: int, *,
         if t > 0:
             cuts.append(int(idx[t]))
     return sorted(cuts)
+
+
+@dataclass(frozen=True)
+class Trailing:
+    """The newest `points` points of a series, `runs` runs in all: fewer than a change
+    needs, so no change can begin among them yet. `ratio` is their geometric mean over
+    the rest of the newest level's, `p` one-sided (worse); `harness history --gate` says
+    "not yet judgeable" where it is small."""
+
+    points: int
+    runs: int
+    ratio: float
+    p: float
+
+
+def trailing(values: np.ndarray, point: np.ndarray, cuts: list[int], *,
+             min_runs: int = MIN_RUNS, higher_is_better: bool = False
+             ) -> tuple[Trailing, ...]:
+    """For each k = 1.. while the newest k points hold fewer than `min_runs` runs: those
+    runs against the rest of the newest level (which begins at the last of `cuts`, the
+    series' change points), a one-sided t in the worse direction on the runs' log values,
+    the SD pooled from every run's residual about its own level (so it holds the
+    point-to-point variation, not only the runs' within a point), N - levels df.
+    Empty when the newest point alone has `min_runs` runs: a change there can be judged."""
+    values = np.asarray(values, float)
+    point = np.asarray(point, np.int64)
+    keep = np.isfinite(values)
+    v, pt = values[keep], point[keep]
+    if not pt.size:
+        return ()
+    n_points = int(point.max()) + 1
+    counts = np.bincount(pt, minlength=n_points)
+    newest_k = int(np.count_nonzero(np.cumsum(counts[::-1]) < min_runs))
+    level = np.searchsorted(np.asarray(sorted(cuts), np.int64), pt, side="right")
+    start = max(cuts, default=0)
+    out: list[Trailing] = []
+    for k in range(1, newest_k + 1):
+        tail = pt >= n_points - k
+        ref = (pt >= start) & ~tail
+        n_tail, n_ref = int(tail.sum()), int(ref.sum())
+        if not n_tail or not n_ref or (out and out[-1].runs == n_tail):
+            continue  # (a point whose runs were all left out adds no test)
+        rest = ~tail
+        means = np.bincount(level[rest], weights=v[rest]) / np.maximum(
+            np.bincount(level[rest]), 1)
+        df = int(rest.sum()) - int(np.count_nonzero(np.bincount(level[rest])))
+        if df < 1:
+            continue
+        sd = math.sqrt(float(((v[rest] - means[level[rest]]) ** 2).sum()) / df)
+        d = float(v[tail].mean() - v[ref].mean())
+        se = sd * math.sqrt(1 / n_tail + 1 / n_ref)
+        t = (-d if higher_is_better else d) / se if se > 0 else (
+            math.inf if d != 0 else 0.0)
+        p = float(stdtr(df, -t)) if math.isfinite(t) else (0.0 if t > 0 else 1.0)
+        out.append(Trailing(k, n_tail, math.exp(d), p))
+    return tuple(out)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from harness.analysis.history import runs as history_runs
-from harness.analysis.history.changes import gate, history
+from harness.analysis.history.changes import history
+from harness.analysis.history.gate import FAIL, PASS, gate
 from harness.analysis.history.text import md_cell, render
 from harness.cli import main as cli_main
 from tests.fixtures.rawdata import write_history
@@ -34,7 +35,9 @@ def test_a_step_is_found_where_it_is_with_its_ratio_and_nothing_else(tmp_path: P
         assert c.ci_high < 1 or c.ci_low > 1  # significant: it excludes 1
         assert c.runs_before == 15 and c.runs_after == 15 and c.q < 0.05
         assert c.run_id == "c06-r1" and not c.newest
-    assert gate(h)[0] == 0
+    # The step began before the gate's window (the newest 3 points): accepted, said so.
+    outcome = gate(h)
+    assert outcome.verdict == PASS and "stay in a worse level" in outcome.line
     doc = json.loads(render(h, "json"))
     assert set(doc) >= {"changes", "points", "left_out"}
     assert set(doc["changes"][0]) >= {"experiment", "config_id", "metric", "run_id",
@@ -58,17 +61,17 @@ def test_the_gate_fails_on_a_worse_newest_point_and_says_which(
     newest = [c for c in h.changes if c.newest]
     assert {c.metric for c in newest} == {"throughput_ops_s", "latency_p50_ms",
                                           "latency_p99_ms"}
-    assert gate(h)[0] == 1
+    assert gate(h).verdict == FAIL
     assert cli_main(["history", str(raw), "--by", "commit", "--gate", "--no-progress"]) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("gate: FAIL") and "at c07" in last and "x [" in last
+    assert last.startswith("gate: FAIL") and "from c07" in last and "x [" in last
     # --min-effect above the step: no change, the gate passes.
     assert cli_main(["history", str(raw), "--by", "commit", "--gate", "--min-effect", "40%",
                      "--no-progress"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gate: pass")
     # Better is no failure.
     better = write_history(tmp_path / "better", [1.0] * 6 + [0.8])
-    assert gate(history(better, by="commit"))[0] == 0
+    assert gate(history(better, by="commit")).verdict == PASS
 
 
 def test_unsound_and_failed_runs_are_left_out_with_why(
@@ -129,3 +132,12 @@ def test_the_explorer_draws_a_series_with_its_changes(tmp_path: Path) -> None:
     dashed = [la for la in fig.spec["layer"] if la.get("mark", {}).get("strokeDash")]
     assert len(dashed) == 1  # the change's rule, its data inline with its label
     assert "worse at c06: " in json.dumps(fig.spec["datasets"])
+
+
+def test_no_progress_bar_frames_where_stderr_is_no_terminal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = write_history(tmp_path / "raw", [1.0] * 4)
+    # Without --no-progress: the bars would draw if stderr (captured here) were a terminal.
+    assert cli_main(["history", str(raw), "--by", "commit"]) == 0
+    err = capsys.readouterr().err
+    assert "reading runs" not in err and "runs read" not in err and "%|" not in err, err

@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -34,7 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.hosts.fdsafe import remove_at
 from harness.netem import OWNER_FILE, PREFIX, proc_start_time
+from harness.text import printable
 
 TAG_RE = re.compile(rf"{re.escape(PREFIX)}([0-9a-f]{{6}})(?![0-9a-f])")
 STOP_WAIT_S = 10.0
@@ -49,6 +52,8 @@ class Leftovers:
     processes: dict[int, str] = field(default_factory=dict)
     #: tags whose owner is still running, and that owner's pid
     in_use: dict[str, int] = field(default_factory=dict)
+    #: pid -> its start time when found (so that it is told from a later process)
+    started: dict[int, str | None] = field(default_factory=dict)
 
     def empty(self) -> bool:
         return not (self.namespaces or self.links or self.dirs or self.processes)
@@ -150,29 +155,72 @@ def find_leftovers(tmp_dir: str | None = None, *, force: bool = False) -> Leftov
             pids.add(pid)
     for pid in sorted(pids):
         if _alive(pid):
+            found.started[pid] = proc_start_time(pid)
             found.processes[pid] = " ".join(_cmdline(pid))[:120] or f"pid {pid}"
     return found
 
 
-def _stop_processes(pids: list[int]) -> None:
+def _stop_processes(pids: list[int], ticks: dict[int, str | None]) -> None:
+    """Stop each process found (`ticks`: its start time then), pinned by a pidfd and
+    proven to be the process found (the same start time) before it is signalled through
+    the pidfd: a pid handed to another process since is never signalled."""
+    pinned: dict[int, int] = {}
     for pid in pids:
-        # SIGINT is PostgreSQL's fast shutdown (clean, no leaked shared memory); the
-        # relays and anything else get TERM. KILL whatever is still there at the end.
-        try:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            os.kill(pid, signal.SIGINT if comm.startswith("postgres") else signal.SIGTERM)
-        except OSError:
-            continue
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    for pid in pids:
-        if _alive(pid):
+        with contextlib.suppress(OSError):
+            fd = os.pidfd_open(pid)
+            if ticks.get(pid) is not None and proc_start_time(pid) == ticks[pid] and (
+                    _alive(pid)):
+                pinned[pid] = fd
+            else:
+                os.close(fd)
+    try:
+        for pid, fd in pinned.items():
+            # SIGINT is PostgreSQL's fast shutdown (clean, no leaked shared memory); the
+            # relays and anything else get TERM. KILL whatever is still there at the end.
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
+                signal.pidfd_send_signal(
+                    fd, signal.SIGINT if comm.startswith("postgres") else signal.SIGTERM)
+        for sig in (signal.SIGKILL, None):
+            deadline = time.monotonic() + STOP_WAIT_S
+            left = dict(pinned)
+            while left and time.monotonic() < deadline:
+                # A pidfd turns readable when its process exits.
+                ready, _, _ = select.select(list(left.values()), [], [],
+                                            max(0.0, deadline - time.monotonic()))
+                left = {p: fd for p, fd in left.items() if fd not in ready}
+            for fd in left.values() if sig else ():
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, sig)
+    finally:
+        for fd in pinned.values():
+            os.close(fd)
+
+
+def _remove_dirs(dirs: list[Path]) -> list[Path]:
+    """Remove each state directory through a descriptor of its parent (a name exchanged
+    for a link meanwhile is not followed); the ones that could not be."""
+    failed = []
+    for d in dirs:
+        try:
+            fd = os.open(d.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            failed.append(d)
+            continue
+        try:
+            st = os.stat(d.name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                failed.append(d)  # no longer the directory found
+                continue
+            remove_at(fd, d.name)
+        except OSError:
+            failed.append(d)
+        finally:
+            os.close(fd)
+    return failed
 
 
 def cleanup(*, force: bool = False, tmp_dir: str | None = None,
@@ -184,9 +232,9 @@ def cleanup(*, force: bool = False, tmp_dir: str | None = None,
         say(f"in use, left alone: {PREFIX}{tag} (owner pid {pid} is running; --force "
             "removes it anyway)")
     if found.processes:
-        _stop_processes(sorted(found.processes))
+        _stop_processes(sorted(found.processes), found.started)
         for pid, what in sorted(found.processes.items()):
-            say(f"stopped process {pid}: {what}")
+            say(f"stopped process {pid}: {printable(what)}")
     for ns in found.namespaces:
         res = _ip("netns", "del", ns)
         say(f"deleted namespace {ns}" if res.returncode == 0 else
@@ -201,9 +249,9 @@ def cleanup(*, force: bool = False, tmp_dir: str | None = None,
         res = _ip("link", "del", link)
         say(f"deleted link {link}" if res.returncode == 0 else
             f"could not delete link {link}: {res.stderr.strip()} (needs root)")
+    failed = _remove_dirs(found.dirs)
     for d in found.dirs:
-        subprocess.run(["rm", "-rf", "--", str(d)], check=False)
-        say(f"removed directory {d}" if not d.exists() else f"could not remove {d}")
+        say(printable(f"could not remove {d}" if d in failed else f"removed directory {d}"))
     if found.empty():
         say(f"nothing to clean up (no {PREFIX}* namespaces, links, directories or processes)")
     return found

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from harness.errors import HarnessError, HostError
 from harness.hosts import Host, connect_host
+from harness.hosts.fdsafe import remove_at
 from harness.hosts.owned import (
     is_token,
     owned_files,
@@ -51,7 +52,6 @@ from harness.results import (
     verify_run,
     write_run,
 )
-from harness.results.io import fsync_dir
 from harness.run.runstatus import (
     quick_stats,
     run_counts,
@@ -136,13 +136,26 @@ def _replace_run(run_dir: Path, manifest: Manifest, ops: OpsArrays | OpsParts) -
     try:
         new_dir = write_run(staging, manifest, ops)
         verify_run(new_dir)
-        old = exp_dir / f"{TMP_PREFIX}old-{run_dir.name}"
-        os.rename(run_dir, old)  # hidden: readers skip it; both copies exist meanwhile
-        os.rename(new_dir, run_dir)
-        fsync_dir(exp_dir)
-        shutil.rmtree(old)
+        old = f"{TMP_PREFIX}old-{run_dir.name}"
+        # Through one descriptor of the experiment's directory: nothing here follows a
+        # directory exchanged for a link meanwhile (`harness.hosts.fdsafe`).
+        fd = os.open(exp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            # hidden: readers skip it; both copies exist meanwhile
+            os.rename(run_dir.name, old, src_dir_fd=fd, dst_dir_fd=fd)
+            os.rename(new_dir.relative_to(exp_dir), run_dir.name, src_dir_fd=fd,
+                      dst_dir_fd=fd)
+            os.fsync(fd)
+            remove_at(fd, old)
+        finally:
+            os.close(fd)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fd = os.open(exp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                remove_at(fd, staging.name)
+            finally:
+                os.close(fd)
     return run_dir
 
 

@@ -28,21 +28,20 @@ import contextlib
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HostError, ResultsError
-from harness.hosts import Host, LocalHost, Process, connect_host
+from harness.hosts import Host, LocalHost, connect_host
 from harness.hosts.owned import (
     boot_id,
     is_token,
     owned_files,
-    owned_pids,
     remove_owned_dirs,
     remove_owned_files,
+    stop_owned,
 )
 from harness.results import (
     MANIFEST,
@@ -144,12 +143,12 @@ class _Machines:
 
 def _stop_processes(host: Host, token: str, procs: list[tuple[int, int | None, str]],
                     grace_s: float, say: Callable[[str], None]) -> list[str]:
-    """TERM (and CONT) each (pid, recorded start ticks, description) proven the earlier
-    run's (`owned_pids`: its start time and the owner token in its environment), wait up
-    to `grace_s` for all, KILL what is left. Their groups: servers and workers run in
-    sessions of their own. Any other is named in a line and left alone."""
-    checked = owned_pids(host, token, [(pid, ticks) for pid, ticks, _ in procs])
-    mine: list[tuple[int, str]] = []
+    """Stop the groups of each (pid, recorded start ticks, description) proven the earlier
+    run's (`stop_owned`: its start time and the owner token in its environment, each
+    process pinned by a pidfd before it is checked and signalled): TERM and CONT, up to
+    `grace_s` for all, then KILL. Any other is named in a line and left alone."""
+    checked = stop_owned(host, token, [(pid, ticks) for pid, ticks, _ in procs], grace_s)
+    stopped: list[str] = []
     for pid, _, what in procs:
         why = checked.get(pid, "not a process id")
         if why == "gone":
@@ -158,19 +157,7 @@ def _stop_processes(host: Host, token: str, procs: list[tuple[int, int | None, s
             say(f"{host.name}: pid {pid} ({what}) is not the earlier run's: {why}; left "
                 "alone")
             continue
-        mine.append((pid, what))
-    for pid, _ in mine:
-        host.signal(Process(host.name, pid, (), ""), "TERM")
-        host.signal(Process(host.name, pid, (), ""), "CONT")
-    deadline = time.monotonic() + grace_s
-    left = [p for p, _ in mine]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = host.start_ticks(left)
-        left = [p for p in left if p in alive]
-    for pid in left:
-        host.signal(Process(host.name, pid, (), ""), "KILL")
-    stopped = [f"{what} (pid {pid} on {host.name})" for pid, what in mine]
+        stopped.append(f"{what} (pid {pid} on {host.name})")
     for line in stopped:
         say(f"stopped {line}, left running by the earlier run")
     return stopped

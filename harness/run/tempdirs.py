@@ -8,14 +8,14 @@ kit's: left alone."""
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.hosts.fdsafe import remove_at
 from harness.results import MANIFEST, TMP_PREFIX, verify_run
-from harness.results.io import fsync_dir
 from harness.text import printable
 
 
@@ -31,45 +31,76 @@ class Recovered:
 
 def recover_temp_dirs(exp_dir: Path, say: Callable[[str], None],
                       found: Recovered | None = None) -> Recovered:
-    """Step 1 of the module docstring: the hidden temp directories of `exp_dir`."""
+    """Step 1 of the module docstring: the hidden temp directories of `exp_dir`. Each is
+    removed or renamed through a descriptor of `exp_dir` opened once (`remove_at`), so a
+    directory exchanged for a link meanwhile is not followed."""
     found = found or Recovered()
-    if not exp_dir.is_dir():
+    try:
+        fd = os.open(exp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return found
-    temps = sorted(p for p in exp_dir.iterdir() if p.name.startswith(TMP_PREFIX))
+    try:
+        _recover_in(exp_dir, fd, say, found)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _recover_in(exp_dir: Path, fd: int, say: Callable[[str], None], found: Recovered) -> None:
+    temps = sorted(n for n in os.listdir(fd) if n.startswith(TMP_PREFIX))
     # The old copies of replaced runs first: whether a staging copy matters depends on them.
-    temps.sort(key=lambda p: not p.name.startswith(f"{TMP_PREFIX}old-"))
-    for d in temps:
-        name = d.name[len(TMP_PREFIX):]
-        if d.is_symlink() or not d.is_dir():
+    temps.sort(key=lambda n: not n.startswith(f"{TMP_PREFIX}old-"))
+    for tmp_name in temps:
+        d = exp_dir / tmp_name
+        name = tmp_name[len(TMP_PREFIX):]
+        if not _is_dir(fd, tmp_name):
             say(f"{printable(d)}: not a directory the kit wrote (a link or a file); left "
                 "alone")
             continue
         if name.startswith("old-"):
-            target = exp_dir / name[len("old-"):]
-            if (target / MANIFEST).exists():
-                shutil.rmtree(d)
-                say(f"{d}: removed (the old copy of run {target.name}, replaced already)")
+            target = name[len("old-"):]
+            if _exists(fd, f"{target}/{MANIFEST}"):
+                remove_at(fd, tmp_name)
+                say(f"{printable(d)}: removed (the old copy of run {printable(target)}, "
+                    "replaced already)")
             else:
-                os.rename(d, target)
-                fsync_dir(exp_dir)
-                say(f"{target}: put back (a `harness collect` was replacing it when it "
-                    "stopped; the records it was fetching are still on their machine)")
+                os.rename(tmp_name, target, src_dir_fd=fd, dst_dir_fd=fd)
+                os.fsync(fd)
+                say(f"{printable(exp_dir / target)}: put back (a `harness collect` was "
+                    "replacing it when it stopped; the records it was fetching are still on "
+                    "their machine)")
         elif name.startswith("collect-"):
-            shutil.rmtree(d)
-            say(f"{d}: removed (a replacement `harness collect` had not put in place; the "
-                "run it was replacing is intact)")
-        elif (d / MANIFEST).exists() and not (exp_dir / name).exists() and _whole(d):
-            os.rename(d, exp_dir / name)
-            fsync_dir(exp_dir)
-            say(f"{exp_dir / name}: found whole in its temp directory (the harness stopped "
-                "between writing and renaming it); verified and moved into place")
+            remove_at(fd, tmp_name)
+            say(f"{printable(d)}: removed (a replacement `harness collect` had not put in "
+                "place; the run it was replacing is intact)")
+        elif (_exists(fd, f"{tmp_name}/{MANIFEST}") and not _exists(fd, name)
+              and _whole(d)):
+            os.rename(tmp_name, name, src_dir_fd=fd, dst_dir_fd=fd)
+            os.fsync(fd)
+            say(f"{printable(exp_dir / name)}: found whole in its temp directory (the "
+                "harness stopped between writing and renaming it); verified and moved into "
+                "place")
             found.runs_written.append(name)
         else:
-            shutil.rmtree(d)
-            say(f"{d}: removed (a run directory left half-written; its records are written "
-                "again from the client machines where they still are)")
-        found.temp_dirs.append(d.name)
-    return found
+            remove_at(fd, tmp_name)
+            say(f"{printable(d)}: removed (a run directory left half-written; its records "
+                "are written again from the client machines where they still are)")
+        found.temp_dirs.append(tmp_name)
+
+
+def _is_dir(fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _exists(fd: int, rel: str) -> bool:
+    try:
+        os.stat(rel, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def _whole(run_dir: Path) -> bool:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from harness.results import iter_run_dirs, read_manifest, read_ops, verify_run
 from harness.run.clients import CHUNK_ENV
 from harness.run.inflight import STATE_DIR, STATE_FILE
 from harness.run.until import completed_runs
+from harness.services.memcached import memcached_stats
 from tests.fixtures.procs import worker_base
 from tests.fixtures.servers import require_service
 from tests.fixtures.tmpfs import mounted_tmpfs
@@ -257,20 +259,54 @@ def test_a_second_signal_stops_at_once_and_keeps_the_records_for_resume(
     assert not workdir.exists()
 
 
-def _start_and_wait_until_measuring(cmd: list[str], tag: str) -> tuple[subprocess.Popen, list]:
+def served_ops(tag: str) -> int:
+    """Gets and sets that this test's memcached (carrying `tag`) has answered, by its own
+    `stats`: the server's count, not the kit's."""
+    [pid] = memcached_pids(tag)
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    address, port = argv[argv.index("-l") + 1], int(argv[argv.index("-p") + 1])
+    stats = memcached_stats(address, port)
+    return int(stats["cmd_get"]) + int(stats["cmd_set"])
+
+
+def spilled_parts(worker: int) -> int:
+    """Parts of records client `worker` has written so far (its `.parts` index)."""
+    with contextlib.suppress(OSError, ValueError):
+        return len(json.loads(Path(worker_base(worker) + ".parts").read_text()))
+    return 0
+
+
+def _start_and_wait_until_measuring(cmd: list[str], tag: str, served: int = 2000,
+                                    parts: int = 0) -> tuple[subprocess.Popen, list]:
+    """Start `cmd` (a `harness run` of SPEC: one memcached, two clients) and return once
+    both clients are released (their go file) and memcached has answered `served` more
+    ops since, and each client has spilled `parts` parts of records: the run is measuring
+    and has records, however busy the machine. The deadline only keeps a harness that
+    never gets there from hanging the suite."""
     env = {**os.environ, "HARNESS_TEST_TAG": tag}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _tagged_workers(f"HARNESS_TEST_TAG={tag}"):
-        time.sleep(0.05)
-    workers = _tagged_workers(f"HARNESS_TEST_TAG={tag}")
-    assert workers, "the harness never started a client process"
-    go_file = Path(worker_base(workers[0]) + ".go")
-    while time.monotonic() < deadline and not go_file.exists():
-        time.sleep(0.01)
-    time.sleep(0.5)
-    return proc, workers
+    deadline = time.monotonic() + 300
+
+    def wait_for(event: Callable[[], object], what: str) -> None:
+        while not event():
+            if proc.poll() is not None:
+                pytest.fail(f"the harness exited ({proc.returncode}) before {what}: "
+                            f"{proc.communicate()[1]}")
+            assert time.monotonic() < deadline, f"the harness never got to {what}"
+            time.sleep(0.01)
+
+    def workers() -> list[int]:
+        return _tagged_workers(f"HARNESS_TEST_TAG={tag}")
+
+    wait_for(lambda: len(workers()) == 2, "starting its two clients")
+    pids = workers()
+    wait_for(lambda: all(Path(worker_base(p) + ".go").exists() for p in pids),
+             "releasing its clients")
+    before = served_ops(tag)  # the preload is done: ops from here on are measured ones
+    wait_for(lambda: served_ops(tag) - before >= served, f"{served} ops measured")
+    wait_for(lambda: all(spilled_parts(p) >= parts for p in pids), f"{parts} parts spilled")
+    return proc, pids
 
 
 @pytest.mark.parametrize("chunk", [None, "1000"], ids=["whole", "spilled"])
@@ -288,7 +324,7 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
     tag = uuid.uuid4().hex
     proc, workers = _start_and_wait_until_measuring(
         [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(raw),
-         "--no-progress", "-q"], tag)
+         "--no-progress", "-q"], tag, parts=2 if chunk else 0)
     proc.kill()
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 10
@@ -325,10 +361,14 @@ def test_sigkill_mid_run_leaves_no_orphans_after_cleanup_and_keeps_the_records(
 
 
 def test_a_second_harness_into_the_same_experiment_is_refused(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, run="{duration_s: 20}")
+    """The first harness is measuring (waited for, by its clients' go file and memcached's
+    count) and stays so until this test stops it: its run is far longer than the test,
+    so however long the second harness takes to arrive on a busy machine, it finds the
+    first one's run in progress, and Ctrl-C keeps that run as partial."""
+    path = write_spec(tmp_path, run="{duration_s: 3600}")
     raw = tmp_path / "raw"
     tag = uuid.uuid4().hex
-    proc, _ = _start_and_wait_until_measuring(
+    proc, workers = _start_and_wait_until_measuring(
         [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(raw),
          "--no-progress", "-q"], tag)
     try:
@@ -339,12 +379,16 @@ def test_a_second_harness_into_the_same_experiment_is_refused(tmp_path: Path) ->
         assert "Traceback" not in second.stderr
         cleanup = harness("cleanup", str(path), "--out", str(raw))
         assert cleanup.returncode == 2 and "another `harness run`" in cleanup.stderr
+        # Still the first run, still measuring: nothing written, its clients there.
+        assert proc.poll() is None and list(iter_run_dirs(raw)) == []
+        assert not any(gone(p) for p in workers)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=120)
     assert proc.returncode == 130
     [man] = [read_manifest(d) for d in iter_run_dirs(raw)]
-    assert man.status == "partial"
+    assert man.status == "partial" and man.repetition == 1
+    assert man.counts["ok"] > 1000  # of the 2,000 memcached had answered before the second
 
 
 def test_worker_whose_harness_is_gone_exits_before_go(tmp_path: Path) -> None:

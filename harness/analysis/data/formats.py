@@ -10,6 +10,20 @@ import numpy as np
 
 Formatter = Callable[[object], str]
 
+#: Significant digits a float keeps before it is formatted (`settled`).
+SETTLED_DIGITS = 12
+
+
+def settled(v: float) -> float:
+    """`v` rounded to `SETTLED_DIGITS` significant digits, what every formatter here
+    prints from: the same figure computed by two paths (a sum taken in another order:
+    DuckDB's and numpy's, the C split's and numpy's, another CPU's SIMD width) differs in
+    its last bits, and one of those can sit either side of a printed digit's rounding
+    point; rounded first, both print the same text."""
+    if not math.isfinite(v) or v == 0:
+        return v
+    return float(f"{v:.{SETTLED_DIGITS}g}")
+
 
 def num(digits: int = 3) -> Formatter:
     """Format with `digits` significant digits; thousands separators for big numbers."""
@@ -18,6 +32,8 @@ def num(digits: int = 3) -> Formatter:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "–"
         if isinstance(v, (int, float)):
+            if isinstance(v, float):
+                v = settled(v)
             if abs(v) >= 10 ** digits:
                 return f"{v:,.0f}"
             return f"{v:.{digits}g}"
@@ -33,6 +49,8 @@ def human(v: object) -> str:
         return "-"
     if isinstance(v, bool) or not isinstance(v, int | float):
         return str(v)
+    if isinstance(v, float):
+        v = settled(v)
     if isinstance(v, int) or (float(v).is_integer() and abs(v) >= 1000):
         return f"{int(v):,}"
     if abs(v) >= 1000:
@@ -47,7 +65,7 @@ def ratio_text(v: object) -> str:
     """cand/base as ``1.00x``, ``12.3x``, ``1,204x``: enough digits to read a change."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    x = float(v)  # type: ignore[arg-type]
+    x = settled(float(v))  # type: ignore[arg-type]
     return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:,.0f}x"
 
 
@@ -55,7 +73,7 @@ def pct(digits: int = 2) -> Formatter:
     def fmt(v: object) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "–"
-        p = float(v) * 100
+        p = settled(float(v) * 100)
         # 100%, 12%, 0.8%, 0.012%: never scientific notation
         return f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.{digits}g}%"
 

@@ -18,6 +18,7 @@ from harness.analysis.checks.runfacts import RunData, RunOps, group_runs
 from harness.analysis.data.load import load_runs_only
 from harness.analysis.stats import stationarity
 from harness.results import OK, OpsArrays, new_manifest, write_run
+from tests.fixtures.frames import assert_same_values
 
 NAMES = ["client_saturated", "target_not_met", "not_steady", "trend", "cold_first_run",
          "machine_busy", "heavy_tail"]
@@ -439,10 +440,18 @@ def test_the_summarys_one_read_gives_the_checks_the_same_facts_and_findings(
                     assert a.ops is None
                     continue
                 assert a.ops is not None
+                # One function of the same latencies in the same order on both sides
+                # (numpy's mean, MSER-5): equal to the last bit.
                 assert (a.ops.n, a.ops.mean_ms, a.ops.wall_s, a.ops.warmup) == (
                     b.ops.n, b.ops.mean_ms, b.ops.wall_s, b.ops.warmup)
         found = checks.group_checks(loaded, by, facts=once)
-        assert {k: [f.as_dict() for f in v] for k, v in found.items()} == {
-            k: [f.as_dict() for f in v] for k, v in checks.group_checks(loaded, by).items()}
+        # The findings' figures to 1e-12, their words exactly: the two reads hand
+        # heavy_tail each run's top latencies in another order (sorted, or a partition's),
+        # and a sum in another order may differ in its last bits on another CPU (the
+        # issue's 1.3204038806742637 and 1.320403880674264); the words print rounded.
+        assert sorted(found, key=str) == sorted(twice, key=str)
+        own = checks.group_checks(loaded, by)
+        assert_same_values({k: [f.as_dict() for f in v] for k, v in found.items()},
+                           {k: [f.as_dict() for f in own[k]] for k in found})
         fired = {f.check for v in found.values() for f in v}
         assert {"client_saturated", "not_steady", "heavy_tail", "trend"} <= fired, fired

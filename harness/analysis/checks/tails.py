@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.analysis.data.formats import settled
+
 if TYPE_CHECKING:  # only for the signature: importing load here would pull in pandas
     from harness.analysis.data.load import Loaded
 
@@ -68,8 +70,8 @@ class HeavyTail:
     def detail(self) -> str:
         if math.isnan(self.alpha_hat):
             return f"{self.n:,} latencies: too few for a tail index (needs {MIN_OPS:,})"
-        what = (f"Hill tail index {self.alpha_hat:.2f} from the top {self.k:,} of {self.n:,} "
-                f"latencies (k = √n)")
+        what = (f"Hill tail index {settled(self.alpha_hat):.2f} from the top {self.k:,} of "
+                f"{self.n:,} latencies (k = √n)")
         if self.fires:
             return (f"{what}: below {ALPHA_LIMIT:g}, a tail so heavy that a few ops decide "
                     "the mean, and the mean's (and throughput's) interval is unreliable; "
@@ -89,8 +91,11 @@ def hill(latencies: np.ndarray, k: int) -> float:
     x = np.asarray(latencies, dtype=np.float64)
     if not 0 < k < x.size:
         raise ValueError(f"k must be between 1 and {x.size - 1}, not {k}")
-    top = -np.partition(-x, k)[: k + 1]  # the k + 1 largest, unordered
-    threshold = float(top.min())
+    # The k + 1 largest, in order: the sum below is then taken in one order whichever
+    # order they came in (a run's sorted top or a partition), so every path to them
+    # gives the same index to the last bit (sorting √n values costs next to nothing).
+    top = np.sort(-np.partition(-x, k)[: k + 1])
+    threshold = float(top[0])
     if threshold <= 0:
         return float("nan")
     logs = np.log(top) - math.log(threshold)
@@ -201,7 +206,7 @@ def section_note(checks: GroupChecks, label: Label = lambda k: " ".join(map(str,
     fired = [(k, t) for k, t in checks.items() if t.check.fires]
     if not fired:
         return None
-    alphas = [t.check.alpha_hat for _, t in fired]
+    alphas = [settled(t.check.alpha_hat) for _, t in fired]
     span = (f"{alphas[0]:.2f}" if len(alphas) == 1
             else f"{min(alphas):.2f}–{max(alphas):.2f}")
     head = (f"**Heavy tails: read the percentiles.** In {len(fired)} of {len(checks)} groups "
@@ -210,7 +215,7 @@ def section_note(checks: GroupChecks, label: Label = lambda k: " ".join(map(str,
             "ops decide a mean there, so the mean latency, the throughput and their "
             "intervals, and the comparisons of means, are unreliable for these groups; "
             "their percentiles are not:")
-    rows = [f"| {label(k)} | {t.p50_ms:.3g} | {t.p99_ms:.3g} | {t.check.alpha_hat:.2f} | "
-            f"{t.check.n:,} |" for k, t in fired]
+    rows = [f"| {label(k)} | {settled(t.p50_ms):.3g} | {settled(t.p99_ms):.3g} | "
+            f"{settled(t.check.alpha_hat):.2f} | {t.check.n:,} |" for k, t in fired]
     return "\n".join([head, "", "| group | p50 [ms] | p99 [ms] | tail index | latencies |",
                       "|---|---|---|---|---|", *rows])

@@ -15,6 +15,7 @@ import pytest
 from harness.analysis.checks import tails
 from harness.analysis.data.load import Loaded
 from harness.analysis.stats import loo
+from tests.fixtures.frames import RTOL
 
 
 def test_hill_on_exact_pareto_quantiles():
@@ -87,10 +88,23 @@ def test_the_dict_entry_is_what_other_checks_can_sit_beside():
     assert ok["status"] == "ok" and ok["tail_index"] > 2
     few = tails.heavy_tail_check(rng.lognormal(13, 0.5, 10))
     assert few["status"] == "ok" and few["tail_index"] is None and few["ops"] == 10
-    # From the top only (the sorted-runs path `harness summary` takes): the same answer.
+    # From the top only (the sorted-runs path `harness summary` takes): the same answer,
+    # its index to 1e-12 (two paths' sums of the same logs), its words exactly.
     lat = np.rint((1 - rng.random(5000)) ** (-1 / 1.5) * 1e5).astype(np.int64)
     runs = loo.RunSorted([np.sort(lat[:2000]), np.sort(lat[2000:])], np.array([0, 1]))
-    assert tails.check_top(runs.top(tails.tail_k(5000) + 1), 5000) == tails.check(lat)
+    top, full = tails.check_top(runs.top(tails.tail_k(5000) + 1), 5000), tails.check(lat)
+    assert (top.fires, top.k, top.n, top.detail) == (full.fires, full.k, full.n, full.detail)
+    assert top.alpha_hat == pytest.approx(full.alpha_hat, rel=RTOL, abs=0)
+
+
+def test_hill_is_the_same_whatever_order_the_latencies_come_in():
+    """Paths hand Hill's estimate the same latencies in other orders (a run's sorted top,
+    a partition of them all); it sums their logs in one order, so the index is the same
+    to the last bit (unsorted, 20 orders of these gave 3 different last digits)."""
+    rng = np.random.default_rng(3)
+    lat = np.rint((1 - rng.random(10_000)) ** (-1 / 1.5) * 1e5)
+    k = tails.tail_k(lat.size)
+    assert len({tails.hill(rng.permutation(lat), k) for _ in range(20)}) == 1
 
 
 def _write_runs(raw: Path, experiment: str, draw, runs: int = 3, ops: int = 2000) -> None:

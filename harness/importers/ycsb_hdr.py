@@ -80,6 +80,7 @@ class YcsbHdr:
         start_parts: list[np.ndarray] = []
         digits: set[int] = set()
         first: int | None = None
+        held = 0  # ops decoded so far: each interval may add what --max-ops leaves
         for no, line in enumerate(read_lines(path), 1):
             if m := _LOGGING_FOR.match(line):
                 name = m.group(1).strip()
@@ -87,10 +88,10 @@ class YcsbHdr:
                 start_epoch_s = numbers.amount(m.group(1), numbers.at(path, no), "StartTime")
             elif m := _INTERVAL.match(line.strip()):
                 first = first or no
-                held = sum(len(p) for p in lat_parts)
                 hist = decode(m.group(5), f"{path}:{no}", options.max_ops - held)
                 if not hist.total:
                     continue
+                held += hist.total
                 digits.add(hist.significant_digits)
                 if m.group(1):
                     tags.add(m.group(1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import paths
 from harness.errors import ExportError
 
 PER = ("run", "op")
@@ -43,7 +44,8 @@ def _per_run(raw_dir: Path, out: Path, by: Sequence[str] | None,
         run_cols = [c for c in loaded.runs.columns if c not in ("run_dir", "op")]
         table = loaded.runs[run_cols].merge(table, on="run_id", how="right")
         table = table[[*run_cols, "op", *FULL_COLUMNS]]
-    table.to_csv(out, index=False)
+    with paths.created(out, "w", newline="") as f:
+        table.to_csv(f, index=False)
 
 
 def _per_op(raw_dir: Path, out: Path, experiments: Sequence[str] | None) -> None:
@@ -57,7 +59,7 @@ def _per_op(raw_dir: Path, out: Path, experiments: Sequence[str] | None) -> None
     # Runs with `run.record_keys` carry each op's key: so does the export (empty elsewhere).
     if any(KEY_FIELD.name in pq.read_schema(Path(d) / OPS_FILE).names for d in runs["run_dir"]):
         columns.append(KEY_FIELD.name)
-    with open(out, "w", newline="") as f:
+    with paths.created(out, "w", newline="") as f:
         f.write(",".join([*RUN_ID_COLUMNS, *columns]) + "\n")
         for i in range(len(runs)):
             ops = load_ops(runs.iloc[[i]], columns)

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness import paths
 from harness.errors import ExportError
 
 SIGNIFICANT_DIGITS = 3
@@ -163,8 +164,9 @@ def export_hdr(raw_dir: Path, out: Path, *, by: Sequence[str] | None = None,
         label = dict(zip(keys, values, strict=True))
         path = out / _file_name(label)
         mine = runs[runs["run_id"].astype(str).isin(set(group["run_id"].astype(str)))]
-        path.write_text("\n".join(_group_log(mine, group, interval_s)) + "\n")
+        paths.write_new(path, "\n".join(_group_log(mine, group, interval_s)) + "\n")
         written.append(path)
         index.append({**label, "file": path.name, "runs": len(mine), "ops": len(group)})
-    pd.DataFrame(index).to_csv(out / "index.csv", index=False)
+    with paths.created(out / "index.csv", "w", newline="") as f:
+        pd.DataFrame(index).to_csv(f, index=False)
     return [*written, out / "index.csv"]

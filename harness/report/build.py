@@ -137,9 +137,9 @@ def write_pdf(html_text: str, pdf_path: Path, base_url: Path) -> Path:
             f"PDF export needs Pango ({exc}); install the Debian packages "
             "libpango-1.0-0 libpangoft2-1.0-0 (make setup does), or pass --no-pdf"
         ) from None
-    weasyprint.HTML(string=html_text, base_url=str(base_url),
-                    url_fetcher=sanitize.url_fetcher()).write_pdf(str(pdf_path))
-    return pdf_path
+    pdf = weasyprint.HTML(string=html_text, base_url=str(base_url),
+                          url_fetcher=sanitize.url_fetcher()).write_pdf()
+    return paths.write_new(pdf_path, pdf)
 
 
 #: Overrides how many notebooks `harness report` executes at once.
@@ -190,6 +190,9 @@ def build_report(
     if not notebooks:
         raise ReportError(f"no notebooks matching {NOTEBOOK_GLOB} in {notebooks_dir}")
     executed_dir = out_dir / "executed"
+    if executed_dir.is_symlink():
+        raise ReportError(f"{executed_dir} is a symbolic link: the report does not write "
+                          "through one; remove it or choose another --out")
     executed_dir.mkdir(parents=True, exist_ok=True)
     given = dict(parameters or {})
     check_parameters(notebooks, given)
@@ -245,9 +248,7 @@ def build_report(
 
     template_dir = paths.report_dir()
     html_text = assemble_html(sections, raw_dir, template_dir)
-    html_path = out_dir / "report.html"
-    html_path.write_text(html_text, encoding="utf-8")
-    result["html"] = html_path
+    result["html"] = paths.write_new(out_dir / "report.html", html_text)
     if pdf:
         result["pdf"] = write_pdf(html_text, out_dir / "report.pdf", out_dir)
     return result

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness import paths
+
 KERNEL_NAME = "kvbench-harness"
 _NOTEBOOK_TIMEOUT_S = 600
 
@@ -33,19 +35,24 @@ def venv_kernel(log: Path | None = None) -> Iterator[str]:
         # the report's own output, so the kernel logs errors only.
         argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                 "--log-level=ERROR"]
+        # The kernels append to a log of our own directory (a shell's `>>` would follow a
+        # link planted at `log`), moved into place at the end (`paths.write_new`).
+        own_log = Path(tmp) / "kernel.log"
         if log is not None:
-            argv = ["sh", "-c", 'exec "$@" 2>>"$0"', str(log), *argv]
+            argv = ["sh", "-c", 'exec "$@" 2>>"$0"', str(own_log), *argv]
         spec = {
             "argv": argv,
             "display_name": "Python (harness)",
             "language": "python",
         }
-        (spec_dir / "kernel.json").write_text(json.dumps(spec))
+        (spec_dir / "kernel.json").write_text(json.dumps(spec, allow_nan=False))
         old = os.environ.get("JUPYTER_PATH")
         os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (tmp, old) if p)
         try:
             yield KERNEL_NAME
         finally:
+            if log is not None and own_log.exists():
+                paths.write_new(log, own_log.read_bytes())
             if old is None:
                 os.environ.pop("JUPYTER_PATH", None)
             else:
@@ -65,11 +72,26 @@ def execute_notebook(
 
     declared = pm.inspect_notebook(str(notebook))
     params = {k: v for k, v in parameters.items() if k in declared}
+    # papermill writes its output (during the run, too) by name: into a fresh directory
+    # of our own, moved into place after (`paths.write_new`: never through a link).
+    with tempfile.TemporaryDirectory(prefix="harness-nb-") as tmp:
+        tmp_path = Path(tmp) / notebook.name
+        try:
+            return _execute_once(notebook, tmp_path, params, kernel_name)
+        finally:
+            if tmp_path.exists():
+                paths.write_new(out_path, tmp_path.read_bytes())
+
+
+def _execute_once(notebook: Path, tmp_path: Path, params: dict[str, object],
+                  kernel_name: str) -> str | None:
+    import papermill as pm
+
     for attempt in range(1, _KERNEL_STARTS + 1):
         try:
             pm.execute_notebook(
                 str(notebook),
-                str(out_path),
+                str(tmp_path),
                 parameters=params,
                 kernel_name=kernel_name,
                 cwd=str(notebook.parent),

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import paths
 from harness.errors import SpecError
 from harness.spec.slo import (
     METRICS,
@@ -204,13 +205,11 @@ def write_result(result: SearchResult, exp_dir: Path) -> Path:
     """`<exp_dir>/search.json`, written whole or not at all (temp file, fsync, rename)."""
     exp_dir.mkdir(parents=True, exist_ok=True)
     path = exp_dir / "search.json"
-    tmp = exp_dir / ".search.json.tmp"
-    with tmp.open("w", encoding="utf-8") as fh:
+    with paths.created(path, "w", encoding="utf-8") as fh:
         json.dump(result.to_json(), fh, indent=2, allow_nan=False)
         fh.write("\n")
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
     return path
 
 

@@ -66,3 +66,17 @@ def test_bad_requests(raw: Path, tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="unknown grouping column 'zz'"):
         export_csv(raw, tmp_path / "o.csv", by=["zz"])
     assert main(["export", "csv", str(raw), "-o", str(raw / "t.csv")]) == 2
+
+
+@pytest.mark.parametrize("per", ["run", "op"])
+def test_a_link_at_the_output_is_refused_by_name(raw: Path, tmp_path: Path, capsys,
+                                                  per: str) -> None:
+    """`-o` naming a symbolic link (planted, or left by another tool): the export says so
+    and the file it points at stays as it was."""
+    victim = tmp_path / "victim"
+    victim.write_text("the user's")
+    (tmp_path / "out.csv").symlink_to(victim)
+    assert main(["export", "csv", str(raw), "-o", str(tmp_path / "out.csv"),
+                 "--per", per]) != 0
+    assert "out.csv is a symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "the user's"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -354,3 +355,35 @@ def test_the_summary_of_findings_opens_the_report_and_links_each_answer(
     section = html[html.index('id="sec-1"'):html.index('id="appendix"')]
     assert "per configuration detail" not in section
     assert "per configuration detail" in html[html.index('id="appendix"'):]
+
+
+@pytest.mark.parametrize("planted", ["report.html", "executed/05-one.ipynb",
+                                     "executed/kernel.log", "executed"])
+def test_a_link_planted_in_the_output_is_refused_and_its_target_untouched(
+        tiny_raw: Path, tmp_path: Path, planted: str) -> None:
+    """A symbolic link where the report writes (the security review overwrote the files
+    report.html and an executed notebook pointed at): an error naming it, and the file it
+    points at as it was."""
+    from harness.errors import HarnessError
+
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "05-one.ipynb", [new_markdown_cell("# One"), new_code_cell("1")])
+    victim = tmp_path / "victim"
+    if planted == "executed":
+        victim.mkdir()
+    else:
+        victim.write_text("the user's")
+    out = tmp_path / "report"
+    (out / "executed").mkdir(parents=True)
+    link = out / planted
+    if planted == "executed":
+        link.rmdir()
+    link.symlink_to(victim)
+    with pytest.raises(HarnessError, match=f"{link} is a symbolic link"):
+        build_report(tiny_raw, out, pdf=False, notebooks_dir=nbs,
+                     figures_dir=tmp_path / "figures", progress=False)
+    if planted == "executed":
+        assert os.listdir(victim) == []
+    else:
+        assert victim.read_text() == "the user's"

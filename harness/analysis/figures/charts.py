@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness import paths
+
 VEGALITE_MIME = "application/vnd.vegalite.v5+json"
 #: Width and height of the plotting area in px: the notebook's and the report's column.
 WIDTH, HEIGHT = 560, 300
@@ -64,10 +66,8 @@ class Figure:
 
         figures_dir = Path(figures_dir)
         figures_dir.mkdir(parents=True, exist_ok=True)
-        png, svg = figures_dir / f"{slug(name)}.png", figures_dir / f"{slug(name)}.svg"
-        png.write_bytes(self.png)
-        svg.write_text(self.svg(), encoding="utf-8")
-        return {"png": png, "svg": svg}
+        return {"png": paths.write_new(figures_dir / f"{slug(name)}.png", self.png),
+                "svg": paths.write_new(figures_dir / f"{slug(name)}.svg", self.svg())}
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None
                           ) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -17,6 +17,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from harness import paths
+
 #: Default figure size in inches; the report shows figures at the text width.
 WIDTH, HEIGHT = 7.5, 4.0
 PNG_DPI = 150
@@ -54,9 +56,10 @@ def save(fig: Figure, name: str, figures_dir: Path) -> dict[str, Path]:
     figures_dir.mkdir(parents=True, exist_ok=True)
     out = {}
     for ext in ("png", "svg"):
-        path = figures_dir / f"{slug(name)}.{ext}"
-        fig.savefig(path, dpi=PNG_DPI if ext == "png" else None, metadata=_metadata(ext))
-        out[ext] = path
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=PNG_DPI if ext == "png" else None,
+                    metadata=_metadata(ext))
+        out[ext] = paths.write_new(figures_dir / f"{slug(name)}.{ext}", buf.getvalue())
     return out
 
 

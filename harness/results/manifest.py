@@ -17,10 +17,12 @@ code reads by string are constants here, so a rename is one edit.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -66,6 +68,60 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "labels": _MAP, "schema_version": _INT,
 }
 _TYPE_NAMES = {str: "text", int: "an integer", type(None): "null", Mapping: "an object"}
+#: A count above this is a damaged manifest, not a measurement (a billion ops a second
+#: for eleven days); also the bound of repetitions and of the load generator's settings.
+MAX_COUNT = 10**15
+#: What a reader says of a run whose numbers cannot be a measurement's.
+DAMAGED = "a damaged run"
+
+
+def count_problem(value: object) -> str | None:
+    """Why `value` cannot be a count (of ops, records, repetitions), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "not a number"
+    if not math.isfinite(value):
+        return f"{value}, not a finite number"
+    if value < 0:
+        return f"{value:g}, negative"
+    if value != int(value):
+        return f"{value:g}, not a whole number"
+    if value > MAX_COUNT:
+        return f"{value:g}, more than any run holds"
+    return None
+
+
+def _damage(manifest: Manifest) -> str | None:
+    """What, read back, no run of the kit could have written: a repetition, a load
+    generator setting (a size, a time or a rate) that is not finite, negative or absurd,
+    or times that run backwards. (Counts are held to `count_problem` wherever they are
+    read; a producer's NaN in a setting is written as null, "unknown".)"""
+    if problem := count_problem(manifest.repetition):
+        return f"repetition is {problem}"
+    loadgen = manifest.typed_loadgen
+    for f in fields(loadgen):
+        value = getattr(loadgen, f.name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and (
+                not math.isfinite(value) or value < 0 or value > MAX_COUNT):
+            return f"loadgen.{f.name} is {value:g}, not a setting any run had"
+    return _time_problem(manifest.started_utc, manifest.ended_utc)
+
+
+def _time_problem(started: str, ended: str) -> str | None:
+    """Why a run's start and end times cannot be one run's (None where either is
+    unknown, as in an import)."""
+    times = []
+    for name, text in (("started_utc", started), ("ended_utc", ended)):
+        if not text:
+            return None
+        try:
+            times.append(datetime.fromisoformat(text))
+        except ValueError:
+            return f"{name} {printable(text[:40])!r} is not a time"
+    try:
+        backwards = times[1] < times[0]
+    except TypeError:  # one with a zone, one without
+        return "started_utc and ended_utc are not both UTC"
+    return "ended_utc is before started_utc" if backwards else None
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -216,9 +272,12 @@ class Manifest:
         if unknown:
             raise ResultsError(f"{where}: unknown manifest fields {unknown}")
         try:
-            return cls(**data)
+            manifest = cls(**data)
         except (TypeError, ResultsError) as exc:  # named with the file it came from
             raise ResultsError(f"{where}: {exc}") from None
+        if problem := _damage(manifest):
+            raise ResultsError(f"{where}: manifest {problem}: {DAMAGED}")
+        return manifest
 
 
 @dataclass(frozen=True)
@@ -277,8 +336,8 @@ class Counts(_Section):
 
         def count(key: str, default: int = 0) -> int:
             value = data.pop(key, default)
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise ResultsError(f"manifest counts.{key} is not a number")
+            if problem := count_problem(value):
+                raise ResultsError(f"manifest counts.{key} is {problem}: {DAMAGED}")
             return int(value)
 
         by_status = {k: count(k) for k in list(data) if k in STATUSES}

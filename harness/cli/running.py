@@ -160,12 +160,14 @@ def _out_problems(spec: Any, out: str) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.services.attached import credential_problems
     from harness.spec import expand, load_spec
 
     spec = load_spec(args.spec, _overrides(args.set))
-    problems = _out_problems(spec, args.out)
+    problems = [f"--out {p}" for p in _out_problems(spec, args.out)]
+    problems += credential_problems(spec.services)
     if problems:
-        raise SpecError([f"--out {p}" for p in problems])
+        raise SpecError(problems)
     print(f"{args.spec}: ok ({len(expand(spec))} runs)")
     return EXIT_OK
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,20 +42,52 @@ def credentials(name: str, auth: Any) -> Credentials | None:
             raise ServiceError(f"{where}: environment variable {auth.password_env} is not "
                                "set (or empty); export it with the server's password")
     else:
-        path = Path(str(auth.password_file))
-        try:
-            with path.open("rb") as f:
-                data = f.read(MAX_PASSWORD_BYTES + 1)
-        except OSError as exc:
-            raise ServiceError(f"{where}: password file {path}: {exc.strerror or exc}"
-                               ) from None
-        if len(data) > MAX_PASSWORD_BYTES:
-            raise ServiceError(f"{where}: password file {path} is longer than "
-                               f"{MAX_PASSWORD_BYTES} bytes: not a password")
-        value = data.decode(errors="replace").splitlines()[0] if data.strip() else ""
-        if not value:
-            raise ServiceError(f"{where}: password file {path} is empty")
+        value, problem = read_password_file(Path(str(auth.password_file)))
+        if problem is not None:
+            raise ServiceError(f"{where}: {problem}")
     return Credentials(auth.user, value)
+
+
+def credential_problems(services: Mapping[str, Any]) -> list[str]:
+    """What `credentials` would refuse for each service of a spec, one line each: the
+    same lines `harness validate` prints that `harness run` would stop on."""
+    problems = []
+    for name, sdef in services.items():
+        try:
+            credentials(name, getattr(sdef, "auth", None))
+        except ServiceError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def read_password_file(path: Path) -> tuple[str, str | None]:
+    """(the password in the file `path`, None), or ("", why it cannot be used) naming the
+    file, never its contents. As ssh does of a key and libpq of .pgpass, a file another
+    user could read or change is refused: a regular file of this user (or root), mode
+    600 or stricter."""
+    try:
+        # O_NONBLOCK: a FIFO named as the file must not hang the start.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return "", f"password file {path}: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "", f"password file {path} is not a regular file"
+        if st.st_uid not in (os.geteuid(), 0):
+            return "", (f"password file {path} belongs to another user (uid {st.st_uid}); "
+                        "use a file of your own, mode 600")
+        if st.st_mode & 0o077:
+            return "", (f"password file {path} can be read or changed by others (mode "
+                        f"{stat.S_IMODE(st.st_mode):04o}); run `chmod 600 {path}`, as ssh "
+                        "asks of a key")
+        data = f.read(MAX_PASSWORD_BYTES + 1)
+    if len(data) > MAX_PASSWORD_BYTES:
+        return "", f"password file {path} is longer than {MAX_PASSWORD_BYTES} bytes: not a password"
+    value = data.decode(errors="replace").splitlines()[0] if data.strip() else ""
+    if not value:
+        return "", f"password file {path} is empty"
+    return value, None
 
 
 @dataclass

@@ -17,10 +17,12 @@ import ipaddress
 import os
 import re
 import socket
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.spec.model import AuthSpec
+from harness.text import printable
 
 #: The fields of a service entry.
 SERVICE_FIELDS = ("kind", "host", "settings", "address", "auth", "database", "tls",
@@ -33,25 +35,56 @@ _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$")
 Bad = Callable[[str, str], None]
 
 
+#: What servers and proxies read as "every interface" besides the unspecified addresses
+#: (redis `bind *`, pgbouncer `listen_addr = *`, haproxy `*:port`, `INADDR_ANY`).
+_WILDCARDS = {"*", "any", "inaddr_any", "in6addr_any", "all"}
+
+
 def listen_problem(address: str) -> str | None:
-    """Why servers must not listen at `address`: an unspecified one (0.0.0.0, ::) binds
-    every interface of the machine, which the kit promises never to do."""
-    text = address.strip().strip("[]")
+    """Why servers must not listen at `address`: an unspecified one (0.0.0.0, ::, and
+    every other spelling of them: IPv4-mapped, IPv4-compatible, 6to4, inet_aton's "0x0"
+    and octal, full-width digits) or a wildcard binds every interface of the machine,
+    which the kit promises never to do; a multicast address is no machine's; an address
+    not in ASCII is refused (what a resolver makes of it is not what a reader sees)."""
+    raw = address.strip().strip("[]")
+    text = unicodedata.normalize("NFKC", raw)
+    shown = repr(printable(address))
     if not text:
         return "an empty address; give the machine's address on the clients' network"
-    try:
-        ip = ipaddress.ip_address(text.split("%")[0])
-    except ValueError:
-        try:  # what inet_aton reads as IPv4 too ("0", "0x0"), as the resolver would
-            ip = ipaddress.ip_address(socket.inet_aton(text))
-        except OSError:
-            return None  # a name: resolved where it is used
-    if ip.is_unspecified:
-        return (f"{address!r} means every interface; servers bind the one address they "
-                "are measured on: give the machine's address on the clients' network")
-    if ip.is_multicast:
-        return f"{address!r} is a multicast address, not a machine's"
+    ip = _address_of(text)
+    embedded = _embedded(ip) if ip is not None else []
+    if text.lower() in _WILDCARDS or any(a.is_unspecified for a in embedded):
+        return (f"{shown} means every interface; servers bind the one address they are "
+                "measured on: give the machine's address on the clients' network")
+    if text != raw or not text.isascii():
+        return (f"{shown} is not written in ASCII; give the machine's address (digits, "
+                "letters, '.', ':', '-')")
+    if any(a.is_multicast for a in embedded):
+        return f"{shown} is a multicast address, not a machine's"
     return None
+
+
+def _embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address
+              ) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """`ip` and the IPv4 addresses it carries (mapped, compatible, 6to4)."""
+    out: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        out += [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
+        if int(ip) >> 32 == 0:  # IPv4-compatible (::a.b.c.d): deprecated, still parsed
+            out.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return out
+
+
+def _address_of(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`text` as the resolver reads an address literal (inet_aton's forms too: "0",
+    "0x0", octal), or None for a name."""
+    try:
+        return ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(text))
+        except OSError:
+            return None
 
 
 def service_after(where: str, sdef: Mapping[str, Any], kind: str, earlier: list[str],

@@ -149,6 +149,7 @@ def test_postgres_and_memcached_at_addresses_run_the_datastore_workload(
                                 " REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
     mc = by_hand(start_memcached())
     (tmp_path / "pw").write_text(pg.password + "\n")
+    (tmp_path / "pw").chmod(0o600)  # as ssh, the kit refuses a file others can read
     services = (f"  db: {{kind: postgres, address: '{pg.address}', database: benchdb, "
                 f"auth: {{user: bench, password_file: '{tmp_path}/pw'}}}}\n"
                 f"  cache: {{kind: memcached, address: '{mc.address}'}}")
@@ -163,6 +164,7 @@ def test_postgres_and_memcached_at_addresses_run_the_datastore_workload(
     assert "server_version" in db["config"] and db["version"].split(".")[0].isdigit()
     assert mans[0].telemetry["counters"]["db"]["delta"]["xact_commit"] > 0
     (tmp_path / "weak").write_text("weak-pw-1\n")
+    (tmp_path / "weak").chmod(0o600)
     spec.write_text(spec.read_text().replace("user: bench", "user: weak").replace(
         f"{tmp_path}/pw", f"{tmp_path}/weak"))
     assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw2"), "-q"]) == 2

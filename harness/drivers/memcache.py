@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.drivers.pipelined import PipelinedProtocol
+from harness.drivers.replies import MAX_ENTRIES, Reading, bounded_text, stat_value
 from harness.drivers.tls import tls_kwargs
 from harness.errors import HarnessError
 from harness.hosts.endpoint import TLSConfig
@@ -35,26 +36,22 @@ def stats_done(reply: bytes) -> bool:
     return reply.endswith((b"END\r\n", b"ERROR\r\n"))
 
 
-def parse_stats(reply: bytes) -> dict[str, Any]:
-    """A `stats` reply ("STAT <name> <value>" lines, then END) as a dict: integers and
-    decimals (rusage_user "0.123456") converted, anything else kept as text."""
-    out: dict[str, Any] = {}
+def parse_stats(reply: bytes, max_entries: int = MAX_ENTRIES) -> Reading:
+    """A `stats` reply ("STAT <name> <value>" lines, then END) as a mapping: integers and
+    finite decimals (rusage_user "0.123456") converted, anything else kept as text. At
+    most `max_entries` entries, each name and value of at most `MAX_VALUE_CHARS`
+    (`harness.drivers.replies`); what is left out is said in the reading's `cut`."""
+    out = Reading()
     for line in reply.decode(errors="replace").splitlines():
         parts = line.split(" ", 2)
         if len(parts) == 3 and parts[0] == "STAT":
-            out[parts[1]] = stat_value(parts[2])
+            if len(out) >= max_entries:
+                out.cut.append(f"stats holds more than {max_entries:,} entries: the first "
+                               f"{len(out):,} kept")
+                break
+            name = bounded_text(parts[1], "a stats name", out.cut)
+            out[name] = stat_value(bounded_text(parts[2], f"stats {name}", out.cut))
     return out
-
-
-def stat_value(text: str) -> Any:
-    """A server's statistic as text (memcached `stats`, Redis `INFO`): an int, else a
-    float, else the text."""
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def get_request(key: bytes) -> bytes:

@@ -14,7 +14,7 @@ time.perf_counter_ns), so a workload can record it: `redirect` for a redirection
 `error` for a failed connection.
 
 `parse_info` reads the text of an INFO reply (the launchers' probes and counters,
-`harness.services.redis`).
+`harness.services.redis`), within the bounds of `harness.drivers.replies`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from harness.drivers.memcache import stat_value
 from harness.drivers.pipelined import PipelinedProtocol
+from harness.drivers.replies import (
+    MAX_ENTRIES,
+    Reading,
+    bounded_text,
+    stat_value,
+)
 from harness.drivers.tls import tls_kwargs
 from harness.errors import HarnessError
 from harness.hosts.endpoint import Credentials, TLSConfig
@@ -116,21 +121,55 @@ def parse_reply(data: bytes, pos: int = 0) -> tuple[Any, int]:
     raise RespError(f"not a RESP reply: {data[pos:pos + 40]!r}")
 
 
-def parse_info(text: str) -> dict[str, Any]:
-    """An INFO reply's `name:value` lines as a dict, numbers converted; a commandstats
+def parse_info(text: str, max_entries: int = MAX_ENTRIES) -> Reading:
+    """An INFO reply's `name:value` lines as a mapping, numbers converted; a commandstats
     line `cmdstat_get:calls=3,usec=10,...` becomes `cmdstat_get_calls: 3`,
-    `cmdstat_get_usec: 10`, ... (section headers and blank lines are skipped)."""
-    out: dict[str, Any] = {}
+    `cmdstat_get_usec: 10`, ... (section headers and blank lines are skipped). At most
+    `max_entries` entries, each name and value of at most `MAX_VALUE_CHARS`; what is
+    left out is said in the reading's `cut`."""
+    out = Reading()
     for line in text.splitlines():
         name, sep, value = line.strip().partition(":")
         if not sep or name.startswith("#"):
             continue
-        if name.startswith("cmdstat_"):
-            for item in value.split(","):
-                key, _, number = item.partition("=")
-                out[f"{name}_{key}"] = stat_value(number)
-        else:
-            out[name] = stat_value(value)
+        name = bounded_text(name, "an INFO name", out.cut)
+        value = bounded_text(value, f"INFO {name}", out.cut)
+        fields = ([(f"{name}_{key}", number) for key, _, number in
+                   (item.partition("=") for item in value.split(","))]
+                  if name.startswith("cmdstat_") else [(name, value)])
+        if len(out) + len(fields) > max_entries:
+            out.cut.append(f"INFO holds more than {max_entries:,} entries: the first "
+                           f"{len(out):,} kept")
+            break
+        out.update((k, stat_value(v)) for k, v in fields)
+    return out
+
+
+#: Masters a slot map may name: Redis Cluster is meant for up to 1000 nodes.
+MAX_MASTERS = 1000
+
+
+def slot_ranges(reply: Any) -> list[tuple[int, int, tuple[str, int]]]:
+    """CLUSTER SLOTS as (first slot, last slot, (master host, port)); the host is ''
+    where the node leaves it to the asker. RespError if the reply is not a slot map: not
+    a list of [first, last, [host, port, ...], ...] with slots in range, or more than
+    `MAX_MASTERS` masters."""
+    if not isinstance(reply, list):
+        raise RespError(f"CLUSTER SLOTS answered {type(reply).__name__}, not a slot map")
+    out = []
+    for i, r in enumerate(reply):
+        ok = (isinstance(r, list) and len(r) >= 3 and isinstance(r[0], int)
+              and isinstance(r[1], int) and 0 <= r[0] <= r[1] < SLOTS
+              and isinstance(r[2], list) and len(r[2]) >= 2
+              and isinstance(r[2][0], bytes | str) and isinstance(r[2][1], int)
+              and 0 < r[2][1] < 65536 and len(r[2][0]) <= 255)
+        if not ok:
+            raise RespError(f"CLUSTER SLOTS entry {i} is not [first slot, last slot, "
+                            f"[host, port, ...]]: {str(r)[:80]}")
+        host = r[2][0].decode(errors="replace") if isinstance(r[2][0], bytes) else r[2][0]
+        out.append((r[0], r[1], (host, r[2][1])))
+    if len({m for _, _, m in out}) > MAX_MASTERS:
+        raise RespError(f"CLUSTER SLOTS names more than {MAX_MASTERS} masters")
     return out
 
 
@@ -272,9 +311,14 @@ class ClusterClient:
             if isinstance(reply, RespError):
                 last = reply
                 continue
+            try:
+                ranges = slot_ranges(reply)
+            except RespError as exc:
+                last = exc
+                continue
             slots: list[Node | None] = [None] * SLOTS
-            for first, last_slot, master, *_ in reply:
-                owner = (master[0].decode() or node[0], int(master[1]))
+            for first, last_slot, (host, port) in ranges:
+                owner = (host or node[0], port)
                 slots[first:last_slot + 1] = [owner] * (last_slot - first + 1)
             if None in slots:
                 last = RespError(f"{node[0]}:{node[1]} does not know every slot's owner")

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.drivers.replies import cut_note
 from harness.errors import HarnessError
 from harness.hosts import Host, LocalHost, procstat
 from harness.results.stream import Ops, tally
@@ -199,7 +200,13 @@ class RunTelemetry:
                 self.notes.append(f"service {name}: counters not read: "
                                   f"{type(res).__name__}: {res}")
             elif res is not None:
-                out[name] = res
+                # A reply cut at its bounds, or counters that are no numbers: said here
+                # in one line (`harness.drivers.replies.Reading`), once per service.
+                note = cut_note(getattr(res, "cut", ()))
+                line = f"service {name}: counters: {note}"
+                if note is not None and line not in self.notes:
+                    self.notes.append(line)
+                out[name] = dict(res)
         return out
 
     def _host_of(self, svc: RunningService, host_name: str) -> Host:

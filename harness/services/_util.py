@@ -10,11 +10,13 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harness.drivers.replies import MAX_REPLY_BYTES
 from harness.drivers.tls import client_context, server_hostname
-from harness.errors import HostError, ServiceError
+from harness.errors import HarnessError, HostError, ServiceError
 from harness.hosts import Host, Process
 from harness.hosts.endpoint import TLSConfig
 from harness.services.base import Endpoint, RunningService, Service
@@ -25,8 +27,9 @@ T = TypeVar("T")
 DEFAULT_READY_TIMEOUT_S = 30.0
 
 
-class ProbeError(Exception):
-    """A server answered a probe, but not as expected."""
+class ProbeError(HarnessError):
+    """A server answered a probe, but not as expected (a launch turns it into a
+    ServiceError with the server's log; a run's telemetry into a note)."""
 
 
 class NotReady(ProbeError):
@@ -150,25 +153,40 @@ class Launch:
         )
 
 
+@dataclass(frozen=True)
+class Reply:
+    """What a server sent back: `data`, and `cut` when reading stopped at the byte bound
+    before the reply was whole (the rest is left unread)."""
+
+    data: bytes
+    cut: bool = False
+
+
 def tcp_request(
-    host: str, port: int, payload: bytes, done: Callable[[bytes], bool], timeout_s: float = 5.0,
-    tls: TLSConfig | None = None,
-) -> bytes:
-    """Send `payload` to host:port (over TLS with `tls`) and read until `done(reply)`;
-    OSError if cut short (ssl.SSLError, one, if the handshake fails)."""
+    host: str, port: int, payload: bytes, done: Callable[[bytearray], bool],
+    timeout_s: float = 5.0, tls: TLSConfig | None = None,
+    max_bytes: int = MAX_REPLY_BYTES,
+) -> Reply:
+    """Send `payload` to host:port (over TLS with `tls`) and read until `done(reply)`, or
+    until `max_bytes` have come (`Reply.cut`); OSError if cut short (ssl.SSLError, one,
+    if the handshake fails). `done` sees the whole reply so far after each read and must
+    look only at what it has not seen (`harness.drivers.respscan.ReplyScan`, or a test
+    of the reply's last bytes), so a long reply costs time in proportion to its size."""
     with contextlib.ExitStack() as stack:
         sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout_s))
         if tls is not None:
             sock = stack.enter_context(client_context(tls).wrap_socket(
                 sock, server_hostname=server_hostname(tls, host)))
         sock.sendall(payload)
-        reply = b""
+        reply = bytearray()
         while not done(reply):
-            chunk = sock.recv(65536)
+            if len(reply) >= max_bytes:
+                return Reply(bytes(reply[:max_bytes]), cut=True)
+            chunk = sock.recv(min(65536, max_bytes + 1 - len(reply)))
             if not chunk:
                 raise ConnectionResetError(f"{host}:{port} closed the connection")
             reply += chunk
-        return reply
+        return Reply(bytes(reply))
 
 
 def resolve_checked(service: Service, settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -122,18 +122,26 @@ def inherited_login(protocol: str, behind: Mapping[str, RunningService]
     return {}, None
 
 
+#: Bytes a readiness probe reads before it calls the answer no line.
+PROBE_BYTES = 64 << 10
+
+
 def probe(address: str, port: int, kind: str, send: str, timeout_s: float = 2.0) -> None:
     with socket.create_connection((address, port), timeout=timeout_s) as sock:
         if kind == "tcp":
             return
         if send:
             sock.sendall(send.encode() + b"\r\n")
-        reply = b""
-        while b"\n" not in reply:
+        got = 0
+        while True:  # a line: its end looked for in each new chunk, at most PROBE_BYTES
             chunk = sock.recv(4096)
             if not chunk:
                 raise NotReady(f"{address}:{port} closed the connection without a line")
-            reply += chunk
+            if b"\n" in chunk:
+                return
+            got += len(chunk)
+            if got > PROBE_BYTES:
+                raise NotReady(f"{address}:{port} answered {got:,} bytes without a line end")
 
 
 @dataclass

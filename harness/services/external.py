@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.drivers.http import HTTPError, parse_url
+from harness.drivers.replies import MAX_REPLY_BYTES, version_text
 from harness.drivers.tls import client_context, handshake_problem
 from harness.errors import ServiceError
 from harness.hosts import Host
@@ -26,9 +27,13 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def http_get(address: str, port: int, path: str, timeout_s: float = PROBE_TIMEOUT_S,
-             tls: TLSConfig | None = None) -> tuple[int, dict[str, str], bytes]:
+             tls: TLSConfig | None = None, max_bytes: int = MAX_REPLY_BYTES
+             ) -> tuple[int, dict[str, str], bytes]:
     """GET `path` from the harness machine: (status, lower-case headers, body).
 
+    Of the body at most `max_bytes` + 1 bytes are read: one more than `max_bytes` says
+    the server sent more, which is left unread (`harness.drivers.replies`); the headers
+    are bounded by http.client (100 of them, 64 KiB a line).
     OSError when nothing answers (refused, reset, timeout); NotReady when something
     answers but not with HTTP, so readiness polling treats both as "not yet".
     """
@@ -39,7 +44,8 @@ def http_get(address: str, port: int, path: str, timeout_s: float = PROBE_TIMEOU
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        return (resp.status, {k.lower(): v for k, v in resp.getheaders()},
+                resp.read(max_bytes + 1))
     except http.client.HTTPException as exc:
         raise NotReady(f"not an HTTP answer from {address}:{port}: {exc!r}") from exc
     finally:
@@ -90,7 +96,7 @@ class External(Service):
                             extra={"url": url}, tls=tls)
         return RunningService(
             name=name, kind=self.kind, host=host, endpoint=endpoint,
-            version=headers.get("server", "unknown"),
+            version=version_text(headers.get("server", "unknown")),
             config={"provides": provides, "url": url, "health_status": status},
             processes=[],
         )

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness.drivers.replies import MAX_REPLY_BYTES, json_value
 from harness.errors import ServiceError
 from harness.hosts import Host
 from harness.services._util import (
@@ -27,7 +28,7 @@ APP = "harness.apps.filestore:app"
 _PROBE = ("import json, importlib.util as u, uvicorn, harness.apps.filestore; "
           "print(json.dumps({'uvicorn': uvicorn.__version__, "
           "'http': 'httptools' if u.find_spec('httptools') else 'h11', "
-          "'loop': 'uvloop' if u.find_spec('uvloop') else 'asyncio'}))")
+          "'loop': 'uvloop' if u.find_spec('uvloop') else 'asyncio'}, allow_nan=False))")
 
 
 def url_of(address: str, port: int) -> str:
@@ -38,6 +39,22 @@ def health(address: str, port: int) -> None:
     status, _, _ = http_get(address, port, "/health")
     if status != 200:
         raise NotReady(f"GET /health answered {status}")
+
+
+def app_config(body: bytes) -> dict[str, Any]:
+    """The `config` of the app's /stats reply (`http_get`'s body), as the manifest
+    records it: `truncated` in its place where the reply is larger than the bound, not
+    a JSON object, or holds numbers that are not finite (kept as text)."""
+    if len(body) > MAX_REPLY_BYTES:
+        return {"truncated": f"/stats answered more than {MAX_REPLY_BYTES:,} bytes: not read"}
+    try:
+        data = json_value(body)
+    except (ValueError, RecursionError) as exc:
+        return {"truncated": f"/stats answered no JSON: {str(exc)[:200]}"}
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        return {"truncated": "/stats answered no config object"}
+    return config
 
 
 class FileStore(Service):
@@ -104,8 +121,7 @@ class FileStore(Service):
             _, _, body = http_get(host.address, port, "/stats")
             server = json.loads(probe.stdout)
             config = {**s, "storage_dir": storage, "memcached": env.get("FILESTORE_MEMCACHED"),
-                      "app": APP, "server": server,
-                      "app_config": json.loads(body).get("config", {})}
+                      "app": APP, "server": server, "app_config": app_config(body)}
             url = url_of(host.address, port)
             endpoint = Endpoint(kind=self.kind, host=host.address, port=port,
                                 extra={"url": url})

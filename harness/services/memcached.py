@@ -8,6 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.drivers.memcache import parse_stats, stats_done, stats_request
+from harness.drivers.replies import (
+    MAX_REPLY_BYTES,
+    Reading,
+    cut_note,
+    numbers_only,
+    version_text,
+)
 from harness.drivers.tls import handshake_problem
 from harness.hosts import Host
 from harness.hosts.endpoint import TLSConfig, split_hostport
@@ -58,30 +65,47 @@ COUNTERS = (
 GAUGES = ("curr_connections", "curr_items", "bytes", "limit_maxbytes", "threads")
 
 
-def _line_done(reply: bytes) -> bool:
+def _line_done(reply: bytearray) -> bool:
     return reply.endswith(b"\r\n")
 
 
+#: Bytes of the reply to `version` read: "VERSION 1.6.18\r\n" is 16.
+MAX_VERSION_BYTES = 256
+
+
 def memcached_version(address: str, port: int, tls: TLSConfig | None = None) -> str:
-    """The server's version via `version`; NotReady if the reply is not a version."""
-    reply = tcp_request(address, port, b"version\r\n", _line_done, tls=tls).decode(
-        errors="replace")
-    if not reply.startswith("VERSION "):
-        raise NotReady(f"unexpected reply to version: {reply.strip()!r}")
-    return reply[len("VERSION "):].strip()
+    """The server's version via `version`; NotReady if the reply is not a version (or
+    not one line of at most `MAX_VERSION_BYTES`)."""
+    got = tcp_request(address, port, b"version\r\n", _line_done, tls=tls,
+                      max_bytes=MAX_VERSION_BYTES)
+    reply = got.data.decode(errors="replace")
+    if got.cut or not reply.startswith("VERSION "):
+        raise NotReady(f"unexpected reply to version: {reply.strip()[:80]!r}"
+                       + (f" (more than {MAX_VERSION_BYTES} bytes)" if got.cut else ""))
+    return version_text(reply[len("VERSION "):].strip())
 
 
 def memcached_stats(address: str, port: int, group: str = "",
-                    tls: TLSConfig | None = None) -> dict[str, Any]:
-    """`stats` (or `stats <group>`) as a dict, read by the driver's parser."""
-    return parse_stats(tcp_request(address, port, stats_request(group), stats_done,
-                                   tls=tls))
+                    tls: TLSConfig | None = None) -> Reading:
+    """`stats` (or `stats <group>`) as a mapping, read by the driver's parser within the
+    bounds of `harness.drivers.replies` (a reply cut is said in its `cut`)."""
+    got = tcp_request(address, port, stats_request(group), stats_done, tls=tls)
+    stats = parse_stats(got.data)
+    if got.cut:
+        stats.cut.insert(0, f"{f'stats {group}'.strip()}: larger than {MAX_REPLY_BYTES:,} "
+                            "bytes: read to there")
+    return stats
 
 
 def memcached_stats_settings(address: str, port: int, tls: TLSConfig | None = None
                              ) -> dict[str, Any]:
-    """`stats settings` as a dict; numbers converted, everything else kept as text."""
-    return memcached_stats(address, port, "settings", tls)
+    """`stats settings` as the manifest records it: numbers converted, everything else
+    kept as text, and `truncated` saying what was cut."""
+    stats = memcached_stats(address, port, "settings", tls)
+    config: dict[str, Any] = dict(stats)
+    if (note := cut_note(stats.cut)) is not None:
+        config["truncated"] = note
+    return config
 
 
 class Memcached(SingleServer):
@@ -168,7 +192,7 @@ class Memcached(SingleServer):
     def describe(self, endpoint: Endpoint, s: Mapping[str, Any]
                  ) -> tuple[str, dict[str, Any]]:
         stats = memcached_stats_settings(endpoint.host, endpoint.port, endpoint.tls)
-        config = {k: stats[k] for k in CONFIG_KEYS if k in stats}
+        config = {k: stats[k] for k in (*CONFIG_KEYS, "truncated") if k in stats}
         if endpoint.tls is not None:
             config["tls"] = endpoint.tls.describe()
         return memcached_version(endpoint.host, endpoint.port, endpoint.tls), config
@@ -176,7 +200,7 @@ class Memcached(SingleServer):
     def counters(self, svc: RunningService) -> dict[str, float]:
         """`stats` counters and gauges (`COUNTERS`, `GAUGES`). The asking connection is
         one of `curr_connections` and, at the end, of `total_connections`; `stats`
-        itself counts in none of the others."""
+        itself counts in none of the others. A reply cut, or a counter that is not a
+        finite number, is said in the reading's `cut`."""
         stats = memcached_stats(svc.endpoint.host, svc.endpoint.port, tls=svc.endpoint.tls)
-        return {k: stats[k] for k in (*COUNTERS, *GAUGES)
-                if isinstance(stats.get(k), (int, float))}
+        return numbers_only(stats.keep((*COUNTERS, *GAUGES)), "stats")

@@ -9,15 +9,27 @@ The launched server is read with psql on its own machine over its socket instead
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import Any
 
 import asyncpg
 
+from harness.drivers.replies import (
+    MAX_ENTRIES,
+    MAX_REPLY_BYTES,
+    MAX_VALUE_CHARS,
+    MAX_VERSION_CHARS,
+    Reading,
+    bounded_text,
+    cut_note,
+    json_value,
+    numbers_only,
+    version_text,
+)
 from harness.drivers.tls import client_context, handshake_problem
 from harness.hosts import Host
 from harness.hosts.endpoint import Credentials, Endpoint, split_hostport
+from harness.services._util import ProbeError
 from harness.services.attached import AttachedService, attached, not_answering
 from harness.services.tlsconf import address_tls
 
@@ -27,6 +39,11 @@ DEFAULT_USER = "postgres"
 _SECRET = re.compile(r"pass|secret", re.IGNORECASE)
 _STAT = ("SELECT row_to_json(d)::text FROM pg_stat_database d WHERE datname = "
          "current_database()")
+#: Who it is, asked within the bounds of `harness.drivers.replies` (one row more than
+#: kept, so a server with more says so).
+_VERSION = f"SELECT left(current_setting('server_version'), {MAX_VERSION_CHARS + 1})"
+_SETTINGS = (f"SELECT name, left(setting, {MAX_VALUE_CHARS + 1}) FROM pg_settings "
+             f"ORDER BY name LIMIT {MAX_ENTRIES + 1}")
 
 
 async def _fetch(endpoint: Endpoint, *sql: str) -> list[list[Any]]:
@@ -56,8 +73,7 @@ def attach(host: Host, spec: Any, creds: Credentials | None) -> AttachedService:
     endpoint = Endpoint("postgres", address, port, {"user": user, "database": database},
                         creds, tls)
     try:
-        version, settings, can = fetch(endpoint, "SHOW server_version",
-                                       "SELECT name, setting FROM pg_settings ORDER BY name",
+        version, settings, can = fetch(endpoint, _VERSION, _SETTINGS,
                                        "SELECT has_schema_privilege('public', 'CREATE')")
     except asyncpg.InvalidPasswordError as exc:
         fix = (f"check the password in {spec.auth.source()}" if spec.auth
@@ -75,16 +91,58 @@ def attach(host: Host, spec: Any, creds: Credentials | None) -> AttachedService:
                             f"of {database!r}", PermissionError("CREATE on schema public"),
                             f"GRANT CREATE ON SCHEMA public TO {user}, or name a database "
                             "the user owns (the workloads create their own tables there)")
-    config: dict[str, Any] = {name: value for name, value in settings
-                              if not _SECRET.search(name)}
+    config = settings_of(settings)
     config["user"], config["database"] = user, database
-    return attached(host, spec, "postgres", "postgres", str(version[0][0]), config, creds,
+    return attached(host, spec, "postgres", "postgres", version_of(version), config, creds,
                     {"user": user, "database": database}, tls)
 
 
-def counters(endpoint: Endpoint) -> dict[str, float]:
-    """`pg_stat_database`'s numbers for the endpoint's database, read now."""
+def version_of(rows: list[Any]) -> str:
+    """The server's version as the manifest records it (`version_text`'s bound)."""
+    first = rows[0] if rows else ()
+    return version_text(str(first[0]) if len(first) else "unknown")
+
+
+def settings_of(rows: list[Any]) -> dict[str, Any]:
+    """pg_settings' names and values as the manifest records them: secrets left out,
+    within the bounds of `harness.drivers.replies` (the query asks for no more, but the
+    server answers what it likes), and `truncated` saying what was cut."""
+    cut: list[str] = []
+    if len(rows) > MAX_ENTRIES:
+        cut.append(f"pg_settings holds more than {MAX_ENTRIES:,} rows: the first "
+                   f"{MAX_ENTRIES:,} kept")
+    config: dict[str, Any] = {}
+    for row in rows[:MAX_ENTRIES]:
+        if len(row) != 2:
+            cut.append("pg_settings answered rows that are not (name, setting): left out")
+            continue
+        name = bounded_text(str(row[0]), "a setting's name", cut)
+        if not _SECRET.search(name):
+            config[name] = bounded_text(str(row[1]), f"setting {name}", cut)
+    if (note := cut_note(cut)) is not None:
+        config["truncated"] = note
+    return config
+
+
+def counters(endpoint: Endpoint) -> Reading:
+    """`pg_stat_database`'s numbers for the endpoint's database, read now: a row of at
+    most `MAX_REPLY_BYTES`, a value that is not a finite number said in the reading's
+    `cut`."""
     [[(row,)]] = fetch(endpoint, _STAT)
-    data = json.loads(row)
-    return {k: v for k, v in data.items() if k != "datid"
-            and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return stat_row(row, "pg_stat_database")
+
+
+def stat_row(row: Any, what: str) -> Reading:
+    """A statistics row given as JSON text (`row_to_json`), its numbers only (`datid` is
+    an id, not a count); ProbeError where it is not a JSON object of at most
+    `MAX_REPLY_BYTES`. NaN and Infinity stay text (`numbers_only` names them)."""
+    if not isinstance(row, str) or len(row) > MAX_REPLY_BYTES:
+        raise ProbeError(f"{what}: not a row of at most {MAX_REPLY_BYTES:,} bytes of JSON")
+    try:
+        data = json_value(row)
+    except (ValueError, RecursionError) as exc:
+        raise ProbeError(f"{what}: not JSON: {str(exc)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ProbeError(f"{what}: not a JSON object")
+    return numbers_only(Reading((str(k), v) for k, v in list(data.items())[:MAX_ENTRIES]
+                                if k != "datid"), what)

@@ -14,7 +14,17 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from harness.drivers.redis import Incomplete, RespError, encode, parse_info, parse_reply
+from harness.drivers.redis import RespError, encode, parse_info
+from harness.drivers.replies import (
+    MAX_ENTRIES,
+    MAX_REPLY_BYTES,
+    Reading,
+    bounded_text,
+    cut_note,
+    numbers_only,
+    version_text,
+)
+from harness.drivers.respscan import ReplyScan
 from harness.drivers.tls import handshake_problem
 from harness.hosts import Host
 from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
@@ -140,23 +150,19 @@ class RedisReplyError(ProbeError):
     """The server answered with a RESP error (`-ERR ...`)."""
 
 
-def _text(value: Any) -> Any:
+class RespProblem(ProbeError):
+    """The server's reply is not RESP, or larger than the bounds it is read to."""
+
+
+def decoded(value: Any) -> Any:
     """The driver's reply as the probes use it: text for strings, our error for errors."""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     if isinstance(value, list):
-        return [_text(v) for v in value]
+        return [decoded(v) for v in value]
     if isinstance(value, RespError):
         return RedisReplyError(str(value))
     return value
-
-
-def _complete(buf: bytes) -> bool:
-    try:
-        parse_reply(buf)
-    except Incomplete:
-        return False
-    return True
 
 
 _MEMORY = re.compile(r"^[0-9]{1,20}(b|k|kb|m|mb|g|gb)?$", re.IGNORECASE)
@@ -170,39 +176,61 @@ def maxmemory_problem(value: Any) -> str | None:
     return None
 
 
-def _replies(n: int) -> Any:
-    def complete(buf: bytes) -> bool:
-        rest = buf
-        for _ in range(n):
-            try:
-                _, used = parse_reply(rest)
-            except Incomplete:
-                return False
-            rest = rest[used:]
-        return True
-    return complete
+class _Replies:
+    """The end of `n` replies in a row (AUTH's, then the command's), each scanned as it
+    arrives (`ReplyScan`); the last may be cut at `max_items`."""
+
+    def __init__(self, n: int, max_items: int) -> None:
+        self.n, self.max_items = n, max_items
+        self.scans = [ReplyScan(max_items if n == 1 else 8)]
+
+    def __call__(self, buf: bytearray) -> bool:
+        while self.scans[-1].feed(buf):
+            if self.scans[-1].cut or len(self.scans) == self.n:
+                return True
+            self.scans.append(ReplyScan(self.max_items, start=self.scans[-1].pos))
+        return False
+
+
+def redis_read(address: str, port: int, *args: str, auth: Credentials | None = None,
+               tls: TLSConfig | None = None, max_bytes: int = MAX_REPLY_BYTES,
+               max_items: int = MAX_ENTRIES) -> tuple[Any, bool]:
+    """Send one command (after AUTH with `auth`): (its decoded reply, whether it was cut
+    at `max_bytes` or `max_items`, what came whole before kept); RedisReplyError on
+    `-ERR`, RespProblem on a reply that is not RESP. Read as it arrives (`ReplyScan`),
+    then by the driver's parser (`harness.drivers.redis.parse_reply`)."""
+    hello = encode(auth_command(auth)) if auth is not None else b""
+    replies = _Replies(2 if hello else 1, max_items)
+    try:
+        got = tcp_request(address, port, hello + encode(args), replies, tls=tls,
+                          max_bytes=max_bytes)
+        if hello:
+            if not replies.scans[0].done:
+                raise RespProblem(f"the reply to AUTH is not one (more than "
+                                  f"{max_bytes:,} bytes)")
+            first, _ = replies.scans[0].value(got.data)
+            if isinstance(first, RespError):  # the server's words never hold the password
+                raise RedisReplyError(f"AUTH refused: {str(first)[:200]}")
+            if len(replies.scans) < 2:
+                raise RespProblem(f"no reply to {args[0]} within {max_bytes:,} bytes")
+        scan = replies.scans[-1]
+        reply, cut = scan.value(got.data)
+    except RespError as exc:  # not RESP at all
+        raise RespProblem(str(exc)) from None
+    reply = decoded(reply)
+    if isinstance(reply, RedisReplyError):
+        raise RedisReplyError(str(reply)[:1000])
+    return reply, cut or got.cut
 
 
 def redis_command(address: str, port: int, *args: str,
                   auth: Credentials | None = None, tls: TLSConfig | None = None) -> Any:
     """Send one command (after AUTH with `auth`) and return its decoded reply;
-    RedisReplyError on `-ERR`. Replies are read by the driver's parser
-    (`harness.drivers.redis.parse_reply`)."""
-    hello = encode(auth_command(auth)) if auth is not None else b""
-    try:
-        buf = tcp_request(address, port, hello + encode(args), _replies(2 if hello else 1),
-                          tls=tls)
-        if hello:
-            first, used = parse_reply(buf)
-            if isinstance(first, RespError):  # the server's words never hold the password
-                raise RedisReplyError(f"AUTH refused: {first}")
-            buf = buf[used:]
-        reply, _ = parse_reply(buf)
-    except RespError as exc:  # not RESP at all
-        raise RedisReplyError(str(exc)) from None
-    reply = _text(reply)
-    if isinstance(reply, RedisReplyError):
-        raise reply
+    RedisReplyError on `-ERR`, RespProblem on a reply past `redis_read`'s bounds."""
+    reply, cut = redis_read(address, port, *args, auth=auth, tls=tls)
+    if cut:
+        raise RespProblem(f"the reply to {' '.join(args[:2])} is larger than "
+                          f"{MAX_REPLY_BYTES:,} bytes or {MAX_ENTRIES:,} items")
     return reply
 
 
@@ -219,24 +247,32 @@ def redis_ping(address: str, port: int, auth: Credentials | None = None,
 
 def redis_version(address: str, port: int, auth: Credentials | None = None,
                   tls: TLSConfig | None = None) -> str:
-    info = redis_command(address, port, "INFO", "server", auth=auth, tls=tls)
-    for line in str(info).splitlines():
+    """`redis_version` of INFO server (its first `MAX_VERSION_CHARS` characters, said
+    so where it was longer)."""
+    info, _ = redis_read(address, port, "INFO", "server", auth=auth, tls=tls)
+    if not isinstance(info, str):
+        raise NotReady(f"INFO server answered {type(info).__name__}, not text")
+    for line in info.splitlines():
         if line.startswith("redis_version:"):
-            return line.split(":", 1)[1].strip()
+            return version_text(line.split(":", 1)[1].strip())
     raise NotReady("INFO server has no redis_version")
 
 
 def redis_counters(address: str, port: int, auth: Credentials | None = None,
-                   tls: TLSConfig | None = None) -> dict[str, float]:
+                   tls: TLSConfig | None = None) -> Reading:
     """`COUNTERS`, `GAUGES` and every command's call counts from one INFO call (its own
     call counts under `cmdstat_info_calls` in the next reading, as Redis counts a
-    command once it is done)."""
-    info = parse_info(str(redis_command(address, port, "INFO", "stats", "clients",
-                                        "commandstats", auth=auth, tls=tls)))
-    return {k: v for k, v in info.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and (k in COUNTERS or k in GAUGES
-                 or (k.startswith("cmdstat_") and k.endswith(_CMDSTAT)))}
+    command once it is done), within the bounds of `harness.drivers.replies`: a reply
+    cut, or a counter that is not a finite number, is said in the reading's `cut`."""
+    text, cut = redis_read(address, port, "INFO", "stats", "clients", "commandstats",
+                           auth=auth, tls=tls)
+    if not isinstance(text, str):
+        raise RespProblem(f"INFO answered {type(text).__name__}, not text")
+    info = parse_info(text)
+    if cut:
+        info.cut.insert(0, f"INFO larger than {MAX_REPLY_BYTES:,} bytes: read to there")
+    return numbers_only(info.keep(k for k in info if k in COUNTERS or k in GAUGES or (
+        k.startswith("cmdstat_") and k.endswith(_CMDSTAT))), "INFO")
 
 
 #: CONFIG GET * answers with these too: never recorded, whatever the server's own are.
@@ -265,13 +301,34 @@ def redis_identity(spec: Any, address: str, port: int, creds: Credentials | None
             "check the address and that Redis listens there" + (
                 "" if tls else ", in plain text (a TLS port needs tls:)"))) from None
     try:
-        reply = redis_command(address, port, "CONFIG", "GET", "*", auth=creds, tls=tls)
-        config: dict[str, Any] = {k: v for k, v in zip(reply[0::2], reply[1::2],
-                                                        strict=False)
-                                  if not _SECRET_CONFIG.search(str(k))}
+        reply, cut = redis_read(address, port, "CONFIG", "GET", "*", auth=creds, tls=tls)
     except RedisReplyError as exc:  # an ACL user without CONFIG
-        config = {"config_get": f"not permitted for this user: {exc}"}
-    return version, config
+        return version, {"config_get": f"not permitted for this user: {str(exc)[:200]}"}
+    except (OSError, ProbeError) as exc:
+        raise not_answering(spec, "no answer to CONFIG GET *", exc,
+                            "check that Redis listens there") from None
+    return version, config_of(reply, cut)
+
+
+def config_of(reply: Any, cut: bool) -> dict[str, Any]:
+    """CONFIG GET's names and values as the manifest records them: passwords left out,
+    within the bounds of `harness.drivers.replies`, and `truncated` saying what was cut
+    (a reply larger than the bounds, a name or value too long, not names and values)."""
+    if not isinstance(reply, list):
+        return {"config_get": "not read", "truncated": f"CONFIG GET * answered "
+                f"{type(reply).__name__}, not a list of names and values"}
+    notes = [f"CONFIG GET * larger than {MAX_REPLY_BYTES:,} bytes or {MAX_ENTRIES:,} "
+             f"entries: the first {len(reply) // 2:,} settings kept"] if cut else []
+    config: dict[str, Any] = {}
+    for k, v in zip(reply[0::2], reply[1::2], strict=False):
+        name = bounded_text(str(k), "a setting's name", notes)
+        if _SECRET_CONFIG.search(name):
+            continue
+        config[name] = bounded_text(v if isinstance(v, str) else str(v), f"setting {name}",
+                                    notes)
+    if (note := cut_note(notes)) is not None:
+        config["truncated"] = note
+    return config
 
 
 def redis_config(address: str, port: int, names: list[str],

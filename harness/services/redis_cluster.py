@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.drivers.redis import RespError, slot_ranges
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
 from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
@@ -66,6 +67,7 @@ from harness.services.redis import (
     GAUGES,
     POLICIES,
     RedisReplyError,
+    RespProblem,
     config_text,
     maxmemory_problem,
     redis_command,
@@ -73,6 +75,7 @@ from harness.services.redis import (
     redis_counters,
     redis_identity,
     redis_ping,
+    redis_read,
     redis_version,
 )
 from harness.services.tlsconf import address_tls
@@ -135,11 +138,25 @@ def cluster_info(address: str, port: int, auth: Credentials | None = None
     return dict(line.split(":", 1) for line in text.split() if ":" in line)
 
 
+#: A slot map's bounds: a range per slot at most, each of a few items (a master and its
+#: replicas, each with an id and, from Redis 7, a map of its names).
+MAX_SLOT_MAP_ITEMS, MAX_SLOT_MAP_BYTES = SLOTS * 32, 8 << 20
+
+
 def slot_owners(address: str, port: int, auth: Credentials | None = None,
                 tls: TLSConfig | None = None) -> list[tuple[int, int, str]]:
-    """(first slot, last slot, master address) as this node sees them, sorted."""
-    reply = redis_command(address, port, "CLUSTER", "SLOTS", auth=auth, tls=tls)
-    return sorted((int(r[0]), int(r[1]), f"{r[2][0] or address}:{r[2][1]}") for r in reply)
+    """(first slot, last slot, master address) as this node sees them, sorted;
+    RespProblem where the reply is larger than a slot map or not one (`slot_ranges`)."""
+    reply, cut = redis_read(address, port, "CLUSTER", "SLOTS", auth=auth, tls=tls,
+                            max_bytes=MAX_SLOT_MAP_BYTES, max_items=MAX_SLOT_MAP_ITEMS)
+    if cut:
+        raise RespProblem(f"CLUSTER SLOTS answered more than {MAX_SLOT_MAP_BYTES:,} bytes "
+                          f"or {MAX_SLOT_MAP_ITEMS:,} items: not a slot map")
+    try:
+        ranges = slot_ranges(reply)
+    except RespError as exc:
+        raise RespProblem(str(exc)) from None
+    return sorted((a, b, f"{host or address}:{p}") for a, b, (host, p) in ranges)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 from harness.cli import exits
 from harness.cli.exits import EXIT_FAILED_RUNS, EXIT_OK
 from harness.errors import SpecError
+from harness.results.schema import ERROR_SHARE_BAR
 from harness.run import capacity
 
 
@@ -66,7 +67,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     partial = sum(o.status == "partial" for o in outcomes)
     print(f"{spec.name}: {len(outcomes)} run(s) written to {Path(args.out) / spec.name} "
           f"({failed} failed, {partial} partial)")
-    return EXIT_FAILED_RUNS if failed else EXIT_OK
+    # Failed ops are a finding, not a footnote: a "complete" run with errors beyond a
+    # trace is named, and the command fails, as for a failed run.
+    erring = [o for o in outcomes if o.status != "failed" and o.error_rate > ERROR_SHARE_BAR]
+    if erring:
+        shown = ", ".join(f"{o.plan.label()} ({o.error_rate:.1%})" for o in erring[:5])
+        more = f" and {len(erring) - 5} more" if len(erring) > 5 else ""
+        print(f"{spec.name}: {len(erring)} run(s) with failed ops over {ERROR_SHARE_BAR:.1%} "
+              f"of their measured ops: {shown}{more}; their latencies and throughput include "
+              "the failures (the `errors` check); `harness summary` gives the first error "
+              "of each kind", file=sys.stderr)
+    return EXIT_FAILED_RUNS if failed or erring else EXIT_OK
 
 
 def _run_search(args: argparse.Namespace, spec: Any, search: Any, interrupts: Any) -> int:

@@ -317,7 +317,7 @@ class NativeRun:
         an error record), and give the new one to the core."""
         run = self.run
         holder = run.conns[i]
-        run.last_error = f"{type(exc).__name__}: {exc}"
+        run.note_error(f"{type(exc).__name__}: {exc}")
         clock = time.perf_counter_ns
         while not self.finished and not run.stopping:
             await asyncio.sleep(_backoff_s(self.engine.state()["consec"]))
@@ -329,7 +329,7 @@ class NativeRun:
                 conn = await self.connect()
             except Exception as err:  # noqa: BLE001 - recorded as the next op's failure
                 self.engine.connect_failed(i, t0, clock())
-                run.last_error = f"{type(err).__name__}: {err}"
+                run.note_error(f"{type(err).__name__}: {err}")
                 continue
             holder.conn = conn
             self.engine.attach(i, await self._fds(conn))
@@ -369,7 +369,7 @@ class NativeRun:
             status, nbytes = await (call if timeout is None else asyncio.wait_for(call, timeout))
         except Exception as exc:  # noqa: BLE001 - every failure is a record, as on the Python path
             status, nbytes, failure = (TIMEOUT if isinstance(exc, TimeoutError) else ERROR), 0, True
-            run.last_error = f"{type(exc).__name__}: {exc}"
+            run.note_error(f"{type(exc).__name__}: {exc}")
         eng.record(group, seq, t0, clock(), outcome(status, nbytes) | op, intended, True, failure)
         if self._routes != router.routes():
             eng.set_routes(self._current_routes())

@@ -34,6 +34,7 @@ from harness.errors import WorkloadError
 from harness.loadgen import native
 from harness.loadgen.config import ClientConfig
 from harness.loadgen.deadlines import Deadline, TaskDeadline
+from harness.loadgen.errtally import ErrorTally
 from harness.loadgen.fastpaths import FastPath, _fast_chain, _pipe
 from harness.loadgen.pacing import Tickets, pace
 from harness.loadgen.recorder import Chunk, Recorder
@@ -103,6 +104,8 @@ class ClientRun:
         self.failures = 0
         self._served_at_failure = 0
         self.last_error: str | None = None
+        #: Every failure's message by kind (`errtally`), for the manifest.
+        self.errors = ErrorTally()
         self.aborted = False
         self.conns = [Conn() for _ in range(cfg.connections)]
         self.base_ns = 0
@@ -202,7 +205,7 @@ class ClientRun:
             try:
                 c.conn = await connect()
             except Exception as exc:  # noqa: BLE001 - any driver error means "not connected"
-                self.last_error = f"connect: {type(exc).__name__}: {exc}"
+                self.note_error(f"connect: {type(exc).__name__}: {exc}")
 
     async def run(self) -> None:
         cfg = self.cfg
@@ -332,6 +335,11 @@ class ClientRun:
         self.rec.record(t0, t1, tag, status, nbytes, intended, seq)
         return True
 
+    def note_error(self, message: str) -> None:
+        """A failure's message: the last one, and its kind's count (`errtally`)."""
+        self.last_error = message
+        self.errors.add(message)
+
     def _count_failure(self) -> None:
         """Count a failed op just recorded. Ops served = records - failures, so a success
         needs no bookkeeping of its own: the count restarts when ops were served since
@@ -344,7 +352,7 @@ class ClientRun:
         self.consecutive_errors += 1
 
     async def _on_error(self, holder: Conn, gen: int, exc: BaseException) -> None:
-        self.last_error = f"{type(exc).__name__}: {exc}"
+        self.note_error(f"{type(exc).__name__}: {exc}")
         if self.consecutive_errors >= self.cfg.max_consecutive_errors:
             self.stopping = True
             self.stopped_ns = self.stopped_ns or time.perf_counter_ns()

@@ -25,6 +25,7 @@ from harness.results.manifest import Counts, Extras, Kit, Loadgen, Manifest, new
 from harness.results.migrations import KNOWN_SCHEMA_VERSIONS, upgrade
 from harness.results.schema import (
     ERROR,
+    ERROR_SHARE_BAR,
     ERROR_STATUSES,
     KEY_FIELD,
     MANIFEST,
@@ -49,8 +50,9 @@ from harness.results.schema import (
 from harness.results.stream import OpsParts, RunTally, tally
 
 __all__ = [
-    "ERROR", "ERROR_STATUSES", "KEY_FIELD", "KNOWN_SCHEMA_VERSIONS", "MANIFEST", "MISS", "OK",
-    "OPS_FILE", "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK", "OUTCOME_STATUS_SHIFT",
+    "ERROR", "ERROR_SHARE_BAR", "ERROR_STATUSES", "KEY_FIELD", "KNOWN_SCHEMA_VERSIONS",
+    "MANIFEST", "MISS", "OK", "OPS_FILE", "OPS_SCHEMA", "OUTCOME_BYTES_SHIFT", "OUTCOME_OP_MASK",
+    "OUTCOME_STATUS_SHIFT",
     "OUTCOME_WARMUP", "REDIRECT", "RUN_STATUSES", "SCHEMA_VERSION", "STATUSES", "STATUS_CODE",
     "STRAY_REASON", "TIMEOUT", "TMP_PREFIX", "Counts", "Extras", "Kit", "Loadgen", "Manifest",
     "OpsArrays", "OpsParts", "RunTally", "iter_run_dirs", "iter_stray_dirs", "new_manifest",

@@ -90,6 +90,36 @@ def count_problem(value: object) -> str | None:
     return None
 
 
+#: How many kinds of failure a reader lists per run (`failure_kinds`).
+MAX_FAILURE_KINDS = 16
+
+
+def failure_kinds(manifest: Manifest) -> list[tuple[str, int | None, str]]:
+    """(kind, how often, first message) of the failures a run's clients met, merged over
+    its workers (`loadgen.workers[].errors`, written by `harness.loadgen.errtally`), most
+    frequent first. A run written before those tallies gives each worker's last error,
+    how often unknown (None). Read back, so every entry is type-checked and bounded."""
+    merged: dict[str, list[Any]] = {}
+    workers = manifest.loadgen.get("workers")
+    for w in workers if isinstance(workers, list) else []:
+        if not isinstance(w, Mapping):
+            continue
+        tallies = w.get("errors")
+        if isinstance(tallies, list):
+            for t in tallies[:MAX_FAILURE_KINDS]:
+                if not isinstance(t, Mapping):
+                    continue
+                kind, count, first = t.get("kind"), t.get("count"), t.get("first")
+                if (isinstance(kind, str) and isinstance(first, str)
+                        and count_problem(count) is None):
+                    entry = merged.setdefault(kind[:300], [0, first[:300]])
+                    entry[0] = (entry[0] or 0) + int(count)
+        elif isinstance(w.get("last_error"), str):
+            merged.setdefault(w["last_error"][:300], [None, w["last_error"][:300]])
+    ranked = sorted(merged.items(), key=lambda kv: -(kv[1][0] or 0))
+    return [(kind, count, first) for kind, (count, first) in ranked[:MAX_FAILURE_KINDS]]
+
+
 def _damage(manifest: Manifest) -> str | None:
     """What, read back, no run of the kit could have written: a repetition, a load
     generator setting (a size, a time or a rate) that is not finite, negative or absurd,
@@ -110,13 +140,13 @@ def _time_problem(started: str, ended: str) -> str | None:
     """Why a run's start and end times cannot be one run's (None where either is
     unknown, as in an import)."""
     times = []
-    for name, text in (("started_utc", started), ("ended_utc", ended)):
+    for text in (started, ended):
         if not text:
             return None
         try:
             times.append(datetime.fromisoformat(text))
         except ValueError:
-            return f"{name} {printable(text[:40])!r} is not a time"
+            return None  # no time a reader can use, as an import's: unknown, not damage
     try:
         backwards = times[1] < times[0]
     except TypeError:  # one with a zone, one without

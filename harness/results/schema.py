@@ -29,6 +29,9 @@ STATUS_CODE: dict[str, int] = {name: i for i, name in enumerate(STATUSES)}
 OK, MISS, ERROR, REDIRECT, TIMEOUT = range(len(STATUSES))
 #: Statuses a summary counts as errors (a miss is a valid answer).
 ERROR_STATUSES: tuple[str, ...] = ("error", "timeout")
+#: A run whose failed ops (ERROR_STATUSES) exceed this share of its measured ops is a
+#: finding: the `errors` check fails it and `harness run` says so (exit 1).
+ERROR_SHARE_BAR = 0.001
 
 OUTCOME_OP_MASK, OUTCOME_WARMUP = 0x7F, 0x80
 OUTCOME_STATUS_SHIFT, OUTCOME_BYTES_SHIFT = 8, 16

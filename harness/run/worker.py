@@ -245,6 +245,8 @@ def _finish(run: ClientRun, spiller: Spiller, ops: tuple[str, ...], lag_ns: int,
         "state": state,
         "error": error,
         "last_error": run.last_error,
+        # The first message of each kind of failure and how often (`loadgen.errtally`).
+        "errors": run.errors.as_list(),
         "records": len(arrays) + sum(int(p["records"]) for p in parts),
         # Open loop: ops intended before the end and never sent (the runner sums them).
         "unsent": unsent,

@@ -184,6 +184,7 @@ class KeyValueMix(Workload):
         # at once (1.6.18: close_notify, then its replies): smaller batches there.
         step = PREPARE_BATCH if endpoint.tls is None else PREPARE_BATCH_TLS
         conn = await cls.open(endpoint)
+        futs: list[Any] = []
         try:
             for lo in range(0, len(keys), step):
                 batch = keys[lo:lo + step]
@@ -195,6 +196,15 @@ class KeyValueMix(Workload):
                         raise WorkloadError(f"{self.server} answered {reply!r} to set {k!r}")
         finally:
             conn.close()
+            # A failure leaves the batch's other replies unread: read their outcomes, or
+            # asyncio prints "Future exception was never retrieved" for each of them.
+            for fut in futs:
+                fut.add_done_callback(_retrieved)
+
+
+def _retrieved(fut: Any) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 class MixClient(WorkloadClient):

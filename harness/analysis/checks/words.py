@@ -4,6 +4,7 @@ and the warning lines under a CLI table."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -51,7 +52,16 @@ def configuration_label(key: GroupKey, by: Sequence[str],
     values = dict(zip(by, key, strict=True))
     keys = list(label) if label is not None else list(by)
     return ", ".join(f"{k}={values[k]}" for k in keys
-                     if k in values and values[k] != "\0nan") or "all runs"
+                     if k in values and _present(values[k])) or "all runs"
+
+
+def _present(value: object) -> bool:
+    """Whether a group key's value is one (an experiment without that grid key has a
+    missing value there: NaN, None, or the grouping's "\\0nan" sentinel)."""
+    if value is None or value == "\0nan":
+        return False
+    return not (isinstance(value, float) and math.isnan(value)) and str(value) not in (
+        "nan", "<NA>")
 
 
 def warning_lines(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str],
@@ -60,7 +70,7 @@ def warning_lines(found: Mapping[GroupKey, Sequence[Finding]], by: Sequence[str]
     under a CLI table (as `harness summary` words its own)."""
     out = []
     for key, fs in found.items():
-        where = ", ".join(f"{k}={v}" for k, v in zip(by, key, strict=True)) or "all runs"
+        where = configuration_label(key, by)
         for f in fs:
             k = len(f.runs)
             out.append(f"warning: {f.check} ({side + ' ' if side else ''}{where}; {k} run"

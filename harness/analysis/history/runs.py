@@ -24,8 +24,8 @@ from harness.results.labels import COLUMN_PREFIX
 SERIES_KEYS = ["experiment", "config_id", "op"]
 #: The checks a single run can fail on its own; a run failing one is left out.
 #: (trend, cold_first_run and heavy_tail judge a group of runs, not a run.)
-RUN_CHECKS: tuple[str, ...] = ("client_saturated", "target_not_met", "not_steady",
-                               "machine_busy")
+RUN_CHECKS: tuple[str, ...] = ("client_saturated", "errors", "target_not_met",
+                               "not_steady", "machine_busy")
 
 def read(raw: Path, experiments: Sequence[str] | None, progress: bool) -> Loaded:
     pairs, skipped = read_tree(Path(raw), experiments=experiments, where=None, verify=True,

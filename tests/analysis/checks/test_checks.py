@@ -20,7 +20,7 @@ from harness.analysis.stats import stationarity
 from harness.results import OK, OpsArrays, new_manifest, write_run
 from tests.fixtures.frames import assert_same_values
 
-NAMES = ["client_saturated", "target_not_met", "not_steady", "trend", "cold_first_run",
+NAMES = ["client_saturated", "errors", "target_not_met", "not_steady", "trend", "cold_first_run",
          "machine_busy", "heavy_tail"]
 
 
@@ -101,6 +101,34 @@ def test_machine_busy_fires_on_other_processes_or_steal() -> None:
     f = checks.machine_busy([run(0, telemetry=telemetry(steal=0.2))])
     assert f is not None and "stole up to 20%" in f.detail
     assert checks.machine_busy([run(0, telemetry=telemetry(other=0.2))]) is None
+
+
+def test_errors_fail_a_run_past_the_bar_and_name_the_commonest_kinds_first_message(
+        ) -> None:
+    def workers(*tallies: list[dict]) -> dict:
+        return {"mode": "closed", "workers": [{"client": i, "errors": t}
+                                              for i, t in enumerate(tallies)]}
+
+    dup = {"kind": "DuplicatePreparedStatementError: prepared statement # already exists",
+           "first": 'DuplicatePreparedStatementError: prepared statement "__asyncpg_stmt_d__"'
+                    " already exists"}
+    lg = workers([{**dup, "count": 90}], [{**dup, "count": 44},
+                                          {"kind": "x", "first": "TimeoutError", "count": 3}])
+    bad = run(0, loadgen=lg, counts={"measured": 400, "ok": 266, "error": 131, "timeout": 3})
+    f = checks.errors([bad, run(1, counts={"measured": 400, "ok": 400})])
+    assert f is not None and f.runs == (bad.run_id,) and f.judged == 2
+    assert "up to 33.5% of the measured ops failed" in f.detail and "1 of 2 runs" in f.detail
+    assert '"__asyncpg_stmt_d__" already exists (134 times); 1 other kind(s)' in f.detail
+    assert f.figures == {"error_share": 134 / 400}
+    # At the bar (0.1%) nothing; misses are answers, not failures; no ops, not judged.
+    assert checks.errors([run(0, counts={"measured": 1000, "ok": 999, "error": 1})]) is None
+    assert checks.errors([run(0, counts={"measured": 10, "ok": 1, "miss": 9})]) is None
+    assert checks.errors([run(0, counts={"measured": 0})]) is None
+    # A run written before the tallies: its workers' last errors, how often unknown.
+    old = run(0, loadgen={"mode": "closed", "workers": [{"last_error": "OSError: gone"}]},
+              counts={"measured": 100, "ok": 98, "error": 2})
+    f = checks.errors([old])
+    assert f is not None and "first of the commonest kind: OSError: gone:" in f.detail
 
 
 def test_target_not_met_counts_unsent_ops_and_names_the_lag() -> None:
@@ -455,3 +483,15 @@ def test_the_summarys_one_read_gives_the_checks_the_same_facts_and_findings(
                            {k: [f.as_dict() for f in own[k]] for k in found})
         fired = {f.check for v in found.values() for f in v}
         assert {"client_saturated", "not_steady", "heavy_tail", "trend"} <= fired, fired
+
+
+def test_a_warning_names_only_the_keys_its_configuration_has() -> None:
+    """Experiments with and without an `op` grid key in one tree: the rows of the one
+    without had "op=nan" in their warnings."""
+    f = checks.Finding("errors", ("r1",), 1, "up to 10% of the measured ops failed")
+    by = ["experiment", "op"]
+    lines = checkwords.warning_lines({("mine", float("nan")): [f], ("theirs", "get"): [f],
+                                      ("other", None): [f], ("sentinel", "\0nan"): [f]}, by)
+    assert lines[0].startswith("warning: errors (experiment=mine; 1 run): ")
+    assert lines[1].startswith("warning: errors (experiment=theirs, op=get; 1 run): ")
+    assert "op=" not in lines[2] and "op=" not in lines[3]

@@ -7,6 +7,8 @@ screen, set the window title or hide what is printed. `printable` shows each as 
 visible escape instead; `SafeStream` applies it to everything written to stdout and
 stderr by the command line (`harness.cli.entry`), so no caller has to remember.
 
+`finite_data` makes data strict JSON (no NaN or Infinity) before it is written.
+
 Secrets are masked on the same paths (`redact`): every password this process holds
 (`add_secret`: each `Credentials` registers its own) and any password in a URL
 (`user:***@host`) become `***` in what is printed, in every manifest written
@@ -15,6 +17,7 @@ Secrets are masked on the same paths (`redact`): every password this process hol
 
 from __future__ import annotations
 
+import math
 import re
 from typing import IO, Any
 
@@ -48,6 +51,19 @@ def redact_data(value: Any) -> Any:
         return {redact_data(k): redact_data(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_data(v) for v in value]
+    return value
+
+
+def finite_data(value: Any) -> Any:
+    """JSON-like data with every float that is not finite (NaN, +-inf) as None, which is
+    what the kit's JSON means by "no number": strict JSON has no NaN or Infinity, and
+    every JSON the kit writes is written with ``allow_nan=False``, which refuses them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_data(v) for v in value]
     return value
 
 

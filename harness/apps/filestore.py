@@ -263,7 +263,8 @@ class FileStoreApp:
             if raw == b"/health":
                 return 200, b"ok\n", {}
             info = {**self.stats, "pid": os.getpid(), "config": asdict(self.config)}
-            return 200, json.dumps(info).encode(), {"Content-Type": "application/json"}
+            return (200, json.dumps(info, allow_nan=False).encode(),  # counts and settings
+                    {"Content-Type": "application/json"})
         if not raw.startswith(b"/files/"):
             raise Problem(404, "no such route: use /files/{name}, /health or /stats")
         name = parse_name(raw[len(b"/files/"):])

@@ -29,7 +29,7 @@ print(json.dumps({
     "cpu_model": first("/proc/cpuinfo", "model name") or platform.processor(),
     "cpu_count": os.cpu_count(),
     "mem_total": first("/proc/meminfo", "MemTotal"),
-}))
+}, allow_nan=False))
 """
 
 

@@ -122,7 +122,7 @@ def serve() -> int:
                      "snapshot": snapshot(int(p) for p in req.get("detail") or [])}
         except (OSError, ValueError) as exc:
             reply = {"id": req.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.write(json.dumps(reply, allow_nan=False) + "\n")
         sys.stdout.flush()
     return 0
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--serve"]:
         return serve()
-    print(json.dumps(snapshot(int(a) for a in args)))
+    print(json.dumps(snapshot(int(a) for a in args), allow_nan=False))
     return 0
 
 

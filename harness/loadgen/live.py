@@ -196,7 +196,8 @@ class Sampler:
                 now = max(self.prev_ns + 1, min(now, last_end))
         self.k += 1
         self.intervals.append(json.dumps(asdict(Interval(self.k, now - self.prev_ns, ops,
-                                                         errors, warm, hist, final))))
+                                                         errors, warm, hist, final)),
+                                         allow_nan=False))  # counts only: no NaN
         del self.intervals[:-KEEP]
         self.prev_n, self.prev_ns = n, now
         self.run.rec.read(n)

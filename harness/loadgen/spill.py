@@ -116,7 +116,7 @@ class Spiller:
         if self.index:
             try:
                 tmp = f"{self.index}.tmp"
-                Path(tmp).write_text(json.dumps(listed))
+                Path(tmp).write_text(json.dumps(listed, allow_nan=False))  # names, counts
                 os.replace(tmp, self.index)
             except OSError:
                 pass  # the status file lists the parts too; this is for a crash only

@@ -153,7 +153,7 @@ def make_state_dir(host: Host, tag: str) -> str:
     tmp = host.mkdtemp(prefix=f".new-{PREFIX}")
     host.run(["chmod", "711", tmp])
     owner = {"pid": os.getpid(), "start": proc_start_time(os.getpid()), "tag": tag}
-    host.write_text(f"{tmp}/{OWNER_FILE}", json.dumps(owner))
+    host.write_text(f"{tmp}/{OWNER_FILE}", json.dumps(owner, allow_nan=False))
     parent, name = tmp.rsplit("/", 1)
     path = f"{parent}/{PREFIX}{tag}-{name.rsplit('-', 1)[1]}"
     host.run(["mv", "-T", tmp, path])

@@ -22,7 +22,7 @@ from harness.results.arrays import OpsArrays
 from harness.results.manifest import Manifest
 from harness.results.schema import KEY_FIELD, MANIFEST, OPS_FILE, OPS_SCHEMA, TMP_PREFIX
 from harness.results.stream import OpsParts, sorted_parts, tally
-from harness.text import redact_data
+from harness.text import finite_data, redact_data
 
 
 def _fsync_file(path: Path) -> None:
@@ -118,14 +118,18 @@ def write_run(raw_dir: Path, manifest: Manifest, ops: OpsArrays | pa.Table | Ops
         ops_path = tmp / OPS_FILE
         rows, names = _write_ops(ops, ops_path)
         _fsync_file(ops_path)
-        data = redact_data(manifest.to_dict())  # no password, whatever a field holds
+        # No password, whatever a field holds; and strict JSON: a value that is not a
+        # finite number (a rate of 0 ops over 0 s, a server's counter read as NaN) is
+        # written as null, which every typed field reads as "unknown".
+        data = finite_data(redact_data(manifest.to_dict()))
         data["ops_file"] = {
             "name": OPS_FILE, "sha256": sha256_file(ops_path), "rows": rows, "columns": names,
         }
         if isinstance(ops, OpsArrays | OpsParts) and not data.get("counts"):
             data["counts"] = tally(ops).counts
         man_path = tmp / MANIFEST
-        man_path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        man_path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str,
+                                       allow_nan=False) + "\n")
         _fsync_file(man_path)
         fsync_dir(tmp)
         os.rename(tmp, final)

@@ -69,7 +69,8 @@ class VerifiedCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "runs": self.runs}))
+            tmp.write_text(json.dumps({"version": CACHE_VERSION, "runs": self.runs},
+                                      allow_nan=False))  # sizes and times: integers
             os.replace(tmp, self.path)
             self.changed = False
         except OSError:

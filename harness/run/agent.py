@@ -44,6 +44,7 @@ from typing import Any
 
 from harness.hosts import procstat
 from harness.run.workerctl import alive, sha256_of
+from harness.text import finite_data
 
 #: How often pending `ready`/`wait` conditions are checked.
 POLL_S = 0.005
@@ -92,7 +93,9 @@ class Agent:
         self.series: list[tuple[float, int, int]] | None = None
 
     def reply(self, rid: int, ok: bool = True, **data: Any) -> None:
-        sys.stdout.write(json.dumps({"id": rid, "ok": ok, **data}) + "\n")
+        # Strict JSON: a worker's status or a snapshot's float that is not finite is null.
+        sys.stdout.write(json.dumps(finite_data({"id": rid, "ok": ok, **data}),
+                                    allow_nan=False) + "\n")
         sys.stdout.flush()
 
     # -- requests -----------------------------------------------------------------

@@ -123,7 +123,8 @@ class AgentLink:
             rid = self._next
             self._pending[rid] = p
         try:
-            self._write(json.dumps({"id": rid, "op": op, **fields}).encode() + b"\n")
+            self._write(json.dumps({"id": rid, "op": op, **fields}, allow_nan=False).encode()
+                        + b"\n")
         except (OSError, EOFError, ValueError) as exc:
             self.dead = self.dead or f"cannot send: {exc or type(exc).__name__}"
             with self._lock:

@@ -167,7 +167,8 @@ class ClientGroup:
             # imports (on this machine too: its agent is a process of its own).
             fork = not (slow_starts() and isinstance(host, LocalHost))
             started.append((host, link.send("write", path=files["config"],
-                                            text=json.dumps(cfg.to_dict())),
+                                            text=json.dumps(cfg.to_dict(),
+                                                            allow_nan=False)),
                             link.send("spawn", argv=argv, log=files["log"],
                                       alive=files["alive"], fork=fork,
                                       prebuild=not slow_starts()), files, i))

@@ -263,7 +263,8 @@ class ExperimentLock:
             return
         tmp = self.dir / f"{STATE_FILE}.tmp"
         try:
-            tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str) + "\n")
+            tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str,
+                                      allow_nan=False) + "\n")
             os.replace(tmp, path)
         except OSError as exc:
             # A full disk must not turn into a traceback that hides what was kept: the

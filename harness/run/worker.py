@@ -38,6 +38,7 @@ from harness.loadgen.recorder import CHUNK_RECORDS
 from harness.loadgen.spill import Spiller
 from harness.results import OpsArrays
 from harness.run.workerctl import sha256_of
+from harness.text import finite_data
 
 GO_WAIT_S = 300.0
 ORPHAN_BEFORE_GO_S = 10.0
@@ -152,8 +153,9 @@ def _cpu_used(before: tuple[float, float], start_at_ns: int) -> dict[str, Any]:
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
+    """`data` as strict JSON: a float that is not finite (a rate over no time) as null."""
     tmp = f"{path}.tmp"
-    Path(tmp).write_text(json.dumps(data))
+    Path(tmp).write_text(json.dumps(finite_data(data), allow_nan=False))
     os.replace(tmp, path)
 
 
@@ -286,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the runner reads the status file, not a traceback
         status = {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "records": 0}
     _write_json(cfg.files["status"], status)
-    print(json.dumps(status), flush=True)
+    print(json.dumps(finite_data(status), allow_nan=False), flush=True)
     return 0 if status["state"] != "failed" else 1
 
 

@@ -43,10 +43,10 @@ def ready(timeout_s: float, pairs: list[str]) -> int:
             if os.path.exists(f):
                 pending.remove((pid, f))
             elif not alive(pid):
-                print(json.dumps({"dead": pid}))
+                print(json.dumps({"dead": pid}, allow_nan=False))
                 return 3
         if time.monotonic() > deadline:
-            print(json.dumps({"timeout": [pid for pid, _ in pending]}))
+            print(json.dumps({"timeout": [pid for pid, _ in pending]}, allow_nan=False))
             return 4
         time.sleep(0.002)
     return 0
@@ -69,11 +69,11 @@ def wait(pids: list[str]) -> int:
 def status(files: list[str]) -> int:
     out: dict[str, object] = {}
     for f in files:
-        try:
-            out[f] = json.loads(Path(f).read_text())
+        try:  # a NaN or Infinity in a status file (an older worker's) passed on as null
+            out[f] = json.loads(Path(f).read_text(), parse_constant=lambda _: None)
         except (OSError, ValueError):
             out[f] = None
-    print(json.dumps(out))
+    print(json.dumps(out, allow_nan=False))
     return 0
 
 
@@ -90,7 +90,7 @@ def sha256_of(path: str) -> dict[str, object] | None:
 
 
 def digest(files: list[str]) -> int:
-    print(json.dumps({f: sha256_of(f) for f in files}))
+    print(json.dumps({f: sha256_of(f) for f in files}, allow_nan=False))
     return 0
 
 

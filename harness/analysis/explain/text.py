@@ -8,7 +8,7 @@ import math
 
 from harness.analysis.explain.analysis import Explained, Term
 from harness.analysis.stats.multiplicity import fmt_level
-from harness.text import printable
+from harness.text import finite_data, printable
 
 
 def _p(q: float) -> str:
@@ -36,7 +36,8 @@ def head(e: Explained) -> str:
 def render(e: Explained, fmt: str = "table") -> str:
     """``table`` or ``json``."""
     if fmt == "json":
-        return json.dumps(e.as_dict(), indent=2, default=str)
+        # Strict JSON: an estimate that is not finite (no runs to estimate from) is null.
+        return json.dumps(finite_data(e.as_dict()), indent=2, default=str, allow_nan=False)
     if fmt != "table":
         raise ValueError(f"format must be table or json, not {fmt!r}")
     level = fmt_level(e.family.level) if e.family.m else "95%"

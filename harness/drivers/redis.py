@@ -147,6 +147,9 @@ def parse_info(text: str, max_entries: int = MAX_ENTRIES) -> Reading:
 
 #: Masters a slot map may name: Redis Cluster is meant for up to 1000 nodes.
 MAX_MASTERS = 1000
+#: A slot map's bounds as the kit asks for it: a range per slot at most, each of a few
+#: items (a master and its replicas, each with an id and, from Redis 7, their names).
+MAX_SLOT_MAP_ITEMS, MAX_SLOT_MAP_BYTES = SLOTS * 32, 8 << 20
 
 
 def slot_ranges(reply: Any) -> list[tuple[int, int, tuple[str, int]]]:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.drivers.redis import RespError, slot_ranges
+from harness.drivers.redis import MAX_SLOT_MAP_BYTES, MAX_SLOT_MAP_ITEMS, RespError, slot_ranges
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
 from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
@@ -136,11 +136,6 @@ def cluster_info(address: str, port: int, auth: Credentials | None = None
                  ) -> dict[str, str]:
     text = str(redis_command(address, port, "CLUSTER", "INFO", auth=auth))
     return dict(line.split(":", 1) for line in text.split() if ":" in line)
-
-
-#: A slot map's bounds: a range per slot at most, each of a few items (a master and its
-#: replicas, each with an id and, from Redis 7, a map of its names).
-MAX_SLOT_MAP_ITEMS, MAX_SLOT_MAP_BYTES = SLOTS * 32, 8 << 20
 
 
 def slot_owners(address: str, port: int, auth: Credentials | None = None,

@@ -10,7 +10,7 @@ its protocol, for the telemetry of a run (`harness.run.telemetry`).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,9 +176,13 @@ class Service(abc.ABC):
         passed as `hosts=`): by default its `hosts` setting, if it `needs_hosts`."""
         return list(settings.get("hosts") or []) if self.needs_hosts else []
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
-        """Problems of settings taken together (messages without a prefix); the spec
-        checks every run's settings with this before anything starts."""
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
+        """Problems of settings taken together (messages without a prefix): every check
+        `start` makes of them that needs no machine, so that `harness validate` says what
+        `harness run` would (the spec checks every run's settings with this before
+        anything starts). `name`: the service's; `behind`: the services it is in front
+        of (its `after:`)."""
         return []
 
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
@@ -198,12 +202,19 @@ class Service(abc.ABC):
         protocol (read at a run's edges, never per op); None: this kind keeps none."""
         return None
 
+    def replication(self, svc: RunningService) -> dict[str, Any] | None:
+        """Where the server's replicas stand against it now (offsets, links, lag), read
+        at a run's edges for the telemetry's `replication`; None: it has no replicas."""
+        return None
+
     def counter_delta(self, start: Mapping[str, float], end: Mapping[str, float]
                       ) -> dict[str, float]:
         """What happened between two `counters` readings: the difference of each
-        counter (one first seen at the end counts from 0), the end value of `gauges`."""
+        counter (one first seen at the end counts from 0), the end value of `gauges`
+        (a member's too: `replica0.connected_clients`)."""
         out: dict[str, float] = {}
         for k, v in end.items():
-            d = v if k in self.gauges else v - start.get(k, 0)
+            gauge = k in self.gauges or k.rpartition(".")[2] in self.gauges
+            d = v if gauge else v - start.get(k, 0)
             out[k] = round(d, 6) if isinstance(d, float) else d  # no 0.30000000000000004
         return out

@@ -42,7 +42,7 @@ import shlex
 import socket
 import string
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -196,7 +196,7 @@ class CommandService(RunningService):
         """Run the `which` hook on the service's host; (seconds, last output line)."""
         template = self.settings[which]
         values = {**self.values, "members": ",".join(s.addr for s in self.servers),
-                  "node": node}
+                  "node": node, "services": behind_values(self.behind)}
         t0 = time.monotonic()
         res = self.host.run(render(template, values), cwd=self.values["cwd"],
                             timeout=HOOK_TIMEOUT_S)
@@ -301,6 +301,16 @@ class Command(Service):
                 missing.append(f"{program} (the {key} of this command service)")
         return missing
 
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
+        """`_check`'s refusal, if any: what `start` would stop on, said before anything
+        starts (`harness validate` and `harness run` alike)."""
+        try:
+            self._check(name or "?", self.resolve(settings), set(behind))
+        except ServiceError as exc:
+            return [str(exc)]
+        return []
+
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
                     steps: list[Step]) -> list[tuple[Step, str, str]]:
         return check_node_steps(name, settings["servers"], list(settings["hosts"] or [host]),
@@ -335,6 +345,14 @@ class Command(Service):
                         f"command {name!r}: {key}: {{{field_}}} names no service it is in "
                         f"front of (after: {sorted(behind)}) or no field of one "
                         f"({', '.join(SERVICE_FIELDS)})")
+                if base == "services" and rest[1] == "password" and not key.startswith(
+                        "files."):
+                    # A command line is any local user's to read (ps, /proc/PID/cmdline).
+                    raise ServiceError(
+                        f"command {name!r}: {key}: {{{field_}}} would put a password on a "
+                        "command line, which every user of the machine can read; name it "
+                        "in a files: template (written mode 600) and point the command "
+                        "at that file")
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
               hosts: Mapping[str, Host] | None = None,

@@ -9,7 +9,7 @@ the URL in `extra["url"]`, so a workload cannot tell it from a launched service.
 from __future__ import annotations
 
 import http.client
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -66,7 +66,8 @@ class External(Service):
     def provides(self, settings: Mapping[str, Any]) -> str:
         return settings.get("provides") or self.kind
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         """Both settings, and a URL this kit can use (checked before anything starts)."""
         provides, url = settings.get("provides"), settings.get("url")
         if not provides or not url:

@@ -4,7 +4,7 @@ its counters (`stats`) for a run's telemetry."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.drivers.memcache import parse_stats, stats_done, stats_request
@@ -128,7 +128,8 @@ class Memcached(SingleServer):
         "binary": BINARY_SETTING,
     }
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         """What memcached would refuse at start: an item size it cannot use."""
         s = self.resolve(settings)
         problems = binary_problems(s["binary"])

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,7 @@ from harness.services.postgres import (
     USER,
     _check_extra,
     allow_hba,
+    extra_problems,
     new_password,
     shared_buffers_problem,
     stat_database,
@@ -164,7 +165,8 @@ class PgCluster(Service):
             missing.append("setpriv")
         return missing
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         """Cross-setting problems, as messages (checked before anything starts)."""
         s = self.resolve(settings)
         mode, nodes, hosts = s["mode"], s["nodes"], s["standby_hosts"]
@@ -194,7 +196,7 @@ class PgCluster(Service):
         if s["emulation"] == "relay" and (s["loss_pct"] or 0) > 0:
             out.append("the relay cannot drop packets: loss_pct needs emulation netem/auto")
         buffers = shared_buffers_problem(s["shared_buffers"])
-        out += binary_problems(s["binary"])
+        out += binary_problems(s["binary"]) + extra_problems(s["extra"])
         return [*out, buffers] if buffers else out
 
     @staticmethod

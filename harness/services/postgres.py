@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.errors import ServiceError
@@ -192,16 +192,26 @@ def _conf_value(value: Any) -> str:
     return str(value)
 
 
-def _check_extra(extra: Mapping[str, Any]) -> None:
+def extra_problems(extra: Mapping[str, Any]) -> list[str]:
+    """Why each of `extra`'s PostgreSQL settings cannot be passed (the launcher's own,
+    whatever their case, and names or values that are not a setting's)."""
+    out = []
     for key, value in extra.items():
         if not isinstance(key, str) or not _GUC_NAME.match(key):
-            raise ServiceError(f"postgres: extra setting name {key!r} is not a parameter name")
-        if key.lower() in RESERVED:  # as PostgreSQL compares them
-            raise ServiceError(f"postgres: extra setting {key!r} is set by the launcher")
-        if key.lower() in NAMED:
-            raise ServiceError(f"postgres: set {key!r} as its own setting, not in extra")
-        if not isinstance(value, (str, int, float, bool)):
-            raise ServiceError(f"postgres: extra setting {key}={value!r} must be a scalar")
+            out.append(f"postgres: extra setting name {key!r} is not a parameter name")
+        elif key.lower() in RESERVED:  # as PostgreSQL compares them
+            out.append(f"postgres: extra setting {key!r} is set by the launcher")
+        elif key.lower() in NAMED:
+            out.append(f"postgres: set {key!r} as its own setting, not in extra")
+        elif not isinstance(value, (str, int, float, bool)):
+            out.append(f"postgres: extra setting {key}={value!r} must be a scalar")
+    return out
+
+
+def _check_extra(extra: Mapping[str, Any]) -> None:
+    problems = extra_problems(extra)
+    if problems:
+        raise ServiceError(problems[0])
 
 
 def allow_hba(host: Host, data: str, access: Access, replication: tuple[str, ...] = ()
@@ -236,10 +246,12 @@ class Postgres(Service):
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         s = self.resolve(settings)
         problem = shared_buffers_problem(s["shared_buffers"])
-        return ([problem] if problem else []) + binary_problems(s["binary"])
+        return (([problem] if problem else []) + binary_problems(s["binary"])
+                + extra_problems(s["extra"]))
 
     def missing_binaries(self, host: Host, settings: Mapping[str, Any] | None = None
                          ) -> list[str]:

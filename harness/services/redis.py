@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.drivers.redis import RespError, encode, parse_info
@@ -368,7 +368,8 @@ class Redis(SingleServer):
         "binary": BINARY_SETTING,
     }
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         s = self.resolve(settings)
         problem = maxmemory_problem(s["maxmemory"])
         save = ([] if _SAVE.match(s["save"]) else

@@ -29,7 +29,7 @@ import contextlib
 import re
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,7 +284,8 @@ class RedisCluster(Service):
     def provides(self, settings: Mapping[str, Any]) -> str:
         return str(settings.get("provides") or "kvstore")
 
-    def validate(self, settings: Mapping[str, Any]) -> list[str]:
+    def validate(self, settings: Mapping[str, Any], *, name: str = "",
+                 behind: Sequence[str] = ()) -> list[str]:
         s = self.resolve(settings)
         problem = maxmemory_problem(s["maxmemory"])
         return ([problem] if problem else []) + binary_problems(s["binary"])

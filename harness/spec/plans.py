@@ -32,7 +32,8 @@ def check_plans(spec: Spec) -> list[str]:
     found: dict[str, str] = {}
     for plan in expand(spec):
         msgs = [f"services.{name}.settings: {m}" for name, svc in plan.services.items()
-                for m in SERVICES.get(svc.kind).validate(svc.settings)]
+                for m in SERVICES.get(svc.kind).validate(svc.settings, name=name,
+                                                         behind=svc.after)]
         msgs += [f"services.{name}.settings: unknown host {h!r}; hosts: {sorted(spec.hosts)}"
                  for name, svc in plan.services.items()
                  for h in SERVICES.get(svc.kind).extra_hosts(svc.settings)

@@ -115,3 +115,35 @@ def test_scaling_needs_the_hooks(host: LocalHost) -> None:
             svc.scale("remove_node", {})
     finally:
         svc.stop()
+
+
+def test_a_setup_hook_names_the_address_of_a_service_it_is_in_front_of(tmp_path) -> None:
+    """{services.NAME.address} in a `setup:` hook passed validation and then failed at
+    start with KeyError('services'): the hook now has the command's names. The hook
+    writes what it was given; the file holds the memcached's address."""
+    import re
+    import shutil
+
+    from harness.cli import main as cli_main
+    from harness.paths import experiments_dir
+    from harness.results import iter_run_dirs, read_manifest
+    from tests.fixtures.servers import require_service
+
+    if shutil.which("nutcracker") is None:
+        if os.environ.get("CI"):
+            pytest.fail("nutcracker is not installed; .ci/run installs it")
+        pytest.skip("nutcracker is not installed (apt-get install nutcracker)")
+    require_service("memcached", LocalHost())
+    seen = tmp_path / "seen"
+    text = (experiments_dir() / "deployment" / "memcache_nutcracker.yaml").read_text()
+    text = text.replace("      files:\n", "      setup: \"sh -c 'echo $0 > "
+                        f"{seen}' {{services.cache_a.address}}\"\n      files:\n", 1)
+    text = text.replace("repetitions: 5", "repetitions: 1").replace(
+        "duration_s: 3, warmup_s: 0.5", "duration_s: 0.5, warmup_s: 0.1")
+    spec = tmp_path / "hooked.yaml"
+    spec.write_text(text)
+    assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw"), "--no-progress",
+                     "-q"]) == 0
+    [run] = [read_manifest(d) for d in iter_run_dirs(tmp_path / "raw")]
+    assert run.status == "complete"
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", seen.read_text().strip()), seen.read_text()

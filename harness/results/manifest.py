@@ -17,17 +17,16 @@ code reads by string are constants here, so a rename is one edit.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
 from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from harness.errors import ResultsError
 from harness.paths import name_problem
+from harness.results.damage import DAMAGED, count_problem, damage_problem
 from harness.results.ids import config_id as config_id_of
 from harness.results.labels import labels_problems
 from harness.results.migrations import upgrade
@@ -68,92 +67,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "labels": _MAP, "schema_version": _INT,
 }
 _TYPE_NAMES = {str: "text", int: "an integer", type(None): "null", Mapping: "an object"}
-#: A count above this is a damaged manifest, not a measurement (a billion ops a second
-#: for eleven days); also the bound of repetitions and of the load generator's settings.
-MAX_COUNT = 10**15
-#: What a reader says of a run whose numbers cannot be a measurement's.
-DAMAGED = "a damaged run"
-
-
-def count_problem(value: object) -> str | None:
-    """Why `value` cannot be a count (of ops, records, repetitions), or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "not a number"
-    if not math.isfinite(value):
-        return f"{value}, not a finite number"
-    if value < 0:
-        return f"{value:g}, negative"
-    if value != int(value):
-        return f"{value:g}, not a whole number"
-    if value > MAX_COUNT:
-        return f"{value:g}, more than any run holds"
-    return None
-
-
-#: How many kinds of failure a reader lists per run (`failure_kinds`).
-MAX_FAILURE_KINDS = 16
-
-
-def failure_kinds(manifest: Manifest) -> list[tuple[str, int | None, str]]:
-    """(kind, how often, first message) of the failures a run's clients met, merged over
-    its workers (`loadgen.workers[].errors`, written by `harness.loadgen.errtally`), most
-    frequent first. A run written before those tallies gives each worker's last error,
-    how often unknown (None). Read back, so every entry is type-checked and bounded."""
-    merged: dict[str, list[Any]] = {}
-    workers = manifest.loadgen.get("workers")
-    for w in workers if isinstance(workers, list) else []:
-        if not isinstance(w, Mapping):
-            continue
-        tallies = w.get("errors")
-        if isinstance(tallies, list):
-            for t in tallies[:MAX_FAILURE_KINDS]:
-                if not isinstance(t, Mapping):
-                    continue
-                kind, count, first = t.get("kind"), t.get("count"), t.get("first")
-                if (isinstance(kind, str) and isinstance(first, str)
-                        and count_problem(count) is None):
-                    entry = merged.setdefault(kind[:300], [0, first[:300]])
-                    entry[0] = (entry[0] or 0) + int(count)
-        elif isinstance(w.get("last_error"), str):
-            merged.setdefault(w["last_error"][:300], [None, w["last_error"][:300]])
-    ranked = sorted(merged.items(), key=lambda kv: -(kv[1][0] or 0))
-    return [(kind, count, first) for kind, (count, first) in ranked[:MAX_FAILURE_KINDS]]
-
-
-def _damage(manifest: Manifest) -> str | None:
-    """What, read back, no run of the kit could have written: a repetition, a load
-    generator setting (a size, a time or a rate) that is not finite, negative or absurd,
-    or times that run backwards. (Counts are held to `count_problem` wherever they are
-    read; a producer's NaN in a setting is written as null, "unknown".)"""
-    if problem := count_problem(manifest.repetition):
-        return f"repetition is {problem}"
-    loadgen = manifest.typed_loadgen
-    for f in fields(loadgen):
-        value = getattr(loadgen, f.name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and (
-                not math.isfinite(value) or value < 0 or value > MAX_COUNT):
-            return f"loadgen.{f.name} is {value:g}, not a setting any run had"
-    return _time_problem(manifest.started_utc, manifest.ended_utc)
-
-
-def _time_problem(started: str, ended: str) -> str | None:
-    """Why a run's start and end times cannot be one run's (None where either is
-    unknown, as in an import)."""
-    times = []
-    for text in (started, ended):
-        if not text:
-            return None
-        try:
-            times.append(datetime.fromisoformat(text))
-        except ValueError:
-            return None  # no time a reader can use, as an import's: unknown, not damage
-    try:
-        backwards = times[1] < times[0]
-    except TypeError:  # one with a zone, one without
-        return "started_utc and ended_utc are not both UTC"
-    return "ended_utc is before started_utc" if backwards else None
-
-
 def _fits(value: Any, hint: Any) -> bool:
     """Whether a JSON value is of a field's type (bool is no number here)."""
     origin, args = get_origin(hint), get_args(hint)
@@ -305,7 +218,7 @@ class Manifest:
             manifest = cls(**data)
         except (TypeError, ResultsError) as exc:  # named with the file it came from
             raise ResultsError(f"{where}: {exc}") from None
-        if problem := _damage(manifest):
+        if problem := damage_problem(manifest):
             raise ResultsError(f"{where}: manifest {problem}: {DAMAGED}")
         return manifest
 

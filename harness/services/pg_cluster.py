@@ -57,7 +57,6 @@ from harness.services.postgres import (
     GAUGES,
     PG_MAX_BACKENDS,
     USER,
-    _check_extra,
     allow_hba,
     extra_problems,
     new_password,
@@ -229,7 +228,6 @@ class PgCluster(Service):
         problems = self.validate(s)
         if problems:
             raise ServiceError(f"pg_cluster {name!r}: " + "; ".join(problems))
-        _check_extra(s["extra"])
         k = self.standbys(s)
         missing = [b for b, p in cluster_binaries(host, s).items()
                    if p is None and (k or b != "pg_basebackup")]

@@ -19,7 +19,7 @@ import pytest
 from harness.cli import main as cli_main
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest
-from harness.results.manifest import failure_kinds
+from harness.results.failures import failure_kinds
 from tests.fixtures.byhand import ByHand, start_redis
 from tests.fixtures.servers import require_service
 

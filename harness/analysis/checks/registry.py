@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 from scipy import stats as st
 
-from harness.analysis.checks import tails
+from harness.analysis.checks import replicas, tails
 from harness.analysis.checks.runfacts import GroupKey, RunData, group_runs
 from harness.analysis.data.load import Loaded
 from harness.analysis.stats import stationarity
 from harness.results import ERROR_SHARE_BAR, ERROR_STATUSES
-from harness.results.manifest import failure_kinds
+from harness.results.failures import failure_kinds
 
 #: A client process at this share of one CPU or more was saturated.
 CLIENT_CPU = 0.9
@@ -355,6 +355,16 @@ def machine_busy(runs: Sequence[RunData]) -> Finding | None:
                    "the server for the CPUs")
 
 
+def replica_lag(runs: Sequence[RunData]) -> Finding | None:
+    """Runs in which a replica fell behind its primary (`replicas.behind`), named."""
+    judged = {r.run_id: f for r in runs if (f := replicas.behind(r.telemetry)) is not None}
+    if not (failing := [k for k, f in judged.items() if f]):
+        return None
+    said, names = replicas.worst([b for f in judged.values() for b in f],
+                                 _of(len(failing), len(judged), len(runs)))
+    return Finding("replica_lag", tuple(failing), len(judged), said, {"replicas": names})
+
+
 def heavy_tail(runs: Sequence[RunData]) -> Finding | None:
     """`tails.check_top` on the group's pooled latencies: the largest the estimate
     needs are among each run's kept ones (`RunOps.top_ns`). Runs whose records are an
@@ -412,6 +422,7 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
           f"telemetry.hosts: other_cpu >= {OTHER_CPU:g} CPUs or steal_util >= "
           f"{STEAL_SHARE:g} (windows of {MIN_WINDOW_S:g} s or more)",
           "the machine was busy in {k} of {n} {side} runs"),
+    Check("replica_lag", replica_lag, *replicas.WORDS),
     Check(tails.NAME, heavy_tail,
           "the latencies' tail is so heavy that a few ops decide the mean",
           f"Hill's tail index of the group's pooled latencies (top √n, {tails.MIN_OPS:,} "

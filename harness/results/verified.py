@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from harness import paths
+from harness.errors import HarnessError
 from harness.results.io import verify_run
 from harness.results.manifest import Manifest
 from harness.results.schema import MANIFEST, OPS_FILE
@@ -68,10 +70,9 @@ class VerifiedCache:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "runs": self.runs},
-                                      allow_nan=False))  # sizes and times: integers
-            os.replace(tmp, self.path)
+            with paths.created(self.path) as f:  # never through a planted link
+                f.write(json.dumps({"version": CACHE_VERSION, "runs": self.runs},
+                                   allow_nan=False))  # sizes and times: integers
             self.changed = False
-        except OSError:
+        except (OSError, HarnessError):
             pass

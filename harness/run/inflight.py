@@ -29,7 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ResultsError
+from harness import paths
+from harness.errors import HarnessError, ResultsError
 from harness.hosts import Host
 from harness.hosts.owned import boot_id, new_token
 
@@ -216,9 +217,19 @@ class ExperimentLock:
     # -- the lock ---------------------------------------------------------------------
     def acquire(self) -> None:
         """Take the lock or raise ResultsError naming the process that holds it."""
+        if self.dir.is_symlink():  # the lock and the state would be written elsewhere
+            raise ResultsError(f"{self.dir} is a symbolic link: the kit keeps its lock and "
+                               "state only in a directory of its own; remove the link")
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # O_NOFOLLOW: truncating and writing a lock planted as a link would change the
+            # file it points at.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise ResultsError(f"{path}: cannot be opened as the experiment's lock "
+                               f"({exc.strerror}); a symbolic link there is not followed: "
+                               "remove it") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -261,17 +272,15 @@ class ExperimentLock:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return
-        tmp = self.dir / f"{STATE_FILE}.tmp"
         try:
-            tmp.write_text(json.dumps(asdict(self.state), indent=1, default=str,
-                                      allow_nan=False) + "\n")
-            os.replace(tmp, path)
-        except OSError as exc:
+            # Never through a link planted in the tree (`paths.created`).
+            with paths.created(path) as f:
+                f.write(json.dumps(asdict(self.state), indent=1, default=str,
+                                   allow_nan=False) + "\n")
+        except (OSError, HarnessError) as exc:
             # A full disk must not turn into a traceback that hides what was kept: the
             # last state written stays, and the caller names what could not be saved.
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            self.unsaved = f"{path} could not be updated ({exc.strerror or exc})"
+            self.unsaved = f"{path} could not be updated ({getattr(exc, 'strerror', 0) or exc})"
         else:
             self.unsaved = None
 

@@ -123,9 +123,43 @@ def test_every_page_is_in_the_nav_and_the_site_builds_strictly(tmp_path: Path) -
                           "-d", str(site)], cwd=ROOT, capture_output=True, text=True,
                          check=False)
     assert out.returncode == 0, out.stderr
-    built = (site / "cli" / "index.html").read_text()
+    built = (site / "cli.html").read_text()
     assert reference.MARKER not in built
     for name in reference.commands():
         assert f"harness {name}" in built, name
     nav = (ROOT / "mkdocs.yml").read_text()
     assert [p.name for p in PAGES[:-1] if f": {p.name}" not in nav] == []
+
+
+def test_the_built_manual_works_from_disk_with_no_network(tmp_path: Path, browser) -> None:
+    """Opened as `make docs` says (site/index.html, file://): every navigation link opens
+    its page (before, each opened a directory listing) and no request leaves the machine
+    (before, every page loaded highlight.js from a public CDN)."""
+    pytest.importorskip("mkdocs", reason="mkdocs is a dev dependency: make setup")
+    site = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
+                          "-d", str(site)], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    outside: list[str] = []
+    page = browser.new_page()
+
+    def route(r) -> None:  # the network is blocked: only files may load
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto((site / "index.html").as_uri())
+    links = page.eval_on_selector_all(
+        "a[href$='.html']", "els => [...new Set(els.map(e => e.href))]")
+    pages = [u for u in links if u.startswith("file://") and "#" not in u]
+    assert len(pages) >= 15, links
+    for url in pages:
+        page.goto(url)
+        assert not page.title().startswith("Index of"), url
+        assert page.locator("div[role=main], .col-md-9").count() > 0, url
+        assert url.endswith(".html"), url
+    assert outside == [], outside

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -147,3 +148,80 @@ def test_a_setup_hook_names_the_address_of_a_service_it_is_in_front_of(tmp_path)
     [run] = [read_manifest(d) for d in iter_run_dirs(tmp_path / "raw")]
     assert run.status == "complete"
     assert re.fullmatch(r"127\.0\.0\.1:\d+", seen.read_text().strip()), seen.read_text()
+
+
+def _listening_sockets(pids: list[int]) -> set[str]:
+    """`addr:port` of every TCP socket the processes `pids` listen on (from /proc)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        for fd in os.listdir(fd_dir):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"{fd_dir}/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                    addr, port = fields[1].split(":")
+                    found.add(f"{_addr(addr)}:{int(port, 16)}")
+    return found
+
+
+def _addr(hex_addr: str) -> str:
+    import ipaddress
+
+    raw = bytes.fromhex(hex_addr)
+    # /proc prints each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def test_the_proxy_example_binds_every_listener_to_the_address_it_is_given(
+        host: LocalHost) -> None:
+    """experiments/deployment/memcache_nutcracker.yaml's proxy, started as the spec says:
+    nutcracker listens on the pool's port and on a stats port (0.0.0.0:22222 unless told
+    otherwise); both must be on the address the kit gives ({host}), none on every
+    interface."""
+    import shutil
+
+    import yaml
+
+    from harness.paths import experiments_dir
+
+    if shutil.which("nutcracker") is None:
+        if os.environ.get("CI"):
+            pytest.fail("nutcracker is not installed; .ci/run installs it")
+        pytest.skip("nutcracker is not installed (apt-get install nutcracker)")
+    spec = yaml.safe_load((experiments_dir() / "deployment" / "memcache_nutcracker.yaml")
+                          .read_text())
+    settings = spec["services"]["proxy"]["settings"]
+    launcher = SERVICES.get("memcached")
+    backends = {n: launcher.start(host, n, {}) for n in ("cache_a", "cache_b")}
+    try:
+        svc = SERVICES.get("command").start(host, "proxy", settings, behind=backends)
+        try:
+            listening = _listening_sockets(processes_in(svc.launches["localhost"].workdir))
+            assert len(listening) == 2, listening  # the pool, and the stats listener
+            assert {a.rsplit(":", 1)[0] for a in listening} == {host.address}, listening
+        finally:
+            svc.stop()
+    finally:
+        for b in backends.values():
+            b.stop()
+
+
+def test_the_manual_names_every_template_name() -> None:
+    """Each placeholder a command service's templates may use is in the manual
+    (`{port2}` was only in the code)."""
+    from harness.paths import project_root
+    from harness.services.command import BASE_FIELDS, HOOK_FIELDS, SERVICE_FIELDS
+
+    manual = "".join(p.read_text() for p in (project_root() / "docs").glob("*.md"))
+    missing = [f"{{{f}}}" for f in {*BASE_FIELDS, *HOOK_FIELDS} if f"{{{f}}}" not in manual]
+    missing += [f".{f}" for f in SERVICE_FIELDS if f"`.{f}`" not in manual
+                and f"{{services.OTHER.{f}}}" not in manual]
+    assert missing == []

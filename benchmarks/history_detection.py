@@ -20,10 +20,17 @@ Slack clients the kit does not need). A detection within ±3 points of a true st
 true positive (once per step); any other is a false positive. Printed per scenario and
 noise: true positives / steps, false positives per 100 points, F1, and the location error.
 
-``--online`` also replays a subset in order, as CI would, adding one point at a time,
-with 1 and 3 runs per point: the delay is the points added after a step until it is
-reported near its place, and the gate's false alarms are replays whose newest point
-begins a change where nothing stepped.
+``--online M`` replays M histories per scenario (steps, outliers, drift; 40-150 points,
+steps from the 15th) point by point from the 10th, as a CI job adds commits, with 1 and 3
+runs per point, and runs each tool's gate at every point (`harness.analysis.history.gate.
+decide`, Otava's change points read the same way): fail when the newest level is worse
+than the one before it and began in the open points, either the newest 3 (``window``,
+the kit's default) or those after the last accepted point (``since``: the job's first
+10 points accepted, then every failure accepted when it happens). Printed per scenario,
+runs per point, mode and tool: regressions (worse steps) caught, naming a change within
+±3 points of the step, of all; the points of delay after the step (median, p90); false
+gate failures (naming no worse step) per 100 points; and the kit's "not yet judgeable"
+per 100 points. ``--histories 0`` skips the offline table.
 
 Setup: python3 -m venv /tmp/otava && /tmp/otava/bin/pip install apache-otava
 Usage: .venv/bin/python benchmarks/history_detection.py --otava-python /tmp/otava/bin/python
@@ -39,12 +46,16 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from harness.analysis.history.changes import detect
+from harness.analysis.history.gate import FAIL, PENDING, Newest, decide
 from harness.analysis.stats import intervals
+from harness.analysis.stats.changepoints import TailTest, newest_level, trailing
 
 TOLERANCE = 3
 OPS_PER_RUN = 100_000
@@ -65,6 +76,7 @@ json.dump(out, sys.stdout)
 class History:
     values: np.ndarray  # one run's throughput per point
     steps: tuple[int, ...]  # the first point of each new level
+    worse: tuple[int, ...] = ()  # those of `steps` where throughput fell: regressions
 
 
 def simulate(rng: np.random.Generator, kind: str, noise: float) -> History:
@@ -142,33 +154,161 @@ def score(truth: list[tuple[int, ...]], found: list[list[int]], points: list[int
             "loc_err": float(np.mean(errors)) if errors else float("nan")}
 
 
-def online(h: History, method: str, python: str | None, reps: int, rng: np.random.Generator,
-           start: int = 10) -> tuple[list[float], int, int]:
-    """Replays `h` one point at a time from `start` points, as CI would. Per true step:
-    points added after it until a detection within ±TOLERANCE is reported (NaN: never);
-    and the gate's false alarms: prefixes whose newest point begins a reported change
-    with no true step at most TOLERANCE points before it, of all prefixes replayed.
-    `reps` runs per point (each with its own noise around the point's value); Otava is
-    given each point's mean, as a CI job records one number per commit."""
-    runs = np.repeat(h.values, reps) * np.exp(rng.normal(0, 0.02, h.values.size * reps)) \
-        if reps > 1 else h.values
-    prefixes = list(range(start, h.values.size + 1))
-    if method == "kit":
-        found = kit([runs[: n * reps] for n in prefixes], reps)
-    else:
-        assert python is not None
-        means = [np.exp(np.log(runs[: n * reps]).reshape(n, reps).mean(axis=1))
-                 for n in prefixes]
-        found = otava(means, python)
-    delays: dict[int, float] = {s: math.nan for s in h.steps}
-    false_gate = 0
-    for n, hits in zip(prefixes, found, strict=True):
-        for s in h.steps:
-            if math.isnan(delays[s]) and s < n and any(abs(x - s) <= TOLERANCE for x in hits):
-                delays[s] = n - 1 - s
-        if n - 1 in hits and not any(0 <= n - 1 - s <= TOLERANCE for s in h.steps):
-            false_gate += 1
-    return list(delays.values()), false_gate, len(prefixes)
+#: The online replay: histories of this many points, replayed from `START`, steps from
+#: `FIRST_STEP` on (the points before `START` are the job's first, accepted history).
+ONLINE_POINTS, START, FIRST_STEP = (40, 150), 10, 15
+#: The gate's open points in the stateless mode: the newest 3 (`--window`'s default).
+WINDOW = 3
+SINCE, WINDOWED = "since", "window"
+
+
+def simulate_online(rng: np.random.Generator, kind: str, noise: float) -> History:
+    """A history to replay: `kind` as `simulate` (steps, outliers, drift), 40-150 points,
+    0-3 steps of ±5-15% at least 10 apart, none before `FIRST_STEP` or in the last 5."""
+    n = int(rng.integers(*ONLINE_POINTS))
+    level = np.zeros(n)
+    steps: list[int] = []
+    if kind in ("steps", "outliers"):
+        k = int(rng.integers(0, 4))
+        for _ in range(50):
+            places = sorted(rng.choice(np.arange(FIRST_STEP, n - 5), size=k, replace=False))
+            if all(b - a >= 10 for a, b in itertools.pairwise(places)):
+                steps = [int(p) for p in places]
+                break
+    worse = []
+    for s in steps:
+        sign = rng.choice([-1, 1])
+        level[s:] += math.log(1 + sign * rng.uniform(0.05, 0.15))
+        if sign < 0:
+            worse.append(s)
+    if kind == "drift":
+        level += np.linspace(0, math.log(1 + rng.choice([-1, 1]) * 0.05), n)
+    y = level + rng.normal(0, noise, n)
+    if kind == "outliers":
+        hit = rng.random(n) < 0.02
+        y[hit] += np.log(np.where(rng.random(hit.sum()) < 0.5, rng.uniform(1.3, 2, hit.sum()),
+                                  rng.uniform(0.5, 0.77, hit.sum())))
+    return History(BASE_RATE * np.exp(y), tuple(steps), tuple(worse))
+
+
+@dataclass
+class Replay:
+    """What one tool's gate did over replays: per true regression (a worse step), the
+    points after it until the gate failed naming it (NaN: never); failures naming no
+    regression; points `pending` (the kit's "not yet judgeable"); points replayed; and,
+    for a job that accepts nothing, the points after a caught regression (until the next
+    step) and how many of them still failed (`held`)."""
+
+    delays: list[float]
+    false: int = 0
+    pending: int = 0
+    points: int = 0
+    after: int = 0
+    held: int = 0
+
+    def add(self, other: Replay) -> None:
+        self.delays += other.delays
+        self.false += other.false
+        self.pending += other.pending
+        self.points += other.points
+        self.after += other.after
+        self.held += other.held
+
+
+@dataclass(frozen=True)
+class KitPrefix:
+    """What `harness history` finds on one prefix (throughput: higher is better):
+    `history.detect`'s changes, and `changepoints.trailing`'s and `newest_level`'s tests."""
+
+    found: list[Any]
+    trailing: tuple[TailTest, ...]
+    newest: TailTest | None
+    points: int
+
+
+def _kit(rates: np.ndarray, reps: int) -> KitPrefix:
+    point = np.arange(rates.size) // reps
+    _, found = detect([np.log(rates)], [point], [_side(rates)])
+    cuts = sorted(at for at, _, _ in found[0])
+    return KitPrefix(found[0], trailing(np.log(rates), point, cuts, higher_is_better=True),
+                     newest_level(np.log(rates), point, cuts, higher_is_better=True),
+                     int(point[-1]) + 1)
+
+
+def _kit_newest(k: KitPrefix, first_open: int) -> Newest:
+    """What `harness history --gate` judges of the prefix (`gate.newest`)."""
+    tail = tuple(t for t in k.trailing if k.points - t.points >= first_open)
+    if not k.found:
+        return Newest("kit", trailing=tail)
+    at, lr, qv = max(k.found, key=lambda f: f[0])
+    return Newest("kit", lr.ratio < 1, at >= first_open, str(at), lr.ratio, lr.low, lr.high,
+                  lr.confidence, qv, tail, k.newest, k.points - at)
+
+
+def _otava_newest(means: np.ndarray, cps: list[int], first_open: int) -> Newest:
+    """Otava's change points read as the kit's gate reads its own: the newest level
+    begins at the last one, worse if its mean is below the level's before it."""
+    if not cps:
+        return Newest("otava")
+    cps = sorted(cps)
+    at, before = cps[-1], (cps[-2] if len(cps) > 1 else 0)
+    ratio = float(means[at:].mean() / means[before:at].mean())
+    # Otava's own test is its only one: the gate's confirmation always holds for it.
+    held = TailTest(means.size - at, means.size - at, ratio, 0.0)
+    return Newest("otava", ratio < 1, at >= first_open, str(at), ratio, trailing=(),
+                  confirm=held, level_points=means.size - at)
+
+
+def online(h: History, reps: int, rng: np.random.Generator, python: str | None
+           ) -> dict[tuple[str, str], Replay]:
+    """Replays `h` one point at a time from `START` points, as a CI job adds commits, and
+    runs each tool's gate at every point in two ways: ``window`` (stateless: the change
+    must begin in the newest `WINDOW` points) and ``since`` (the job keeps the last
+    accepted point: the history before `START`, then each failure, accepted at once).
+    `reps` runs per point (each its own noise around the point's value); Otava gets each
+    point's mean, one number per commit."""
+    runs = (np.repeat(h.values, reps) * np.exp(rng.normal(0, 0.02, h.values.size * reps))
+            if reps > 1 else h.values)
+    means = np.exp(np.log(runs).reshape(-1, reps).mean(axis=1))
+    prefixes = list(range(START, h.values.size + 1))
+    tools = ["kit"] + (["otava"] if python else [])
+    otava_cps = otava([means[:n] for n in prefixes], python) if python else []
+    falls = list(h.worse)
+    out = {(t, m): Replay([math.nan] * len(falls)) for t in tools for m in (WINDOWED, SINCE)}
+    accepted = {t: START - 1 for t in tools}
+    for i, n in enumerate(prefixes):
+        kit = _kit(runs[: n * reps], reps)
+        for tool in tools:  # a job that accepts nothing: does a caught regression hold?
+            r = out[(tool, SINCE)]
+            live = [j for j, s in enumerate(falls) if not math.isnan(r.delays[j]) and s < n
+                    and not any(s < t < n for t in h.steps)]
+            if live:
+                item = (_kit_newest(kit, START) if tool == "kit"
+                        else _otava_newest(means[:n], otava_cps[i], START))
+                r.after += 1
+                r.held += decide([item], q=0.05, min_runs=3, scope="").verdict == FAIL
+        for tool, mode in out:
+            first_open = n - WINDOW if mode == WINDOWED else accepted[tool] + 1
+            if tool == "kit":
+                item = _kit_newest(kit, first_open)
+            else:
+                item = _otava_newest(means[:n], otava_cps[i], first_open)
+            outcome = decide([item], q=0.05, min_runs=3, scope="")
+            r = out[(tool, mode)]
+            r.points += 1
+            r.pending += outcome.verdict == PENDING
+            if outcome.verdict != FAIL:
+                continue
+            if mode == SINCE:
+                accepted[tool] = n - 1  # seen and accepted: the job moves --since on
+            at = int(item.point)
+            hit = [j for j, s in enumerate(falls) if s < n and abs(at - s) <= TOLERANCE]
+            if not hit:
+                r.false += 1
+            for j in hit:
+                if math.isnan(r.delays[j]):
+                    r.delays[j] = n - 1 - falls[j]
+    return out
 
 
 def real(raw: str, by: str, truth: list[str], python: str | None) -> None:
@@ -189,11 +329,84 @@ def real(raw: str, by: str, truth: list[str], python: str | None) -> None:
                  else ""))
 
 
+def offline(rng: np.random.Generator, histories: int, python: str | None) -> None:
+    """The first table: every scenario and noise, each tool on whole histories."""
+    print(f"{histories} histories per row, 20-200 points; TP within ±{TOLERANCE} "
+          "points; FP per 100 points; F1; mean location error of the TPs (points)")
+    head = f"{'scenario':9s} {'noise':>5s}  {'tool':5s} {'TP/steps':>9s} {'FP/100':>7s} " \
+           f"{'F1':>5s} {'loc':>5s} {'s':>6s}"
+    print(head)
+    for kind in ("steps", "outliers", "drift", "null"):
+        for noise in (0.02, 0.04):
+            hs = [simulate(rng, kind, noise) for _ in range(histories)]
+            truth = [h.steps for h in hs]
+            points = [h.values.size for h in hs]
+            tools = [("kit", lambda v: kit(v))]
+            if python:
+                tools.append(("otava", lambda v: otava(v, python)))
+            for name, fn in tools:
+                t0 = time.perf_counter()
+                found = fn([h.values for h in hs])
+                took = time.perf_counter() - t0
+                s = score(truth, found, points)
+                print(f"{kind:9s} {noise:5.0%}  {name:5s} {s['tp']:4d}/{s['steps']:<4d} "
+                      f"{s['fp_per_100']:7.2f} {s['f1']:5.2f} {s['loc_err']:5.2f} "
+                      f"{took:6.1f}", flush=True)
+
+
+SCENARIOS = ("steps", "outliers", "drift")
+
+
+def replay(histories: int, seed: int, python: str | None,
+           scenarios: Sequence[str] = SCENARIOS, reps_list: Sequence[int] = (1, 3)) -> None:
+    """The online table (see the module doc). Each scenario's histories, and each
+    runs-per-point's noise, come from their own seeds: a subset prints the same rows."""
+    print(f"\nonline replay: {histories} histories per row, {ONLINE_POINTS[0]}-"
+          f"{ONLINE_POINTS[1]} points at 2% noise, replayed one point at a time from the "
+          f"{START}th as a CI job adds commits, each tool's gate at every point: fail when "
+          "the newest level is worse than the one before and began in the open points "
+          f"(window: the newest {WINDOW}; since: after the last accepted point, each "
+          "failure accepted at once). caught = regressions (worse steps) the gate failed "
+          f"on, naming a change within ±{TOLERANCE} points; delay = points after the step "
+          "(median, p90); false = failures naming no regression, per 100 points; pending = "
+          "the kit's 'not yet judgeable', per 100 points; held = a job that accepts "
+          "nothing: of the points after a caught regression (to the next step), the share "
+          "that still failed")
+    print(f"{'scenario':9s} {'runs/pt':>7s} {'mode':6s} {'tool':5s} {'caught':>9s} "
+          f"{'delay':>5s} {'p90':>4s} {'false':>6s} {'pending':>7s} {'held':>5s} {'s':>6s}")
+    for kind in scenarios:
+        k = SCENARIOS.index(kind)
+        hs = [simulate_online(np.random.default_rng([seed, 49, k, i]), kind, 0.02)
+              for i in range(histories)]
+        for reps in reps_list:
+            t0 = time.perf_counter()
+            total: dict[tuple[str, str], Replay] = {}
+            for i, h in enumerate(hs):
+                sub = np.random.default_rng([seed, 49, k, i, reps])
+                for key, r in online(h, reps, sub, python).items():
+                    total.setdefault(key, Replay([])).add(r)
+            took = time.perf_counter() - t0
+            for (tool, mode), r in sorted(total.items(), key=lambda kv: (kv[0][1],
+                                                                         kv[0][0])):
+                found = [x for x in r.delays if not math.isnan(x)]
+                med = f"{np.median(found):.0f}" if found else "-"
+                p90 = f"{np.percentile(found, 90):.0f}" if found else "-"
+                pending = f"{100 * r.pending / r.points:.2f}" if tool == "kit" else "-"
+                held = f"{100 * r.held / r.after:.0f}%" if mode == SINCE and r.after else "-"
+                print(f"{kind:9s} {reps:7d} {mode:6s} {tool:5s} "
+                      f"{len(found):4d}/{len(r.delays):<4d} {med:>5s} {p90:>4s} "
+                      f"{100 * r.false / r.points:6.2f} {pending:>7s} {held:>5s} "
+                      f"{took:6.0f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--otava-python", help="python of a virtualenv with apache-otava")
     ap.add_argument("--histories", type=int, default=200, help="per scenario and noise")
     ap.add_argument("--online", type=int, default=0, help="histories replayed in order")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="--online: which (comma-separated)")
+    ap.add_argument("--runs-per-point", default="1,3", help="--online: which")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--real", metavar="RAW", help="also a real tree: `harness history "
                     "RAW --by LABEL` beside Otava on each series' point values")
@@ -205,49 +418,12 @@ def main() -> None:
         real(args.real, args.by, [t for t in args.truth.split(",") if t],
              args.otava_python)
         return
-    rng = np.random.default_rng(args.seed)
-    print(f"{args.histories} histories per row, 20-200 points; TP within ±{TOLERANCE} "
-          "points; FP per 100 points; F1; mean location error of the TPs (points)")
-    head = f"{'scenario':9s} {'noise':>5s}  {'tool':5s} {'TP/steps':>9s} {'FP/100':>7s} " \
-           f"{'F1':>5s} {'loc':>5s} {'s':>6s}"
-    print(head)
-    for kind in ("steps", "outliers", "drift", "null"):
-        for noise in (0.02, 0.04):
-            hs = [simulate(rng, kind, noise) for _ in range(args.histories)]
-            truth = [h.steps for h in hs]
-            points = [h.values.size for h in hs]
-            tools = [("kit", lambda v: kit(v))]
-            if args.otava_python:
-                tools.append(("otava", lambda v: otava(v, args.otava_python)))
-            for name, fn in tools:
-                t0 = time.perf_counter()
-                found = fn([h.values for h in hs])
-                took = time.perf_counter() - t0
-                s = score(truth, found, points)
-                print(f"{kind:9s} {noise:5.0%}  {name:5s} {s['tp']:4d}/{s['steps']:<4d} "
-                      f"{s['fp_per_100']:7.2f} {s['f1']:5.2f} {s['loc_err']:5.2f} "
-                      f"{took:6.1f}", flush=True)
-    if args.online:
-        print(f"\nonline replay: {args.online} 'steps' histories at 2% noise, one point "
-              "added at a time from the 10th, as CI adds commits; delay = points after a "
-              "step until it is found; false gate = replays whose newest point begins a "
-              "change with no step there, per 100 replays")
-        hs = [h for h in (simulate(rng, "steps", 0.02) for _ in range(args.online * 3))
-              if h.steps][: args.online]
-        for reps in (1, 3):
-            for name in ("kit", "otava") if args.otava_python else ("kit",):
-                sub = np.random.default_rng(args.seed + reps)
-                d, false, total = [], 0, 0
-                for h in hs:
-                    dd, f, t = online(h, name, args.otava_python, reps, sub)
-                    d += dd
-                    false += f
-                    total += t
-                found = [x for x in d if not math.isnan(x)]
-                print(f"{name:5s} runs/point {reps}: steps {len(d)}, found {len(found)}, "
-                      f"delay median {np.median(found) if found else math.nan:.1f}, p90 "
-                      f"{np.percentile(found, 90) if found else math.nan:.1f} points; "
-                      f"false gate {100 * false / total:.2f} per 100", flush=True)
+    if args.histories:
+        offline(np.random.default_rng(args.seed), args.histories, args.otava_python)
+    if args.online:  # its own draws: the same replays with or without the first table
+        replay(args.online, args.seed, args.otava_python,
+               [k for k in args.scenarios.split(",") if k],
+               [int(r) for r in args.runs_per_point.split(",") if r])
     sys.stdout.flush()
 
 

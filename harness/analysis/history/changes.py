@@ -32,8 +32,8 @@ Change points (`harness.analysis.stats.changepoints` says how and why):
 
 A change needs `min_runs` runs after it; any stretch but the newest also needs two points
 or more. The newest points that hold fewer runs than that are tested apart, against their
-level (`Series.trailing`): `harness.analysis.history.gate` says "not yet judgeable" where
-they lie off it.
+level (`Series.trailing`), and the newest points of the newest level against the level
+before it (`Series.newest`): what `harness.analysis.history.gate` asks.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ from harness.analysis.history.runs import SERIES_KEYS, read, select, unsound_run
 from harness.analysis.stats import intervals, multiplicity, verdict
 from harness.analysis.stats.changepoints import (
     MIN_RUNS,
-    Trailing,
+    TailTest,
     locations,
+    newest_level,
     split_test,
     trailing,
 )
@@ -134,8 +135,11 @@ class Series:
     #: (first point, last point + 1, pooled value) of each stretch between changes.
     levels: tuple[tuple[int, int, float], ...]
     changes: tuple[Change, ...]
-    #: The newest points with fewer runs than a change needs, against their level.
-    trailing: tuple[Trailing, ...] = ()
+    #: The newest points with fewer runs than a change needs, against their level; the
+    #: newest points of the newest level against the level before it (`harness.analysis.
+    #: stats.changepoints.trailing`, `newest_level`: what the gate asks).
+    trailing: tuple[TailTest, ...] = ()
+    newest: TailTest | None = None
 
 
 @dataclass(frozen=True)
@@ -429,11 +433,13 @@ def history(
         cuts = [0, *sorted(w.changes), len(w.names)]
         levels = tuple((a, b, w.side(w.run_pos[(w.point >= a) & (w.point < b)]).value)
                        for a, b in itertools.pairwise(cuts))
-        tail = trailing(w.values, w.point, cuts[1:-1], min_runs=min_runs,
-                        higher_is_better=METRICS[w.metric][1])
-        series.append(Series(*w.key, w.metric, tuple(pts), levels,
-                             tuple(sorted(changes_by[id(w)], key=lambda c: c.started_utc)),
-                             tail))
+        hib = METRICS[w.metric][1]
+        series.append(Series(
+            *w.key, w.metric, tuple(pts), levels,
+            tuple(sorted(changes_by[id(w)], key=lambda c: c.started_utc)),
+            trailing(w.values, w.point, cuts[1:-1], min_runs=min_runs, higher_is_better=hib),
+            newest_level(w.values, w.point, cuts[1:-1], points=min_runs,
+                         higher_is_better=hib)))
     all_changes.sort(key=lambda c: (c.experiment, c.config_id, c.op, c.metric,
                                     c.started_utc))
     return History(tuple(all_changes), tuple(series), tuple(left), len(first), by, family,

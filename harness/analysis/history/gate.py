@@ -3,30 +3,34 @@
 A CI job runs the gate after every commit's runs, so the gate is asked the same question
 again at every new point, and its answer must be one a job can act on:
 
-- **fail** when a series' newest point lies in a level significantly worse than the
-  level before it (a change of the history: see `harness.analysis.history.changes`) and
-  that change began among the points not yet accepted: the newest `window` points of the
-  series (default: the history's `min_runs`), or every point after the one named by
-  `since` (a label value or a run id: the last commit a job accepted). A regression so
-  fails the job on the first point where the history can show it, and, with `since`,
-  at every point after until it is fixed (a better level follows) or accepted (`since`
-  moves past its start);
+- **fail** when a series' newest level is significantly worse than the level before it
+  (a change of the history: `harness.analysis.history.changes`), that change began among
+  the points not yet accepted (each series' newest `window` points, default the
+  history's `min_runs`; or every point after the one `since` names: a label value or a
+  run id, the last commit a job accepted), and the newest points of that level (its
+  newest `min_runs`, `changepoints.newest_level`) lie worse than the level before it at
+  the one-sided `GATE_LEVEL`, Benjamini-Hochberg over the series and metrics that would
+  fail. A regression so fails the job on the first point where it can be shown and, with
+  `since`, at every point after until it is fixed (a better level follows, or its newest
+  points no longer lie worse) or accepted (`since` moves past where it began);
 - **pending** ("not yet judgeable") when no change can be shown yet but the newest
   points, holding fewer runs than a change needs, lie worse than their level
-  (`harness.analysis.stats.changepoints.trailing`: a one-sided t against the level's
-  runs, Bonferroni over the trailing stretches tried, Benjamini-Hochberg at `q` over every
-  series and metric). Said in one line naming how many more runs would tell, and only
-  then: a newest point that lies in its level is judged, whatever its runs;
+  (`changepoints.trailing`, Benjamini-Hochberg at `q` over every series and metric), or
+  when a worse level is shown but has too few points yet for its newest ones to be held
+  to `GATE_LEVEL`. Said in one line naming how many more runs would tell, and only then:
+  a newest point that lies in its level is judged, whatever its runs;
 - **pass** otherwise.
 
-False failures. A failure needs a change of the history: its place tested in its
-stretch by the permutation and t scans and by the run-level test, the larger p, all
-candidates of every series and metric one Benjamini-Hochberg family at `q` (so, when
-nothing changed anywhere, one evaluation fails falsely with probability at most about
-`q`), and the change must begin in the open points. The evaluations overlap (each adds
-a point to the same history), so their false failures are not independent trials; what
-one costs per point of history, and how late a real step is caught, is measured against
-Apache Otava replayed the same way in benchmarks/history_detection.py (``--online``).
+False failures. The history's changes are one Benjamini-Hochberg family at `q` over every
+candidate of every series and metric, each the larger p of the scans over its stretch
+and the run-level test; so one evaluation of a history where nothing changed shows a
+change with probability at most about `q`. The gate is asked again at every commit of
+the same history, so a change that noise made stands, and is asked about, commit after
+commit: the second test, of the newest points alone at `GATE_LEVEL` (0.001), is asked
+afresh at each, and a spurious change fails the job only where the newest points too lie
+that far off. What both cost per point of history, and how late a real step fails the
+job, is measured against Apache Otava replayed the same way in
+benchmarks/history_detection.py (``--online``).
 """
 
 from __future__ import annotations
@@ -37,11 +41,14 @@ from dataclasses import dataclass
 
 from harness.analysis.history.changes import WORSE, History, Series
 from harness.analysis.stats import multiplicity
-from harness.analysis.stats.changepoints import Trailing
+from harness.analysis.stats.changepoints import TailTest
 from harness.errors import ResultsError
 from harness.text import printable
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"
+#: The one-sided level at which the newest points of a worse level must lie worse than
+#: the level before it (Benjamini-Hochberg over the series and metrics that would fail).
+GATE_LEVEL = 0.001
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,11 @@ class Newest:
     ci_level: float = math.nan
     q: float = math.nan
     #: The trailing tests whose points are all open (`changepoints.trailing`).
-    trailing: tuple[Trailing, ...] = ()
+    trailing: tuple[TailTest, ...] = ()
+    #: The newest points of the newest level against the level before it
+    #: (`changepoints.newest_level`), and how many points that level has.
+    confirm: TailTest | None = None
+    level_points: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,10 +85,34 @@ class Outcome:
     more_runs: int = 0
 
 
-def decide(items: Sequence[Newest], *, q: float, min_runs: int, scope: str) -> Outcome:
+def _pending(items: Sequence[Newest], q: float, min_runs: int) -> Outcome | None:
+    """Newest runs too few for a change that lie worse than their level, if any."""
+    tested = [x for x in items if x.trailing]
+    family = multiplicity.adjust(
+        [min(1.0, len(x.trailing) * min(t.p for t in x.trailing)) for x in tested], q=q)
+    off = [(x, qv) for x, qv in zip(tested, family.p_adjusted, strict=True) if qv < q]
+    if not off:
+        return None
+    x, qv = min(off, key=lambda o: o[1])
+    t = min(x.trailing, key=lambda t: t.p)
+    # For the likeliest start of each: the runs a change beginning there still needs.
+    more = max(min_runs - min(y.trailing, key=lambda tt: tt.p).runs for y, _ in off)
+    return Outcome(PENDING, printable(
+        f"gate: not yet judgeable: the newest runs of {len(off)} of {len(items)} series x "
+        f"metrics lie worse than their level (worst: {x.name} {t.ratio:.3g}x over "
+        f"{t.runs} run(s), q = {qv:.2g}); a change needs {min_runs} runs: {more} more "
+        "run(s) will tell"), more_runs=more)
+
+
+def decide(items: Sequence[Newest], *, q: float, min_runs: int, scope: str,
+           level: float = GATE_LEVEL) -> Outcome:
     """The verdict over every series and metric (see the module doc); `scope` words the
     open points (``in the newest 3 point(s)``, ``after c05``)."""
-    failing = tuple(x for x in items if x.worse and x.opened)
+    candidates = [x for x in items if x.worse and x.opened]
+    family = multiplicity.adjust([x.confirm.p if x.confirm else math.nan
+                                  for x in candidates], q=level)
+    failing = tuple(x for x, qv in zip(candidates, family.p_adjusted, strict=True)
+                    if qv < level)
     if failing:
         c = max(failing, key=lambda x: abs(math.log(x.ratio)))
         # Names from the tree, printed on a terminal: as text, never as control sequences.
@@ -87,24 +122,26 @@ def decide(items: Sequence[Newest], *, q: float, min_runs: int, scope: str) -> O
             f"{c.ci_high:.3g}] ({multiplicity.fmt_level(c.ci_level)} CI, q = {c.q:.2g}) "
             f"from {c.point}"),
             failing)
-    tested = [x for x in items if x.trailing]
-    family = multiplicity.adjust(
-        [min(1.0, len(x.trailing) * min(t.p for t in x.trailing)) for x in tested], q=q)
-    off = [(x, qv) for x, qv in zip(tested, family.p_adjusted, strict=True) if qv < q]
-    if off:
-        x, qv = min(off, key=lambda o: o[1])
-        t = min(x.trailing, key=lambda t: t.p)
-        # For the likeliest start of each: the runs a change beginning there still needs.
-        more = max(min_runs - min(y.trailing, key=lambda tt: tt.p).runs for y, _ in off)
+    if pending := _pending(items, q, min_runs):
+        return pending
+    young = [x for x in candidates if x.level_points < min_runs]
+    if young:
+        c = max(young, key=lambda x: abs(math.log(x.ratio)))
+        runs = max(x.confirm.runs / x.confirm.points if x.confirm else 1 for x in young)
+        more = math.ceil(max(min_runs - x.level_points for x in young) * runs)
         return Outcome(PENDING, printable(
-            f"gate: not yet judgeable: the newest runs of {len(off)} of {len(items)} series "
-            f"x metrics lie worse than their level (worst: {x.name} {t.ratio:.3g}x over {t.runs} "
-            f"run(s), q = {qv:.2g}); a change needs {min_runs} runs: {more} more run(s) "
-            "will tell"), more_runs=more)
+            f"gate: not yet judgeable: a worse level began {scope} in {len(young)} of "
+            f"{len(items)} series x metrics (worst: {c.name} {c.ratio:.3g}x from "
+            f"{c.point}), its newest points not yet worse than the level before at the "
+            f"gate's level {level:g}: {more} more run(s) will tell"), more_runs=more)
+    faded = len(candidates)
     kept = [x for x in items if x.worse and not x.opened]
-    note = (f"; {len(kept)} of {len(items)} series x metrics stay in a worse level that "
-            "began before them (accepted)") if kept else ""
-    return Outcome(PASS, f"gate: pass: no worse level began {scope}{note}")
+    note = "".join([
+        f"; {faded} of {len(items)} series x metrics in a worse level that began {scope}, "
+        "whose newest points no longer lie worse than the level before it" if faded else "",
+        f"; {len(kept)} of {len(items)} series x metrics stay in a worse level that began "
+        "before them (accepted)" if kept else ""])
+    return Outcome(PASS, printable(f"gate: pass: no worse level began {scope}{note}"))
 
 
 def _first_open(s: Series, h: History, since: int | None, window: int) -> int:
@@ -146,7 +183,8 @@ def newest(h: History, *, window: int | None = None, since: str | None = None
             out.append(Newest(name, trailing=tail))
             continue
         out.append(Newest(name, c.direction == WORSE, start >= first_open, c.point,
-                          c.ratio, c.ci_low, c.ci_high, c.ci_level, c.q, tail))
+                          c.ratio, c.ci_low, c.ci_high, c.ci_level, c.q, tail, s.newest,
+                          len(s.points) - start))
     return out
 
 

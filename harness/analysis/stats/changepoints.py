@@ -41,6 +41,7 @@ t-test merge) is measured in benchmarks/history_detection.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,11 +229,9 @@ def locations(values: np.ndarray, point: np.ndarray, n_points: int, *,
 
 
 @dataclass(frozen=True)
-class Trailing:
-    """The newest `points` points of a series, `runs` runs in all: fewer than a change
-    needs, so no change can begin among them yet. `ratio` is their geometric mean over
-    the rest of the newest level's, `p` one-sided (worse); `harness history --gate` says
-    "not yet judgeable" where it is small."""
+class TailTest:
+    """The newest `points` points of a series (`runs` runs in all) against a level of it:
+    `ratio` their geometric mean over the level's, `p` one-sided (worse)."""
 
     points: int
     runs: int
@@ -240,44 +239,100 @@ class Trailing:
     p: float
 
 
-def trailing(values: np.ndarray, point: np.ndarray, cuts: list[int], *,
-             min_runs: int = MIN_RUNS, higher_is_better: bool = False
-             ) -> tuple[Trailing, ...]:
-    """For each k = 1.. while the newest k points hold fewer than `min_runs` runs: those
-    runs against the rest of the newest level (which begins at the last of `cuts`, the
-    series' change points), a one-sided t in the worse direction on the runs' log values,
-    the SD pooled from every run's residual about its own level (so it holds the
-    point-to-point variation, not only the runs' within a point), N - levels df.
-    Empty when the newest point alone has `min_runs` runs: a change there can be judged."""
+def _tail_test(values: np.ndarray, point: np.ndarray, cuts: Sequence[int], tail: np.ndarray,
+               ref: np.ndarray, higher_is_better: bool, clip_tail: bool) -> TailTest | None:
+    """The mean of the points `tail` against that of the points `ref` (arrays of point
+    indices), one-sided in the worse direction; points as units, each its runs' mean log
+    value (the runs of one point share its build and its minute: not independent draws).
+    Robust as the scan is: every point is winsorised at its level's median ± 3 robust SDs
+    (1.4826 MAD of the points' distances from their levels' medians; levels between
+    `cuts`), the tail's too where `clip_tail`, so a wild point neither makes nor hides a
+    level; the SD pooled from the other points' winsorised residuals about their levels'
+    means, points - levels df. None without a ref, a tail or a df."""
+    n_points = int(point.max()) + 1
+    counts = np.bincount(point, minlength=n_points)
+    sums = np.bincount(point, weights=values, minlength=n_points)
+    present = counts > 0
+    tail, ref = tail[present[tail]], ref[present[ref]]
+    if not tail.size or not ref.size:
+        return None
+    idx = np.flatnonzero(present)
+    means = np.zeros(n_points)
+    means[idx] = sums[idx] / counts[idx]
+    level = np.searchsorted(np.asarray(sorted(cuts), np.int64), np.arange(n_points),
+                            side="right")
+    rest = idx[~np.isin(idx, tail)]
+    center = np.zeros(n_points)
+    for lv in np.unique(level[idx]):
+        mine = idx[level[idx] == lv]
+        center[mine] = float(np.median(means[mine]))
+    spread = 1.4826 * float(np.median(np.abs(means[rest] - center[rest]))) if rest.size \
+        else 0.0
+    clipped = means.copy()
+    if spread > 0:
+        lo, hi = center - CLIP_SDS * spread, center + CLIP_SDS * spread
+        clipped = np.clip(means, lo, hi)
+        if not clip_tail:
+            clipped[tail] = means[tail]
+    level_n = np.bincount(level[rest], minlength=n_points)
+    level_mean = np.bincount(level[rest], weights=clipped[rest],
+                             minlength=n_points) / np.maximum(level_n, 1)
+    df = int(rest.size) - int(np.count_nonzero(level_n))
+    if df < 1:
+        return None
+    sd = math.sqrt(float(((clipped[rest] - level_mean[level[rest]]) ** 2).sum()) / df)
+    d = float(clipped[tail].mean() - clipped[ref].mean())
+    se = sd * math.sqrt(1 / tail.size + 1 / ref.size)
+    worse = -d if higher_is_better else d
+    t = worse / se if se > 0 else (math.inf if worse > 0 else -math.inf if worse else 0.0)
+    p = float(stdtr(df, -t)) if math.isfinite(t) else (0.0 if t > 0 else 1.0)
+    return TailTest(int(tail.size), int(counts[tail].sum()), math.exp(d), p)
+
+
+def _finite(values: np.ndarray, point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.asarray(values, float)
     point = np.asarray(point, np.int64)
     keep = np.isfinite(values)
-    v, pt = values[keep], point[keep]
+    return values[keep], point[keep]
+
+
+def trailing(values: np.ndarray, point: np.ndarray, cuts: Sequence[int], *,
+             min_runs: int = MIN_RUNS, higher_is_better: bool = False
+             ) -> tuple[TailTest, ...]:
+    """For each k = 1.. while the newest k points hold fewer than `min_runs` runs (so no
+    change can begin among them yet): those points against the rest of the newest level
+    (which begins at the last of `cuts`, the series' change points), `_tail_test`.
+    Empty when the newest point alone has `min_runs` runs: a change there can be judged."""
+    v, pt = _finite(values, point)
     if not pt.size:
         return ()
-    n_points = int(point.max()) + 1
+    n_points = int(np.asarray(point).max()) + 1
     counts = np.bincount(pt, minlength=n_points)
     newest_k = int(np.count_nonzero(np.cumsum(counts[::-1]) < min_runs))
-    level = np.searchsorted(np.asarray(sorted(cuts), np.int64), pt, side="right")
     start = max(cuts, default=0)
-    out: list[Trailing] = []
+    out: list[TailTest] = []
     for k in range(1, newest_k + 1):
-        tail = pt >= n_points - k
-        ref = (pt >= start) & ~tail
-        n_tail, n_ref = int(tail.sum()), int(ref.sum())
-        if not n_tail or not n_ref or (out and out[-1].runs == n_tail):
-            continue  # (a point whose runs were all left out adds no test)
-        rest = ~tail
-        means = np.bincount(level[rest], weights=v[rest]) / np.maximum(
-            np.bincount(level[rest]), 1)
-        df = int(rest.sum()) - int(np.count_nonzero(np.bincount(level[rest])))
-        if df < 1:
-            continue
-        sd = math.sqrt(float(((v[rest] - means[level[rest]]) ** 2).sum()) / df)
-        d = float(v[tail].mean() - v[ref].mean())
-        se = sd * math.sqrt(1 / n_tail + 1 / n_ref)
-        t = (-d if higher_is_better else d) / se if se > 0 else (
-            math.inf if d != 0 else 0.0)
-        p = float(stdtr(df, -t)) if math.isfinite(t) else (0.0 if t > 0 else 1.0)
-        out.append(Trailing(k, n_tail, math.exp(d), p))
+        tail = np.arange(n_points - k, n_points)
+        found = _tail_test(v, pt, cuts, tail, np.arange(start, n_points - k),
+                           higher_is_better, clip_tail=False)
+        if found is not None and not (out and out[-1].runs == found.runs):
+            out.append(found)  # (a point whose runs were all left out adds no test)
     return tuple(out)
+
+
+def newest_level(values: np.ndarray, point: np.ndarray, cuts: Sequence[int], *,
+                 points: int = MIN_RUNS, higher_is_better: bool = False) -> TailTest | None:
+    """The newest `points` points of the newest level (all of it, if it has fewer)
+    against the level before it, `_tail_test`: does the series' newest stretch, and not
+    only its newest level as a whole, lie off the level before? None with one level."""
+    if not cuts:
+        return None
+    v, pt = _finite(values, point)
+    if not pt.size:
+        return None
+    n_points = int(np.asarray(point).max()) + 1
+    cuts = sorted(cuts)
+    at, before = cuts[-1], (cuts[-2] if len(cuts) > 1 else 0)
+    tail = np.arange(max(at, n_points - points), n_points)
+    return _tail_test(v, pt, cuts, tail, np.arange(before, at), higher_is_better,
+                      clip_tail=True)

@@ -8,18 +8,26 @@ where the test says: the known answer).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from harness.analysis.history.changes import history
-from harness.analysis.history.gate import FAIL, PASS, PENDING, Newest, decide, gate
-from harness.analysis.stats.changepoints import Trailing
+from harness.analysis.history.gate import (
+    FAIL,
+    GATE_LEVEL,
+    PASS,
+    PENDING,
+    Newest,
+    decide,
+    gate,
+)
+from harness.analysis.stats.changepoints import TailTest
 from harness.cli import main as cli_main
 from harness.cli.exits import (
     EXIT_NOT_JUDGEABLE,
@@ -98,7 +106,7 @@ def _damage(manifest: Path) -> None:
 def test_input_that_cannot_be_read_is_exit_2_never_1(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = write_history(tmp_path / "raw", [1.0] * 3 + [1.25] * 2)
+    raw = write_history(tmp_path / "raw", [1.0] * 5)  # nothing changed in it
     _damage(_runs_ops(raw)[4] / "manifest.json")
     for cmd in (["history", str(raw), "--by", "commit", "--gate"],
                 ["compare", str(write_history(tmp_path / "base", [1.0])), str(raw),
@@ -134,15 +142,17 @@ def test_input_that_cannot_be_read_is_exit_2_never_1(
 
 
 def _newest(name: str, *, worse: bool = False, opened: bool = False,
-            trailing: tuple[Trailing, ...] = ()) -> Newest:
+            trailing: tuple[TailTest, ...] = (), confirm_p: float = 1e-6,
+            level_points: int = 5) -> Newest:
     return Newest(name, worse, opened, "c07", 1.2 if worse else math.nan, 1.1, 1.3, 0.95,
-                  0.001, trailing)
+                  0.001, trailing, TailTest(3, 9, 1.2, confirm_p) if worse else None,
+                  level_points if worse else 0)
 
 
 def test_decide_fails_first_says_pending_only_where_runs_lie_off_and_passes_otherwise(
         ) -> None:
-    off = (Trailing(1, 1, 1.15, 1e-5), Trailing(2, 2, 1.07, 0.01))
-    near = (Trailing(1, 1, 1.01, 0.4), Trailing(2, 2, 1.0, 0.5))
+    off = (TailTest(1, 1, 1.15, 1e-5), TailTest(2, 2, 1.07, 0.01))
+    near = (TailTest(1, 1, 1.01, 0.4), TailTest(2, 2, 1.0, 0.5))
     kw = {"q": 0.05, "min_runs": 3, "scope": "in the newest 3 point(s)"}
     fail = decide([_newest("a", worse=True, opened=True), _newest("b", trailing=off)], **kw)
     assert fail.verdict == FAIL and [x.name for x in fail.failing] == ["a"]
@@ -157,36 +167,36 @@ def test_decide_fails_first_says_pending_only_where_runs_lie_off_and_passes_othe
         "metrics stay in a worse level that began before them (accepted)")
     # Off, but among 40 series and metrics whose newest runs lie in their level, p 0.01
     # (Bonferroni over its 2 stretches: 0.02) is no finding under Benjamini-Hochberg.
-    weak = (Trailing(1, 1, 1.05, 0.01), Trailing(2, 2, 1.0, 0.5))
+    weak = (TailTest(1, 1, 1.05, 0.01), TailTest(2, 2, 1.0, 0.5))
     crowd = [_newest("w", trailing=weak)] + [_newest(f"n{i}", trailing=near)
                                              for i in range(39)]
     assert decide(crowd, **kw).verdict == PASS
     assert decide(crowd[:1], **kw).verdict == PENDING
 
 
-def test_the_trailing_test_holds_its_level_and_finds_a_newest_step() -> None:
-    """Seeded series of 15 runs, one per point, 3% noise: the one-sided p of the newest
-    runs against their level is uniform when nothing changed, and small after a +15%
-    step of one run."""
-    from harness.analysis.stats.changepoints import trailing
-
-    rng = np.random.default_rng(7)
-    point = np.arange(15)
-    null_p, step_p = [], []
-    for _ in range(2000):
-        y = rng.normal(0, 0.03, 15)
-        tests = trailing(y, point, [], min_runs=3)
-        assert [t.points for t in tests] == [1, 2] and [t.runs for t in tests] == [1, 2]
-        null_p.append(tests[0].p)
-        y[-1] += math.log(1.15)
-        step_p.append(trailing(y, point, [], min_runs=3)[0].p)
-    assert 0.035 < np.mean(np.array(null_p) < 0.05) < 0.065
-    assert np.mean(np.array(step_p) < 0.01) > 0.9
-    # Higher is better (throughput): the same step up is no worse run.
-    assert trailing(y, point, [], min_runs=3, higher_is_better=True)[0].p > 0.99
-    # The newest point alone holds enough runs: nothing to test, the gate can judge it.
-    assert trailing(np.zeros(9) + rng.normal(0, 0.03, 9), np.arange(9) // 3, [],
-                    min_runs=3) == ()
+def test_a_worse_level_fails_only_where_its_newest_points_lie_worse_at_the_gates_level(
+        ) -> None:
+    kw = {"q": 0.05, "min_runs": 3, "scope": "after c05"}
+    assert GATE_LEVEL == 0.001
+    held = _newest("a", worse=True, opened=True, confirm_p=GATE_LEVEL / 2)
+    assert decide([held], **kw).verdict == FAIL
+    # Two held at half the level: Benjamini-Hochberg over them, both still fail.
+    assert len(decide([held, dataclasses.replace(held, name="b")], **kw).failing) == 2
+    # Its newest points not (yet) worse at the gate's level: a level of one point of
+    # three runs is not judgeable yet (6 more runs give it three points) ...
+    young = _newest("a", worse=True, opened=True, confirm_p=0.01, level_points=1)
+    out = decide([young], **kw)
+    assert (out.verdict, out.more_runs) == (PENDING, 6)
+    assert out.line == ("gate: not yet judgeable: a worse level began after c05 in 1 of 1 "
+                        "series x metrics (worst: a 1.2x from c07), its newest points not "
+                        "yet worse than the level before at the gate's level 0.001: 6 more "
+                        "run(s) will tell")
+    # ... and one of five points whose newest three no longer lie worse passes, said.
+    faded = _newest("a", worse=True, opened=True, confirm_p=0.01, level_points=5)
+    assert decide([faded], **kw).line == (
+        "gate: pass: no worse level began after c05; 1 of 1 series x metrics in a worse "
+        "level that began after c05, whose newest points no longer lie worse than the "
+        "level before it")
 
 
 def test_a_trailing_run_is_tested_against_its_own_level(tmp_path: Path) -> None:

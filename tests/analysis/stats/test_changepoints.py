@@ -4,11 +4,19 @@ outliers not taken for levels."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from harness.analysis.history.changes import detect
 from harness.analysis.stats import intervals
-from harness.analysis.stats.changepoints import locations, noise_sd, split_test
+from harness.analysis.stats.changepoints import (
+    locations,
+    newest_level,
+    noise_sd,
+    split_test,
+    trailing,
+)
 
 
 def test_without_a_change_the_stretch_test_alarms_at_most_at_its_level() -> None:
@@ -74,3 +82,52 @@ def test_one_wild_run_is_not_a_level() -> None:
         return intervals.throughput_interval(ops[i], wall[i], False)
 
     assert detect([y], [point], [side3])[1][0] == []
+
+
+def test_the_trailing_test_holds_its_level_and_finds_a_newest_step() -> None:
+    """Seeded series of 15 runs, one per point, 3% noise: the one-sided p of the newest
+    runs against their level is uniform when nothing changed, and small after a +15%
+    step of one run."""
+    rng = np.random.default_rng(7)
+    point = np.arange(15)
+    null_p, step_p = [], []
+    for _ in range(2000):
+        y = rng.normal(0, 0.03, 15)
+        tests = trailing(y, point, [], min_runs=3)
+        assert [t.points for t in tests] == [1, 2] and [t.runs for t in tests] == [1, 2]
+        null_p.append(tests[0].p)
+        y[-1] += math.log(1.15)
+        step_p.append(trailing(y, point, [], min_runs=3)[0].p)
+    assert 0.035 < np.mean(np.array(null_p) < 0.05) < 0.065
+    assert np.mean(np.array(step_p) < 0.01) > 0.9
+    # Higher is better (throughput): the same step up is no worse run.
+    assert trailing(y, point, [], min_runs=3, higher_is_better=True)[0].p > 0.99
+    # The newest point alone holds enough runs: nothing to test, the gate can judge it.
+    assert trailing(np.zeros(9) + rng.normal(0, 0.03, 9), np.arange(9) // 3, [],
+                    min_runs=3) == ()
+
+
+def test_the_newest_points_of_a_level_against_the_level_before() -> None:
+    """Three runs per point, 20 points, a level change at 12 in the model (`cuts`): the
+    newest 3 points against points 0-11, points as units (the runs of a point share its
+    offset, 2% here, beside their own 2%). When nothing stepped, its p is uniform, so at
+    the gate's 0.001 one in a thousand; a 10% step shows at once."""
+    rng = np.random.default_rng(11)
+    point = np.repeat(np.arange(20), 3)
+    null_p, step_p = [], []
+    for _ in range(2000):
+        y = np.repeat(rng.normal(0, 0.02, 20), 3) + rng.normal(0, 0.02, 60)
+        found = newest_level(y, point, [12])
+        assert found is not None and (found.points, found.runs) == (3, 9)
+        null_p.append(found.p)
+        y[point >= 12] += math.log(1.10)
+        step = newest_level(y, point, [12])
+        assert step is not None
+        step_p.append(step.p)
+        assert abs(step.ratio / found.ratio - 1.10) < 1e-9
+    assert 0.035 < np.mean(np.array(null_p) < 0.05) < 0.065
+    assert np.mean(np.array(null_p) < 0.001) < 0.003
+    assert np.mean(np.array(step_p) < 0.001) > 0.9
+    # A level of one point is held to the level before on that point alone.
+    assert newest_level(y, point, [19]).points == 1
+    assert newest_level(y, point, []) is None

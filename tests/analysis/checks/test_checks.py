@@ -21,7 +21,7 @@ from harness.results import OK, OpsArrays, new_manifest, write_run
 from tests.fixtures.frames import assert_same_values
 
 NAMES = ["client_saturated", "errors", "target_not_met", "not_steady", "trend", "cold_first_run",
-         "machine_busy", "heavy_tail"]
+         "machine_busy", "replica_lag", "heavy_tail"]
 
 
 def manifest(i: int = 0, *, loadgen: dict | None = None, counts: dict | None = None,
@@ -101,6 +101,60 @@ def test_machine_busy_fires_on_other_processes_or_steal() -> None:
     f = checks.machine_busy([run(0, telemetry=telemetry(steal=0.2))])
     assert f is not None and "stole up to 20%" in f.detail
     assert checks.machine_busy([run(0, telemetry=telemetry(other=0.2))]) is None
+
+
+def replication(start: list[dict], end: list[dict], *, offsets: tuple[int, int] = (0, 10_000_000),
+                window: float = 2.0) -> dict:
+    """A run's telemetry with the replication readings of a primary `kv` (its offsets at
+    the two edges) and its replicas' entries at each."""
+    def reading(offset: int, replicas: list[dict]) -> dict:
+        return {"primary": "10.0.0.1:6379", "offset": offset, "connected_replicas": 2,
+                "replicas": [{"address": f"10.0.0.{i + 2}:6379", "role": "slave", **r}
+                             for i, r in enumerate(replicas)]}
+
+    return {"window_s": window, "replication": {"kv": {"start": reading(offsets[0], start),
+                                                       "end": reading(offsets[1], end)}}}
+
+
+UP = {"link": "up", "behind_bytes": 0, "lag_s": 0}
+
+
+def test_replica_lag_names_a_replica_behind_at_the_end_down_or_late_to_acknowledge() -> None:
+    # 10 MB replicated over 2 s: 5 MB/s, so 1 s of writes is 5 MB.
+    behind = run(0, telemetry=replication([UP, UP], [UP, {**UP, "behind_bytes": 6_000_000}]))
+    f = checks.replica_lag([behind, run(1, telemetry=replication([UP, UP], [UP, UP]))])
+    assert f is not None and f.runs == (behind.run_id,) and f.judged == 2
+    assert f.detail.startswith("kv replica 10.0.0.3:6379 fell behind its primary in 1 of 2 "
+                               "runs: 6,000,000 bytes behind the primary at the run's end "
+                               "(1.2 s of the run's writes)"), f.detail
+    assert f.as_dict()["replicas"] == ["kv replica 10.0.0.3:6379"]
+    # Under the bar: half a second of writes, or under 16 KiB whatever the rate.
+    assert checks.replica_lag([run(0, telemetry=replication(
+        [UP, UP], [UP, {**UP, "behind_bytes": 2_500_000}]))]) is None
+    assert checks.replica_lag([run(0, telemetry=replication(
+        [UP, UP], [UP, {**UP, "behind_bytes": 16_000}], offsets=(0, 14)))]) is None
+    # Its link down at the end, the worst named first and the other after it.
+    down = replication([UP, UP], [{"link": "not answering", "error": "refused"},
+                                  {**UP, "lag_s": 3}])
+    f = checks.replica_lag([run(0, telemetry=down)])
+    assert f is not None and f.detail.startswith(
+        "kv replica 10.0.0.2:6379 fell behind its primary in the run: its link was not "
+        "answering at the run's end; so did kv replica 10.0.0.3:6379")
+    assert "(bar: its link up, at most 1 s of the run's writes" in f.detail
+    # Its lag (seconds since its last acknowledgement) grown by 2 s; 0 -> 1 s is jitter.
+    f = checks.replica_lag([run(0, telemetry=replication([UP, UP], [UP, {**UP, "lag_s": 2}]))])
+    assert f is not None and "its lag grew from 0 s to 2 s" in f.detail
+    assert checks.replica_lag([run(0, telemetry=replication(
+        [UP, UP], [{**UP, "lag_s": 1}, {**UP, "lag_s": 1}]))]) is None
+
+
+def test_replica_lag_skips_runs_without_replicas_or_without_both_edges() -> None:
+    assert checks.replica_lag([run(0, telemetry=telemetry()), run(1)]) is None
+    one_edge = replication([UP], [UP])
+    del one_edge["replication"]["kv"]["end"]
+    late = run(1, telemetry=replication([UP], [{**UP, "behind_bytes": 9_000_000}]))
+    f = checks.replica_lag([run(0, telemetry=one_edge), late])
+    assert f is not None and f.judged == 1 and "1 of 1 runs judged (of 2)" in f.detail
 
 
 def test_errors_fail_a_run_past_the_bar_and_name_the_commonest_kinds_first_message(

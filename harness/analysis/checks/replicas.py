@@ -1,0 +1,113 @@
+"""Did a replica fall behind its primary during the run? The replica_lag check's reading
+of a run's `telemetry.replication` (`harness.run.telemetry`: the primary's replication
+offset and each replica's, link and lag, at the run's two edges).
+
+A replica fell behind when, at the run's end (every client gone, the primary read just
+before it), its link to the primary was not up; or it had applied less than the
+primary's offset by more than `BEHIND_S` seconds of the run's replication stream (the
+bytes the primary's offset grew by over the run, per second of its window) and more
+than `BEHIND_FLOOR_BYTES`; or its lag (seconds since its last acknowledgement, which a
+replica sends every second, as the primary lists it) had grown by `LAG_GROWTH_S` or
+more since the start. Reads from such a replica may have returned stale values, and a
+replica that cannot keep up is a different deployment from one that can.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Behind by more than this many seconds of the run's replication stream ...
+BEHIND_S = 1.0
+#: ... and by more than this many bytes: Redis writes the stream in 16 KiB blocks, so
+#: up to one may be in flight between the two readings of a replica that keeps up.
+BEHIND_FLOOR_BYTES = 16 * 1024
+#: Lag grown by this much: a replica acknowledges every second, so 2 s is a missed one
+#: beyond the jitter of the readings (0 or 1 s).
+LAG_GROWTH_S = 2
+#: The bar in words; what a finding says after the replicas it names; the registry's
+#: description, threshold and caveat (`registry.Check`).
+BAR = (f"its link up, at most {BEHIND_S:g} s of the run's writes (or "
+       f"{BEHIND_FLOOR_BYTES // 1024} KiB) behind the primary, its lag not grown by "
+       f"{LAG_GROWTH_S} s")
+ADVICE = (f" (bar: {BAR}): reads from it may have been stale; see telemetry.replication, "
+          "and give the replicas CPUs of their own or write less")
+WORDS = ("a replica fell behind its primary during the run",
+         f"telemetry.replication at the run's end: {BAR} "
+         "(harness.analysis.checks.replicas)",
+         "a replica fell behind in {k} of {n} {side} runs")
+
+
+@dataclass(frozen=True)
+class Behind:
+    """One replica that fell behind in one run: `name` (service and address) and why."""
+
+    name: str
+    why: str
+    #: Seconds of the run's replication stream it was behind (inf: its link was down,
+    #: or nothing was replicated); for picking the worst.
+    behind_s: float
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _why(replica: Mapping[str, Any], before: Mapping[str, Any] | None,
+         replicated: int | None, window_s: float | None) -> tuple[str, float] | None:
+    link = replica.get("link")
+    if link != "up":
+        return f"its link was {link or 'unknown'} at the run's end", math.inf
+    behind = _int(replica.get("behind_bytes"))
+    if behind is not None and behind > BEHIND_FLOOR_BYTES:
+        rate = replicated / window_s if replicated and window_s else 0.0
+        secs = behind / rate if rate > 0 else math.inf
+        if secs > BEHIND_S:
+            said = f"{secs:.2g} s of the run's writes" if math.isfinite(secs) else (
+                "while nothing was written")
+            return f"{behind:,} bytes behind the primary at the run's end ({said})", secs
+    lag0 = _int((before or {}).get("lag_s"))
+    lag1 = _int(replica.get("lag_s"))
+    if lag0 is not None and lag1 is not None and lag1 - lag0 >= LAG_GROWTH_S:
+        return f"its lag grew from {lag0} s to {lag1} s", float(lag1 - lag0)
+    return None
+
+
+def behind(telemetry: Mapping[str, Any]) -> list[Behind] | None:
+    """The replicas of a run that fell behind (see the module); None where the run has
+    no replication read at both edges to judge."""
+    repl = telemetry.get("replication")
+    if not isinstance(repl, Mapping) or not repl:
+        return None
+    window = telemetry.get("window_s")
+    window_s = float(window) if isinstance(window, int | float) and window > 0 else None
+    judged, out = False, []
+    for service, edges in repl.items():
+        start, end = (edges.get(k) if isinstance(edges, Mapping) else None
+                      for k in ("start", "end"))
+        if not isinstance(start, Mapping) or not isinstance(end, Mapping):
+            continue
+        judged = True
+        o0, o1 = _int(start.get("offset")), _int(end.get("offset"))
+        replicated = o1 - o0 if o0 is not None and o1 is not None else None
+        before = {r.get("address"): r for r in start.get("replicas", ())
+                  if isinstance(r, Mapping)}
+        for replica in end.get("replicas", ()):
+            if not isinstance(replica, Mapping):
+                continue
+            found = _why(replica, before.get(replica.get("address")), replicated, window_s)
+            if found is not None:
+                out.append(Behind(f"{service} replica {replica.get('address')}", *found))
+    return out if judged else None
+
+
+def worst(found: list[Behind], runs: str) -> tuple[str, list[str]]:
+    """The finding's words for the replicas that fell behind in `runs` ("2 of 5 runs"):
+    the worst one first with why, the others, the bar and what to do; and their names."""
+    names = sorted({b.name for b in found})
+    top = max(found, key=lambda b: b.behind_s)
+    others = [n for n in names if n != top.name]
+    return (f"{top.name} fell behind its primary in {runs}: {top.why}"
+            + (f"; so did {', '.join(others)}" if others else "") + ADVICE), names

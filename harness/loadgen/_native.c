@@ -282,12 +282,13 @@ static const char *bytes_of(PyObject *o, Py_ssize_t *len) {
  *        limits=(seq, last, stop_ns, warm_ops, timeout_ns, max_consec, measured_seq,
  *                measured_ns),
  *        accounting=(failures, served_at, consec), open_loop,
- *        routing=(servers, routes, set_sizes, framing)): routes b"" (one socket per
+ *        routing=(servers, routes, set_sizes, framing)[, writes_to]): routes b"" (one socket per
  *        connection) or a server per key entry; set_sizes b"" (set_ok is the set's outcome)
  *        or a native-endian uint32 value size per key entry; framing -1 (every set sends
  *        the whole tail) or n (a set sends the tail's last size + n bytes, the tail being
  *        the largest value and n bytes of framing); open loop drops the warm-up ops
- *        still waiting when the first measured seq is due, at measured_ns */
+ *        still waiting when the first measured seq is due, at measured_ns; writes_to
+ *        (routes only; -1, the default: sets by routes) the server every set goes to */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     PyObject *pattern, *gets, *get_off, *sets, *set_off, *tail, *routes, *set_sizes;
     long long hit, miss, set_ok, err, tmo, warm, seq, last, stop_ns, warm_ops, tmo_ns, maxc;
@@ -295,13 +296,14 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     long long failures, served_at, consec;
     int bshift, open_loop;
     e->epfd = e->evfd = e->tmfd = -1;
+    e->writes_to = -1;
     pthread_mutex_init(&e->lock, NULL);
-    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLLLL)(LLL)p(iSSi)", &e->proto,
+    if (!PyArg_ParseTuple(args, "iiiOiOOOOO(LLLLLLi)(LLLLLLLL)(LLL)p(iSSi)|i", &e->proto,
                           &e->ngroups, &e->depth, &pattern, &e->get_op, &gets, &get_off, &sets,
                           &set_off, &tail, &hit, &miss, &set_ok, &err, &tmo, &warm, &bshift,
                           &seq, &last, &stop_ns, &warm_ops, &tmo_ns, &maxc, &measured_seq,
                           &measured_ns, &failures, &served_at, &consec, &open_loop, &e->S,
-                          &routes, &set_sizes, &e->framing))
+                          &routes, &set_sizes, &e->framing, &e->writes_to))
         return -1;
     if (e->proto != PROTO_MEMCACHE && e->proto != PROTO_RESP && e->proto != PROTO_KVTEXT
         && e->proto != PROTO_RESP_HASH) {
@@ -330,8 +332,9 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw) {
     }
     Py_ssize_t nroutes = PyBytes_GET_SIZE(routes), nsizes = PyBytes_GET_SIZE(set_sizes);
     if ((nroutes && nroutes != e->nkeys) || (nsizes && nsizes != 4 * e->nkeys)
-        || (!nroutes && e->S != 1)) {
-        PyErr_SetString(PyExc_ValueError, "routes or set sizes do not match the key tables");
+        || (!nroutes && e->S != 1) || e->writes_to >= e->S || e->writes_to < -1
+        || (e->writes_to >= 0 && !nroutes)) {
+        PyErr_SetString(PyExc_ValueError, "routes, set sizes or writes_to do not match the key tables");
         return -1;
     }
     if (nroutes) {

@@ -221,10 +221,10 @@ class NativeRun:
              int(cfg.timeout_s * 1e9) if cfg.timeout_s is not None else 0,
              cfg.max_consecutive_errors, *self._warmup_end()),
             (run.failures, run._served_at_failure, run.consecutive_errors),
-            self.open_loop,
-            (len(self.router.servers), self._current_routes(), ops.set_sizes,
-             ops.set_tail_framing_bytes)
-            if self.router is not None else (1, b"", ops.set_sizes, ops.set_tail_framing_bytes))
+            self.open_loop, (len(self.router.servers), self._current_routes(), ops.set_sizes,
+                             ops.set_tail_framing_bytes)
+            if self.router is not None else (1, b"", ops.set_sizes, ops.set_tail_framing_bytes),
+            ops.writes_to)
         if cfg.pause_us:
             self.engine.set_pause(round(cfg.pause_us * 1000))
         tls = self.tls

@@ -107,6 +107,9 @@ class NativeOps:
     #: A protocol spread over several servers: where each key's requests go, and the
     #: slow path for what the core hands back (refusals, lost servers). None: one server.
     router: NativeRouter | None = None
+    #: With a router: the server (its index in `router.servers`) every set goes to, the
+    #: gets going where `routes` says (a primary and its replicas); -1: sets by routes.
+    writes_to: int = -1
 
 
 def request_table(requests: list[bytes]) -> tuple[bytes, bytes]:

@@ -124,11 +124,12 @@ static void push(Engine *e, int ci, int64_t seq, int64_t t0, int64_t intended) {
     e->inflight++;
 }
 
-/* The socket of group g for op `seq`, or -1: its server has no socket here (the slow
- * path then). */
+/* The socket of group g for op `seq` (its key entry's server, or for a set the one
+ * all writes go to), or -1: its server has no socket here (the slow path then). */
 static inline int target(Engine *e, int g, int64_t seq) {
     if (!e->routes) return g;
-    int r = e->routes[seq % e->nkeys];
+    int r = e->writes_to >= 0 && op_of(e, seq) != e->get_op ? e->writes_to
+                                                              : e->routes[seq % e->nkeys];
     if (r >= e->S) return -1;
     int ci = g * e->S + r;
     return e->conns[ci].fd >= 0 ? ci : -1;

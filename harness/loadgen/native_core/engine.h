@@ -95,6 +95,9 @@ typedef struct {
     int *g_count;  /* ops in flight per group, those with Python's slow path included */
     int *g_up;     /* the group is attached */
     uint8_t *routes, *routes_pending;  /* per key entry: its server (>= S: no socket) */
+    /* a routed protocol's sets all go to this server (a primary whose replicas take the
+     * gets, by `routes`); -1: sets by `routes` too */
+    int writes_to;
     const uint32_t *set_size;  /* per key entry: the set's value size, or NULL */
     Slow *slow; int nslow;
     /* ops: op code per seq (mod pattern length), the get op's code, requests per key pick */

@@ -22,7 +22,10 @@ before the clients so its interpreter's start-up falls outside the window:
   harness, agents, workers, the snapshot itself, the sshd serving them) nor the servers';
   kernel threads count in no process figure (their time shows in ``cpu_util``);
 - ``counters``: each server's counters as differences over the run (levels such as open
-  connections at the end), by service name.
+  connections at the end), by service name (a Redis's replicas' as `replica<i>.<name>`);
+- ``replication``: where each replicated server's replicas stood against it at the
+  run's two edges (`Service.replication`: offsets, links, lag), by service name, read
+  right after the counters at the start and right before them at the end.
 
 What could not be read is left out and said in ``notes``; telemetry never costs a run.
 """
@@ -102,6 +105,7 @@ class RunTelemetry:
         self.machines = {name: _Machine(h) for name, h in self.hosts.items()}
         self.counters_start: dict[str, dict[str, float]] = {}
         self.counters_end: dict[str, dict[str, float]] = {}
+        self.replication: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
         self.started = False
         #: `procstat.serve` on each other machine, started before the clients so that
@@ -126,6 +130,7 @@ class RunTelemetry:
                     self.servers_of_snapshots[name] = AgentLink(
                         m.host, [m.host.python, "-c", procstat.script(), "--serve"])
         self.counters_start = self._counters()
+        self._replication("start")
 
     def start(self) -> None:
         """/proc of every machine and the client machines' series, clients all ready."""
@@ -151,6 +156,7 @@ class RunTelemetry:
                     self.notes.append(f"host {name}: /proc not read at the end: {res}")
                 else:
                     self.machines[name].end = res
+            self._replication("end")  # those read at the start only
             if self.counters_start:
                 self.counters_end = self._counters()
         finally:
@@ -209,6 +215,18 @@ class RunTelemetry:
                 out[name] = dict(res)
         return out
 
+    def _replication(self, edge: str) -> None:
+        """`replication` at `edge`: at the start of every server, at the end of those
+        that had replicas then."""
+        jobs = {name: lambda svc=svc: SERVICES.get(svc.kind).replication(svc) for name, svc
+                in self.running.items() if edge == "start" or name in self.replication}
+        for name, res in _gather(jobs).items():
+            if isinstance(res, Exception):
+                self.notes.append(f"service {name}: replication not read at the {edge}: "
+                                  f"{type(res).__name__}: {res}")
+            elif res is not None:
+                self.replication.setdefault(name, {})[edge] = res
+
     def _host_of(self, svc: RunningService, host_name: str) -> Host:
         """The spec host a server process runs on; a host the spec does not name (a
         standby in a network namespace of the service's machine) is the service's."""
@@ -256,6 +274,8 @@ class RunTelemetry:
                       if isinstance(svc, AttachedService) and not svc.observed]
         if unobserved:  # what no check can judge: the server's CPU and machine
             out["unobserved"] = unobserved
+        if self.replication:
+            out["replication"] = self.replication
         if self.notes:
             out["notes"] = self.notes
         return out

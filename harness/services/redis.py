@@ -1,5 +1,6 @@
 """Redis, standalone: one redis-server, probed with RESP over TCP from the harness side;
-its counters (INFO stats, clients and commandstats) for a run's telemetry.
+its counters (INFO stats, clients and commandstats) for a run's telemetry; with
+`replicas`, a primary and its replicas (`harness.services.redis_replicas`).
 
 The server reads its settings from a redis.conf in its work directory, one directive a
 line and every value quoted: a setting's value is that directive's arguments, never a new
@@ -28,6 +29,7 @@ from harness.drivers.respscan import ReplyScan
 from harness.drivers.tls import handshake_problem
 from harness.hosts import Host
 from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
+from harness.services import redis_replicas as replicas
 from harness.services._util import (
     Launch,
     NotReady,
@@ -66,6 +68,7 @@ CONFIG_NAMES = {
 RESERVED = frozenset({"bind", "port", "dir", "daemonize", "protected-mode", "unixsocket",
                       "unixsocketperm", "logfile", "pidfile", "include", "requirepass",
                       "user", "aclfile", "masterauth", "masteruser", "tls-port",
+                      "replicaof", "slaveof",
                       "enable-debug-command", "enable-module-command", "loadmodule"})
 #: How clients authenticate, as the manifest records it.
 AUTH_MODE = "requirepass, a random password per server start"
@@ -139,7 +142,7 @@ COUNTERS = (
     "total_connections_received", "total_commands_processed", "total_net_input_bytes",
     "total_net_output_bytes", "rejected_connections", "expired_keys", "evicted_keys",
     "keyspace_hits", "keyspace_misses", "total_error_replies", "total_reads_processed",
-    "total_writes_processed",
+    "total_writes_processed", "sync_full", "sync_partial_ok", "sync_partial_err",
 )
 #: ... and levels, reported as their value at the run's end.
 GAUGES = ("connected_clients", "blocked_clients")
@@ -366,6 +369,7 @@ class Redis(SingleServer):
                          "to its redis.conf and recorded as the server reports them"),
         "tls": TLS_SETTING,
         "binary": BINARY_SETTING,
+        "replicas": replicas.REPLICAS_SETTING,
     }
 
     def validate(self, settings: Mapping[str, Any], *, name: str = "",
@@ -376,10 +380,10 @@ class Redis(SingleServer):
                 [f"save {s['save']!r} is not an RDB rule such as '3600 1' or '3600 1 300 "
                  "100' (pairs of seconds and changes; '' takes no snapshots)"])
         return (([problem] if problem else []) + save + extra_problems(s["extra"])
-                + binary_problems(s["binary"]))
+                + binary_problems(s["binary"]) + replicas.problems(s["replicas"], s["tls"]))
 
     attachable = True
-    address_settings = ("tls",)
+    address_settings = ("tls", "replicas")
 
     def credentials(self) -> Credentials:
         return Credentials(None, secrets.token_urlsafe(24))
@@ -388,7 +392,14 @@ class Redis(SingleServer):
         address, port = split_hostport(spec.address)
         tls = address_tls(spec)
         version, config = redis_identity(spec, address, port, creds, tls)
-        return attached(host, spec, self.kind, self.kind, version, config, creds, tls=tls)
+        return replicas.attach(spec, attached(host, spec, self.kind, self.kind, version,
+                                              config, creds, tls=tls), creds, tls, redis_read)
+
+    def start(self, host: Host, name: str, settings: Mapping[str, Any]) -> RunningService:
+        """One redis-server; with `replicas`, a primary and its replicas."""
+        if settings.get("replicas"):
+            return replicas.start(self, host, name, settings, redis_read)
+        return super().start(host, name, settings)
 
     def argv(self, host: Host, launch: Launch, endpoint: Endpoint, s: Mapping[str, Any]
              ) -> list[str]:
@@ -432,5 +443,8 @@ class Redis(SingleServer):
         return redis_version(host, port, auth, tls), config
 
     def counters(self, svc: RunningService) -> dict[str, float]:
-        ep = svc.endpoint
-        return redis_counters(ep.host, ep.port, ep.auth, ep.tls)
+        """The primary's `redis_counters`, and each replica's as `replica<i>.<name>`."""
+        return replicas.counters(svc, redis_counters)
+
+    def replication(self, svc: RunningService) -> dict[str, Any] | None:
+        return replicas.state(svc, redis_read)

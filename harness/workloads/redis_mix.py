@@ -10,7 +10,10 @@ Pipelining is the load generator's `inflight`: that many requests in flight on e
 connection, matched to Redis's in-order replies by the driver's FIFO.
 
 The client (`kv_mix.MixClient`) encodes every command once and offers the load
-generator's callback path.
+generator's callback path. With `read_from: replicas` (a grid key) the gets go to the
+primary's replicas, spread over them, and the sets to the primary
+(`harness.workloads.replica_reads`); a preload on a primary with replicas waits (WAIT)
+until every replica has it.
 """
 
 from __future__ import annotations
@@ -19,16 +22,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.drivers import redis as resp
+from harness.errors import WorkloadError
 from harness.services.base import Endpoint
 from harness.settings import Setting
 from harness.workloads.kv_mix import KeyValueMix
 from harness.workloads.kv_mix import MixClient as MixClientBase
 from harness.workloads.kv_mix import key_of as key_of_prefix
+from harness.workloads.replica_reads import READ_FROM, ReadsFromReplicas, replicas_of
 
 #: redis-benchmark's key prefix (`key:__rand_int__`, the number padded to 12 digits).
 KEY_PREFIX = b"key:"
 #: Redis's limit for one bulk string (proto-max-bulk-len), keys and values alike.
 MAX_BULK_BYTES = 512 * 1024 * 1024
+#: How long the preload waits for the replicas to acknowledge it (WAIT's timeout).
+REPLICA_WAIT_MS = 60_000
 
 
 def key_of(i: int, key_size: int) -> bytes:
@@ -62,6 +69,10 @@ class RedisMixClient(MixClientBase):
                                   tls=endpoint.tls)
 
 
+class ReplicaReadsClient(ReadsFromReplicas, RedisMixClient):
+    """`RedisMixClient` whose gets go to the primary's replicas."""
+
+
 class RedisMix(KeyValueMix):
     name = "redis_mix"
     description = "Redis GET/SET mix over a preloaded key space, drawn keys and sizes"
@@ -71,9 +82,56 @@ class RedisMix(KeyValueMix):
     max_value_bytes = MAX_BULK_BYTES
     server = "Redis"
     client_class = RedisMixClient
-    params: Mapping[str, Setting] = KeyValueMix.mix_params(
-        "share of ops that are GETs", "length of every key (16: redis-benchmark's keys)",
-        "Redis", MAX_BULK_BYTES, MAX_BULK_BYTES)
+    params: Mapping[str, Setting] = {
+        **KeyValueMix.mix_params(
+            "share of ops that are GETs", "length of every key (16: redis-benchmark's keys)",
+            "Redis", MAX_BULK_BYTES, MAX_BULK_BYTES),
+        "read_from": Setting((str,), "primary", "where GETs go: the primary, or its replicas "
+                             "(spread over them; SETs go to the primary)", choices=READ_FROM),
+    }
+
+    def check_plan(self, plan: Any) -> list[str]:
+        """`read_from: replicas` needs a Redis with replicas (the workload's own, not a
+        proxy's backend: a proxy decides where its reads go)."""
+        if plan.params.get("read_from") != "replicas":
+            return []
+        behind = {n for s in plan.services.values() for n in getattr(s, "after", ())}
+        mine = [s for n, s in plan.services.items() if n not in behind]
+        if any(s.kind == "redis" and s.settings.get("replicas") for s in mine):
+            return []
+        return ["read_from: replicas needs a redis service with replicas (settings: "
+                "{replicas: N}, or at an address the replicas' addresses); a proxy in front "
+                "decides where reads go itself"]
+
+    def client(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any],
+               client_id: int) -> RedisMixClient:
+        self.check(params)
+        cls = ReplicaReadsClient if params.get("read_from") == "replicas" else RedisMixClient
+        return cls(endpoints[self.requires[0]], params, client_id)
+
+    async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
+        await super().prepare(endpoints, params)
+        await self.replicas_have_it(endpoints[self.requires[0]])
+
+    @staticmethod
+    async def replicas_have_it(endpoint: Endpoint) -> None:
+        """Return once every replica has what the primary holds: a PUBLISH on the kit's
+        channel (Redis propagates it to its replicas, and it changes no key), then WAIT
+        on that connection, which returns once the replicas acknowledged it and so
+        everything before it, the preload's sets too."""
+        n = len(replicas_of(endpoint))
+        if not n:
+            return
+        conn = await RedisMixClient.open(endpoint)
+        try:
+            await conn.request("PUBLISH", "kvbench:preload", "done")
+            acked = await conn.request("WAIT", n, REPLICA_WAIT_MS)
+        finally:
+            conn.close()
+        if not isinstance(acked, int) or acked < n:
+            raise WorkloadError(f"only {acked!r} of the {n} replicas acknowledged the preload "
+                                f"within {REPLICA_WAIT_MS / 1000:g} s; look at their links "
+                                "(INFO replication)")
 
     @staticmethod
     def items(endpoint: Endpoint) -> int:

@@ -23,6 +23,7 @@ from harness.analysis.data import pooling, queries, stated
 from harness.analysis.data.load import Loaded, load_ops, load_runs_only
 from harness.analysis.data.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.data.summary_ci import METRICS, _key, with_ci_columns
+from harness.analysis.data.tree import trees
 from harness.errors import ResultsError
 
 #: Per row, the runs of its group that were read and not pooled, by reason (the last
@@ -45,17 +46,18 @@ class Summary:
     left_out: pd.DataFrame
 
 
-def check_left(loaded: Loaded, raw_dir: Path) -> None:
+def check_left(loaded: Loaded, raw_dir: Path | Sequence[Path]) -> None:
     """Raise when every run was skipped: an empty table would look like "no runs yet"."""
     if loaded.runs.empty and loaded.left_out.empty and loaded.skipped:
+        where = ", ".join(str(t) for t in trees(raw_dir))
         raise ResultsError(
-            f"{raw_dir}: nothing left to summarise: all {len(loaded.skipped)} run(s) were "
+            f"{where}: nothing left to summarise: all {len(loaded.skipped)} run(s) were "
             "skipped (each named above with why); `harness verify` checks them one by one"
         )
 
 
 def summary_table(
-    raw_dir: Path,
+    raw_dir: Path | Sequence[Path],
     by: list[str] | None = None,
     *,
     experiments: list[str] | None = None,
@@ -81,7 +83,7 @@ def summary_table(
 
 
 def summarise_tree(
-    raw_dir: Path,
+    raw_dir: Path | Sequence[Path],
     by: list[str] | None = None,
     *,
     experiments: list[str] | None = None,
@@ -96,8 +98,9 @@ def summarise_tree(
 
     `fields` (of `summary.FULL_COLUMNS`) and `metrics` (the intervals, as in
     `queries.summarise_with_intervals`) default to `harness summary`'s; the explorer asks
-    for p99.9 and goodput's interval as well, computed the same way in the same read."""
-    loaded = load_runs_only(Path(raw_dir), experiments=experiments, progress=progress,
+    for p99.9 and goodput's interval as well, computed the same way in the same read.
+    Several trees in `raw_dir` are pooled as one (`load_runs_only`)."""
+    loaded = load_runs_only(raw_dir, experiments=experiments, progress=progress,
                             include=include)
     check_left(loaded, raw_dir)
     facts = None

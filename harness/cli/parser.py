@@ -98,8 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cleanup)
 
     p = sub.add_parser("summary", help="one row per configuration")
-    p.add_argument("raw_dir", nargs="?", default=str(paths.raw_results_dir()),
-                   help="raw-results directory (or one experiment's directory in it)")
+    p.add_argument("raw_dir", nargs="*", default=[str(paths.raw_results_dir())],
+                   metavar="RAW",
+                   help="raw-results directories (or experiments' directories in them); "
+                   "several are pooled as one tree: a run found in two counts once, the "
+                   "other copy a duplicate")
     p.add_argument("--by", help="comma-separated grouping columns, e.g. op or threads,op")
     p.add_argument("--experiment", help="comma-separated experiment names")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")

@@ -39,9 +39,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     by = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     exps = [e.strip() for e in args.experiment.split(",")] if args.experiment else None
-    check_experiments(Path(args.raw_dir), exps)  # a typo is exit 2, not an empty table
+    trees = [Path(d) for d in args.raw_dir]
+    check_experiments(trees, exps)  # a typo is exit 2, not an empty table
     # Progress only on a terminal: piped stderr keeps one line per warning.
-    summary = summarise_tree(Path(args.raw_dir), by, experiments=exps, intervals=True,
+    summary = summarise_tree(trees, by, experiments=exps, intervals=True,
                              progress=sys.stderr.isatty(), include=args.include, checks=True)
     table = summary.table
     # json and csv carry the left-out runs per row (LEFT_OUT_COLUMNS) and the checks that

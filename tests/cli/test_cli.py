@@ -224,3 +224,52 @@ def test_tables_print_units_and_thousands_separators_never_exponents(
     assert re.search(r"\d\d,\d{3} \[\d\d,\d{3}, \d\d,\d{3}\]", out), out
     assert re.search(r"\d\.\d\dx \[\d\.\d\d, \d\.\d\d\]", out), out
     assert not re.search(r"\de[+-]\d", out), out
+
+
+def test_summary_pools_several_trees_as_one(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    """`harness summary A B` (issue 51 item 7): the runs of both trees in one table, a
+    run found in both (a copy) counted once and its copy a duplicate; an experiment of
+    either tree may be named, and a name neither holds is exit 2 naming both trees."""
+    import shutil
+
+    from harness.results import STATUS_CODE, write_run
+    from tests.fixtures.rawdata import make_ops, manifest_for
+
+    rng = np.random.default_rng(5)
+
+    def run(tree: str, run_id: str, experiment: str, rep: int) -> Path:
+        lat = rng.integers(15_000, 25_000, 500).astype(np.int64)
+        return write_run(tmp_path / tree, manifest_for(
+            run_id=run_id, experiment=experiment, workload="w", grid_point={},
+            repetition=rep, ops=500, warmup_ops=0),
+            make_ops("get", lat, np.full(500, STATUS_CODE["ok"]), np.zeros(500, bool)))
+
+    first = run("a", "fast-1", "fast", 1)
+    run("a", "fast-2", "fast", 2)
+    run("b", "fast-3", "fast", 3)
+    run("b", "slow-1", "slow", 1)
+    shutil.copytree(first, tmp_path / "b" / "fast" / first.name)  # the same run, copied
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    assert main(["summary", a, b, "--format", "json"]) == 0
+    rows = {r["experiment"]: r for r in json.loads(capsys.readouterr().out)}
+    assert sorted(rows) == ["fast", "slow"]
+    assert (rows["fast"]["runs"], rows["fast"]["ops"], rows["fast"]["left_out_duplicate"]
+            ) == (3, 1500, 1)
+    assert (rows["slow"]["runs"], rows["slow"]["left_out_duplicate"]) == (1, 0)
+    # One tree alone: its own runs only.
+    assert main(["summary", a, "--format", "json"]) == 0
+    assert [(r["experiment"], r["runs"]) for r in json.loads(capsys.readouterr().out)
+            ] == [("fast", 2)]
+    # The table says the copy was left out, under it.
+    assert main(["summary", a, b]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "left out: fast: 1 duplicate run")
+    assert main(["summary", a, b, "--experiment", "slow", "--format", "json"]) == 0
+    assert [r["experiment"] for r in json.loads(capsys.readouterr().out)] == ["slow"]
+    assert main(["summary", a, b, "--experiment", "slo"]) == 2
+    err = capsys.readouterr().err
+    assert f"{a}, {b}: no experiment 'slo' (did you mean 'slow'?)" in err, err
+    assert main(["summary", a, str(tmp_path / "nope")]) == 2
+    assert f"{tmp_path / 'nope'}: no such raw-results directory" in capsys.readouterr().err

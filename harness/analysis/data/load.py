@@ -43,6 +43,7 @@ from harness.analysis.data.tree import (
     read_manifests,
     read_tree,
     skip_run,
+    trees,
 )
 from harness.errors import ResultsError
 from harness.results import (
@@ -326,7 +327,7 @@ def _sample_every(run_dirs: Sequence[Path], max_ops: int | None) -> int:
 
 
 def load_runs_only(
-    raw_dir: Path,
+    raw_dir: Path | Sequence[Path],
     *,
     experiments: Sequence[str] | None = None,
     verify: bool = True,
@@ -335,10 +336,18 @@ def load_runs_only(
 ) -> Loaded:
     """The pooled runs of `raw_dir` (as `load` pools them) as a `Loaded` whose ops table
     is empty: for the DuckDB queries (`harness.analysis.data.queries`), which read the ops
-    files themselves. `progress`: runs read / total on stderr."""
-    pairs, skipped = read_tree(raw_dir, experiments=experiments, where=None,
-                                     verify=verify, skip_unknown_schema=True,
-                                     progress=progress)
+    files themselves. `progress`: runs read / total on stderr.
+
+    `raw_dir` may be several trees (`harness summary A B`): their runs are pooled as one
+    tree's would be, so a run found in two of them (a copy) counts once and the other
+    copy is a duplicate, left out and said."""
+    pairs: list[tuple[Path, Manifest]] = []
+    skipped: list[SkippedRun] = []
+    for tree in trees(raw_dir):
+        got, left = read_tree(tree, experiments=experiments, where=None, verify=verify,
+                              skip_unknown_schema=True, progress=progress)
+        pairs += got
+        skipped += left
     runs, left_out = _pooled(runs_frame(pairs), True, include)
     return Loaded(runs, _empty_ops(DEFAULT_OPS_COLUMNS), grid_keys(m for _, m in pairs),
                   tuple(skipped), left_out=left_out)

@@ -156,24 +156,40 @@ def experiment_dirs(raw_dir: Path) -> dict[str, list[Path]]:
     return found
 
 
-def check_experiments(raw_dir: Path, experiments: Sequence[str] | None) -> None:
+def trees(raw_dir: Path | Sequence[Path]) -> list[Path]:
+    """One raw-results tree or several, as a list (`harness summary A B` pools several
+    as one tree would: a run found twice counts once, the other copy a duplicate)."""
+    if isinstance(raw_dir, str | Path):
+        return [Path(raw_dir)]
+    return [Path(d) for d in raw_dir]
+
+
+def check_experiments(raw_dir: Path | Sequence[Path],
+                      experiments: Sequence[str] | None) -> None:
     """Raise ResultsError, exit 2 at the CLI, for a tree without runs or an experiment
-    name it does not hold (a typo would otherwise give an empty table, exit 0)."""
-    raw_dir = Path(raw_dir)
-    if not raw_dir.exists():
-        raise ResultsError(f"{raw_dir}: no such raw-results directory")
-    if (raw_dir / MANIFEST).exists():
-        return
-    known = experiment_dirs(raw_dir)
-    if not known:
-        raise ResultsError(f"{raw_dir}: no runs in it (no run directory with a "
-                           "manifest.json); give the raw-results directory `harness run` "
-                           "or `harness import` wrote")
-    for name in experiments or ():
+    name no tree holds (a typo would otherwise give an empty table, exit 0). Several
+    trees: each must hold runs, and each name must be in one of them."""
+    known: dict[str, list[Path]] = {}
+    one_run = False  # a run's own directory: its experiment is whatever it says
+    for tree in trees(raw_dir):
+        if not tree.exists():
+            raise ResultsError(f"{tree}: no such raw-results directory")
+        if (tree / MANIFEST).exists():
+            one_run = True
+            continue
+        found = experiment_dirs(tree)
+        if not found:
+            raise ResultsError(f"{tree}: no runs in it (no run directory with a "
+                               "manifest.json); give the raw-results directory `harness "
+                               "run` or `harness import` wrote")
+        for name, dirs in found.items():
+            known.setdefault(name, []).extend(dirs)
+    where = ", ".join(str(t) for t in trees(raw_dir))
+    for name in () if one_run else experiments or ():
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ResultsError(f"{raw_dir}: no experiment {name!r}{hint}; experiments "
+            raise ResultsError(f"{where}: no experiment {name!r}{hint}; experiments "
                                f"there: {', '.join(sorted(known))}")
 
 

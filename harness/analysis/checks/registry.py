@@ -268,14 +268,22 @@ def not_steady(runs: Sequence[RunData]) -> Finding | None:
     slower = sum(x > 1 for x in ratios) >= len(ratios) / 2
     far = max(ratios) if slower else min(ratios)
     by_time = any(r.manifest.loadgen.get("duration_s") for r, _ in failing)
-    more = (f"raise run.warmup_s by about {_round_up(secs)} s" if by_time
-            else f"raise run.warmup_ops by about {_round_up(ops):,}")
+    setting = (f"run.warmup_s by about {_round_up(secs)} s" if by_time
+               else f"run.warmup_ops by about {_round_up(ops):,}")
+    # A slow start is a warm-up (connections, caches, JIT) that waiting out leaves out.
+    # A fast one is not: the server slowed as the run went on, and a longer warm-up only
+    # hides that the state measured depends on how long the run was.
+    more = (f"raise {setting} to leave them out" if slower else
+            "the start was faster, so this is no warm-up to wait out: the server slowed "
+            "as the run went on (a cache, table or connection pool filling, or the data "
+            "growing); measure the state you mean to report: fill the server before "
+            f"measuring (a load phase, or raise {setting}) and look at latency over time "
+            "to see that it levels off")
     return Finding("not_steady", tuple(r.run_id for r, _ in failing), judged,
                    f"the start of {_of(len(failing), judged, len(runs))} differs from the "
                    f"rest: up to the first {ops:,} ops ({secs:.2g} s) had "
                    f"{far:.2f}x the latency of the rest (MSER-5; bar: {STEADY_Z:g} "
-                   f"standard deviations and {STEADY_RATIO - 1:.0%}); {more} to leave "
-                   "them out")
+                   f"standard deviations and {STEADY_RATIO - 1:.0%}); {more}")
 
 
 def _round_up(x: float) -> float | int:
@@ -402,7 +410,8 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
           f"chance, p < {POISSON_CHANCE:g}), or counts.unsent > 0",
           "the target rate was not met in {k} of {n} {side} runs"),
     Check("not_steady", not_steady,
-          "the start of a run differs from the rest: a warm-up not over",
+          "the start of a run differs from the rest: a warm-up not over (slower), or "
+          "a server slowing as it fills (faster)",
           f"MSER-5 prefix >= {STEADY_Z:g} SDs of same-length blocks of the rest and >= "
           f"{STEADY_RATIO - 1:.0%} off in geometric-mean latency, its first half at least "
           f"{STEADY_FRONT:.0%} of that",

@@ -233,6 +233,30 @@ def test_not_steady_finds_a_warm_up_and_suggests_how_long() -> None:
     assert checks.not_steady([run(0, timed[0].ops, source="imported")]) is None
 
 
+def test_a_start_faster_than_the_rest_is_no_warm_up_to_wait_out() -> None:
+    """Issue 51: a demo run whose first ops were faster (0.63x) was told to "raise
+    run.warmup_s", as if it were warming up. A fast start is the server slowing as the
+    run goes on (a cache or pool filling, the data growing): said so, with what to do."""
+    rng = np.random.default_rng(6)
+    fast = [run(0, ops_facts(np.concatenate([rng.normal(np.log(0.6), 0.4, 300),
+                                             rng.normal(0, 0.4, 2700)])),
+                loadgen={"mode": "closed", "duration_s": 3})]
+    f = checks.not_steady(fast)
+    assert f is not None and fast[0].ops.warmup.ratio < 0.8
+    assert "x the latency of the rest" in f.detail
+    assert "the start was faster, so this is no warm-up to wait out" in f.detail
+    assert "the server slowed as the run went on" in f.detail
+    assert "fill the server before measuring" in f.detail
+    assert not f.detail.endswith("to leave them out")
+    # A slow start is still a warm-up, told to wait it out.
+    slow = [run(0, ops_facts(np.concatenate([rng.normal(np.log(1.6), 0.4, 300),
+                                             rng.normal(0, 0.4, 2700)])),
+                loadgen={"mode": "closed", "duration_s": 3})]
+    f = checks.not_steady(slow)
+    assert f is not None and "to leave them out" in f.detail
+    assert "faster" not in f.detail
+
+
 def test_a_burst_of_load_after_a_normal_start_is_no_warm_up() -> None:
     """As real runs on a shared machine showed: latency doubles for a tenth of the run
     from a third of the way in. MSER cuts after it, but the run's start was like its

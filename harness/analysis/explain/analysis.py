@@ -59,6 +59,12 @@ COVARIATES: dict[str, tuple[str, str, float]] = {
     "other_cpu": ("the most CPU other processes used on a machine", "+0.1 CPU", 0.1),
 }
 _TOL = 1e-9
+#: Terms (model columns) one call fits: a 20-value sweep crossed with a 40-value one is
+#: 19 + 39 + 741; the work grows as runs x terms^2, and a key of 10,000 values in a
+#: tampered tree would be 20,000 terms (a design of 10,000 x 20,000, hours of work).
+MAX_TERMS = 1_000
+#: Cells of the design (runs x columns): 2**26 doubles are 512 MiB.
+MAX_DESIGN_CELLS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,12 @@ class Term:
     df: float
     aliased_with: tuple[str, ...] = ()
     significant: bool = False
+    #: An interaction's two terms (its name joins them with ":", which a value may hold).
+    of: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "aliased_with": list(self.aliased_with)}
+        return {**self.__dict__, "aliased_with": list(self.aliased_with),
+                "of": list(self.of)}
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,7 @@ class _Column:
     name: str  # the term it carries ("threads=2", "threads=2:conns=16", "cpu")
     kind: str
     parts: tuple[tuple[str, Any], ...]  # (factor, level) pairs; level None: a trend
+    of: tuple[str, ...] = ()  # an interaction's two main terms
 
 
 def _columns(factors: Mapping[str, tuple[Any, ...]], interactions: int,
@@ -124,7 +134,8 @@ def _columns(factors: Mapping[str, tuple[Any, ...]], interactions: int,
     if interactions >= 2:
         for a, b in itertools.combinations(mains, 2):
             if a.parts[0][0] != b.parts[0][0]:
-                cols.append(_Column(f"{a.name}:{b.name}", "interaction", a.parts + b.parts))
+                cols.append(_Column(f"{a.name}:{b.name}", "interaction", a.parts + b.parts,
+                                    (a.name, b.name)))
     cols += [_Column(f"{c} (per {COVARIATES[c][1]})", "covariate", ((c, "cov"),))
              for c in covariates]
     return cols
@@ -150,66 +161,52 @@ def _code_one(value: Any, f: str, level: Any, factors: Mapping[str, tuple[Any, .
     return 1.0 if value == level else -1.0 if value == factors[f][0] else 0.0
 
 
-def _row_of(point: Mapping[str, Any], cols: Sequence[_Column],
-            factors: Mapping[str, tuple[Any, ...]]) -> np.ndarray:
-    out = np.ones(len(cols) + 1)
-    for j, c in enumerate(cols, start=1):
-        if c.kind == "covariate":
-            out[j] = 0.0  # at the covariates' mean (they are centred)
-            continue
-        v = 1.0
-        for f, level in c.parts:
-            v *= _code_one(point[f], f, level, factors)
-        out[j] = v
-    return out
-
-
-def _slope_row(point: Mapping[str, Any], cols: Sequence[_Column], f: str,
-               factors: Mapping[str, tuple[Any, ...]]) -> np.ndarray:
-    """d(row)/d(log2 f) at `point`: each column holding f's trend, by the codes of its
-    other parts there (0 for the columns without it)."""
-    out = np.zeros(len(cols) + 1)
-    for j, c in enumerate(cols, start=1):
-        if (f, None) not in c.parts:
-            continue
-        v = 1.0
-        for g, level in c.parts:
-            if (g, level) != (f, None):
-                v *= _code_one(point[g], g, level, factors)
-        out[j] = v
-    return out
-
-
 def _contrast(col: _Column, cols: Sequence[_Column], factors: Mapping[str, tuple[Any, ...]]
               ) -> np.ndarray:
     """The term's contrast vector over the model's coefficients: its effect averaged
     over every combination of the other keys' values (a full factorial of them). A
-    trend's effect is the slope per doubling (with a level: the slope's change there)."""
+    trend's effect is the slope per doubling (with a level: the slope's change there;
+    with another trend: the slope's change per doubling of the other).
+
+    Every column is a product of codes of distinct keys, so its average over that
+    factorial is the product of each other key's mean code: the same number as
+    enumerating the combinations, without their count (the product of the keys' value
+    counts, which a tree of few runs can make astronomical)."""
     j = cols.index(col) + 1
     if col.kind == "covariate":
         e = np.zeros(len(cols) + 1)
         e[j] = 1.0
         return e
-    trend = next((f for f, lv in col.parts if lv is None), None)
+    trends = {(f, lv) for f, lv in col.parts if lv is None}
     levels = [(f, lv) for f, lv in col.parts if lv is not None]
-    mine = {f for f, _ in col.parts}
-    others = [f for f in factors if f not in mine]
-    combos = list(itertools.product(*(factors[f] for f in others))) or [()]
+    means: dict[tuple[str, Any], float] = {}
+
+    def mean_code(f: str, level: Any) -> float:
+        if (f, level) not in means:
+            means[f, level] = sum(_code_one(v, f, level, factors)
+                                  for v in factors[f]) / len(factors[f])
+        return means[f, level]
+
     total = np.zeros(len(cols) + 1)
-    for combo in combos:
-        at = dict(zip(others, combo, strict=True))
-        # Difference (of differences) over the term's factors with levels: each at its
-        # level (+) or its baseline (-); of the row, or of its slope for a trend.
-        for signs in itertools.product((1, 0), repeat=len(levels)):
-            point = dict(at)
-            for (f, level), on in zip(levels, signs, strict=True):
-                point[f] = level if on else factors[f][0]
-            sign = (-1) ** (len(levels) - sum(signs))
-            if trend is not None:
-                total += sign * _slope_row(point, cols, trend, factors)
-            else:
-                total += sign * _row_of(point, cols, factors)
-    return total / len(combos)
+    # Difference (of differences) over the term's factors with levels: each at its
+    # level (+) or its baseline (-); of the row, or of its derivative in log2 of each
+    # of the term's trends (a column without one of them has none).
+    for signs in itertools.product((1, 0), repeat=len(levels)):
+        point = {f: (level if on else factors[f][0])
+                 for (f, level), on in zip(levels, signs, strict=True)}
+        sign = (-1) ** (len(levels) - sum(signs))
+        if not trends:
+            total[0] += sign  # the intercept's column is 1 everywhere
+        for i, c in enumerate(cols, start=1):
+            if c.kind == "covariate" or not trends <= set(c.parts):
+                continue  # at the covariates' mean (centred); no slope in the trends
+            v = 1.0
+            for g, level in c.parts:
+                if (g, level) not in trends:  # d/d(log2 f) of f's own code is 1
+                    v *= (_code_one(point[g], g, level, factors) if g in point
+                          else mean_code(g, level))
+            total[i] += sign * v
+    return total
 
 
 def _design(table: RunTable, cols: list[_Column], factors: Mapping[str, tuple[Any, ...]]
@@ -228,26 +225,48 @@ def _design(table: RunTable, cols: list[_Column], factors: Mapping[str, tuple[An
     return x
 
 
-def _independent(x: np.ndarray, cols: list[_Column]
-                 ) -> tuple[list[int], list[tuple[str, tuple[str, ...]]]]:
+def _independent(x: np.ndarray) -> tuple[list[int], list[tuple[int, int | None]]]:
     """Columns kept (the first of every set the runs cannot tell apart, in model order)
-    and, per dropped column, the kept ones it is a combination of."""
+    and each dropped column with the kept one it is an alias of (None: a combination of
+    several).
+
+    One pass of Gram-Schmidt (twice per column, for round-off): a column is kept when
+    what the kept ones leave of it is more than round-off; a dropped one's combination
+    comes from the same factorisation. Work n x k^2 for n runs and k columns."""
+    from scipy.linalg import solve_triangular
+
+    n = x.shape[0]
+    tol = _TOL * max(1.0, float(np.abs(x).max())) * 1e3
+    basis = np.zeros((n, min(n, x.shape[1])))
+    r = np.zeros((basis.shape[1], basis.shape[1]))
     kept: list[int] = [0]
-    dropped: list[tuple[str, tuple[str, ...]]] = []
-    for j in range(1, x.shape[1]):
-        trial = x[:, [*kept, j]]
-        if np.linalg.matrix_rank(trial, tol=_TOL * max(1.0, np.abs(trial).max()) * 1e3) \
-                > len(kept):
-            kept.append(j)
+    dropped: list[tuple[int, int | None]] = []
+    rank = 0
+
+    def project(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q = basis[:, :rank]
+        c1 = q.T @ v
+        v = v - q @ c1
+        c2 = q.T @ v
+        return v - q @ c2, c1 + c2
+
+    for j in range(x.shape[1]):
+        resid, coef_q = project(x[:, j])
+        norm = float(np.linalg.norm(resid))
+        if j == 0 or (norm > tol and rank < basis.shape[1]):
+            basis[:, rank] = resid / norm
+            r[:rank, rank], r[rank, rank] = coef_q, norm
+            rank += 1
+            if j:
+                kept.append(j)
             continue
-        coef, *_ = np.linalg.lstsq(x[:, kept], x[:, j], rcond=None)
+        # x[:, j] = Q c = (X_kept R^-1) c: its coefficients on the kept columns.
+        coef = solve_triangular(r[:rank, :rank], coef_q)
         used = [i for i in range(len(kept)) if abs(coef[i]) > 1e-6]
         # An alias is one kept column, up to its sign (a design's defining relation);
         # a combination of several means configurations are missing, said as such.
-        if len(used) == 1 and used[0] > 0 and abs(abs(coef[used[0]]) - 1) < 1e-6:
-            dropped.append((cols[j - 1].name, (cols[kept[used[0]] - 1].name,)))
-        else:
-            dropped.append((cols[j - 1].name, ()))
+        alias = len(used) == 1 and used[0] > 0 and abs(abs(coef[used[0]]) - 1) < 1e-6
+        dropped.append((j, kept[used[0]] if alias else None))
     return kept, dropped
 
 
@@ -314,6 +333,26 @@ def explain(
                          trend=trend, covariates=covariates, q=q)
 
 
+def _check_size(experiment: str, runs: int, cols: Sequence[_Column],
+                factors: Mapping[str, tuple[Any, ...]], trend: Sequence[str]) -> None:
+    """Refuse a model too large to fit before any of it is built."""
+    if len(cols) <= MAX_TERMS and runs * (len(cols) + 1) <= MAX_DESIGN_CELLS:
+        return
+    mains = sum(1 if f in trend else len(v) - 1 for f, v in factors.items())
+    widest = sorted(factors, key=lambda f: -len(factors[f]))[:3]
+    numeric = [f for f in widest if f not in trend and len(factors[f]) > 2 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+        for v in factors[f])]
+    hint = [f"--trend {f} (one term per doubling)" for f in numeric]
+    if mains < len(cols) and mains <= MAX_TERMS:
+        hint.append(f"--interactions 1 (the {mains:,} main effects only)")
+    raise ResultsError(
+        f"{experiment}: {len(cols):,} terms over {runs:,} runs, more than explain fits "
+        f"({MAX_TERMS:,} terms, {MAX_DESIGN_CELLS:,} runs x terms); the keys with the "
+        "most values: " + ", ".join(f"{f} ({len(factors[f]):,})" for f in widest)
+        + (f"; try {' or '.join(hint)}" if hint else ""))
+
+
 def explain_table(table: RunTable, experiment: str = "", *,
                   quantiles: Sequence[float] = DEFAULT_QUANTILES, interactions: int = 2,
                   trend: Sequence[str] = (), covariates: Sequence[str] = (),
@@ -329,11 +368,15 @@ def explain_table(table: RunTable, experiment: str = "", *,
             raise ResultsError(f"--trend {f}: its values {list(factors[f])} are not all "
                                "positive numbers (a trend is per doubling)")
     if not factors:
-        raise ResultsError(f"{experiment}: no grid key varies among its runs: nothing "
-                           "to explain")
+        left = (f" ({len(table.left_out)} run(s) left out, e.g. "
+                f"{table.left_out[0]['run_id']}: {table.left_out[0]['reason']})"
+                if table.left_out else "")
+        raise ResultsError(f"{experiment}: no grid key varies among its runs{left}: "
+                           "nothing to explain")
     cols = _columns(factors, interactions, trend, covariates)
+    _check_size(experiment, len(table.runs), cols, factors, trend)
     x = _design(table, cols, factors)
-    kept, dropped = _independent(x, cols)
+    kept, dropped = _independent(x)
     xk = x[:, kept]
     cols_k = [cols[j - 1] for j in kept[1:]]
     cells = table.runs["config_id"].astype(str).to_numpy()
@@ -346,36 +389,43 @@ def explain_table(table: RunTable, experiment: str = "", *,
             "repetitions (or --interactions 1)")
     variance = ("residuals, HC3, residual df" if hc3 else
                 "each configuration's own run-to-run variance (sandwich), Satterthwaite df")
-    aliased: dict[str, tuple[str, ...]] = {}
-    for name, with_ in dropped:  # the kept column carries its aliases' names
-
-        for w in with_:
-            aliased.setdefault(w, ())
-            aliased[w] += (name,)
+    # By position, not by name: two columns may print alike (a value "1:b=2" of key a
+    # and the interaction of a=1 with b=2), never be taken for each other.
+    aliased: dict[int, tuple[str, ...]] = {}
+    for j, with_ in dropped:  # the kept column carries its aliases' names
+        if with_ is not None:
+            aliased[with_] = (*aliased.get(with_, ()), cols[j - 1].name)
     raw_terms = []
-    contrasts = {col.name: _contrast(col, cols_k, factors) for col in cols_k}
+    contrasts = [_contrast(col, cols_k, factors) for col in cols_k]
     for qq in quantiles:
-        y = np.log(table.quantiles[qq].to_numpy(float))
-        ok = np.isfinite(y)
-        if not ok.all():
+        values = table.quantiles[qq].to_numpy(float)
+        if np.isnan(values).any():
             raise ResultsError(f"{experiment}: a run has no p{qq * 100:g} (no measured ops)")
+        if (values <= 0).any():
+            raise ResultsError(
+                f"{experiment}: {int((values <= 0).sum())} run(s) have a p{qq * 100:g} of "
+                f"{values.min():g} ms, which no measured op takes; effects are ratios (a "
+                "log scale) and need latencies above 0 (a damaged or hand-made ops file?)")
+        y = np.log(values)
         beta, se_df = _fit(y, xk, cells, hc3)
-        for col in cols_k:
-            c = contrasts[col.name]
+        for i, (col, c) in enumerate(zip(cols_k, contrasts, strict=True)):
             est = float(c @ beta)
             se, df = se_df(c)
-            t = est / se if se > 0 else math.copysign(math.inf, est)
-            p = float(2 * _t_sf(abs(t), df)) if se > 0 else 0.0
-            raw_terms.append((qq, col, verdict.LogRatio(
+            t = est / se if se > 0 else math.copysign(math.inf, est) if est else 0.0
+            # No spread at all: a difference is certain, none is no evidence of one.
+            p = float(2 * _t_sf(abs(t), df)) if se > 0 else 0.0 if est else 1.0
+            raw_terms.append((qq, i, col, verdict.LogRatio(
                 math.exp(est), math.nan, math.nan, p, df, "regression t", t, se)))
-    family = multiplicity.adjust([lr.p for _, _, lr in raw_terms], q=q)
+    family = multiplicity.adjust([lr.p for *_, lr in raw_terms], q=q)
     terms = []
-    for (qq, col, lr), qv in zip(raw_terms, family.p_adjusted, strict=True):
+    for (qq, i, col, lr), qv in zip(raw_terms, family.p_adjusted, strict=True):
         at = _with_interval(lr, family.level)
         terms.append(Term(qq, col.name, col.kind, lr.ratio, at.low, at.high, at.confidence,
-                          lr.p, qv, lr.df, aliased.get(col.name, ()), qv < q))
+                          lr.p, qv, lr.df, aliased.get(kept[i + 1], ()), qv < q, col.of))
+    aliases = tuple((cols[j - 1].name, () if with_ is None else (cols[with_ - 1].name,))
+                    for j, with_ in dropped)
     return Explained(experiment, tuple(terms), len(table.runs), int(counts.size),
-                     tuple(table.left_out), factors, family, variance, tuple(dropped),
+                     tuple(table.left_out), factors, family, variance, aliases,
                      tuple(table.notes))
 
 

@@ -110,10 +110,15 @@ def run_table(raw: Path, experiment: str, quantiles: Sequence[float], *,
         return at if at >= 0 and (at == 0 or cid[at - 1] == ",") else len(cid) + 1
 
     keys = sorted(loaded.grid_keys, key=place)
+    notes = []
     for key in keys:
         if key not in runs or key == "op":
             continue
         col = runs[key].map(lambda v: json.dumps(v) if isinstance(v, list | dict) else v)
+        if col.isna().any() and not col.isna().all():
+            notes.append(f"grid key {key} is no factor: {int(col.isna().sum())} of "
+                         f"{len(col)} runs have no value for it (null, or a key added "
+                         "later), so its runs are pooled over it")
         if col.isna().any() or col.nunique() < 2:
             continue
         factors[key] = _order(col.tolist(), listed.get(key))
@@ -121,8 +126,8 @@ def run_table(raw: Path, experiment: str, quantiles: Sequence[float], *,
         qs = list(pool.map(lambda d: _quantiles(d, quantiles, op), runs["run_dir"]))
     table = runs[["run_id", "config_id", "run_dir", *factors]].copy()
     per_q = {q: pd.Series([row[i] for row in qs]) for i, q in enumerate(quantiles)}
-    notes = [f"configuration {c} has no run left (every one was left out): the terms "
-             "that needed it are estimated from the others or not at all" for c in gone]
+    notes += [f"configuration {c} has no run left (every one was left out): the terms "
+              "that needed it are estimated from the others or not at all" for c in gone]
     fewest = int(min(row[-1] for row in qs))
     for q in quantiles:
         beyond = fewest * (1 - q)

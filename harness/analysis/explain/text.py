@@ -19,14 +19,26 @@ def _g(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.3g}"
 
 
+#: Longest name or value the table and the words print (JSON keeps them whole): a
+#: grid value of a megabyte is one line of a megabyte otherwise.
+MAX_SHOWN = 120
+
+
+def shown(text: object) -> str:
+    """`text` safe to print, clipped to `MAX_SHOWN` characters with a count of the rest."""
+    s = str(text)
+    return printable(s if len(s) <= MAX_SHOWN else
+                     f"{s[:MAX_SHOWN]}... ({len(s) - MAX_SHOWN:,} more characters)")
+
+
 def _name(t: Term) -> str:
-    alias = f" (aliased with {', '.join(t.aliased_with)})" if t.aliased_with else ""
-    return printable(t.term + alias)
+    alias = f" (aliased with {', '.join(map(shown, t.aliased_with))})" if t.aliased_with else ""
+    return shown(t.term) + alias
 
 
 def head(e: Explained) -> str:
-    factors = ", ".join(f"{printable(k)} ({len(v)} values, baseline "
-                        f"{printable(str(v[0]))})" for k, v in e.factors.items())
+    factors = ", ".join(f"{shown(k)} ({len(v):,} values, baseline "
+                        f"{shown(v[0])})" for k, v in e.factors.items())
     return (f"{printable(e.experiment)}: {e.runs} runs in {e.configurations} "
             f"configurations; factors {factors}. Each run's own quantile, on a log scale, "
             f"regressed on the factors; SEs from {e.variance}. "
@@ -51,12 +63,12 @@ def render(e: Explained, fmt: str = "table") -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
               for r in rows]
     for name, with_ in e.aliases:
-        lines.append(f"note: {printable(name)} is not estimated on its own: " + (
-            f"the runs cannot tell it from {printable(with_[0])} (aliased)" if with_ else
+        lines.append(f"note: {shown(name)} is not estimated on its own: " + (
+            f"the runs cannot tell it from {shown(with_[0])} (aliased)" if with_ else
             "it is a combination of the terms estimated (configurations are missing)"))
     if e.left_out:
         lines.append(f"left out: {len(e.left_out)} run(s)")
-        lines += [f"  {printable(r['run_id'])}: {printable(r['reason'])}"
+        lines += [f"  {shown(r['run_id'])}: {printable(r['reason'])}"
                   for r in e.left_out[:10]]
     lines += [f"note: {printable(n)}" for n in e.notes]
     return "\n".join(lines)
@@ -70,10 +82,10 @@ def sentence(t: Term) -> str:
               "further multiplies")
     what = _p(t.quantile)
     if t.kind == "interaction":
-        a, b = t.term.split(":", 1)
-        return (f"{printable(a)} together with {printable(b)} {change} {what} by "
+        a, b = t.of or t.term.split(":", 1)  # a Term of its own making may lack `of`
+        return (f"{shown(a)} together with {shown(b)} {change} {what} by "
                 f"{_g(t.effect_ratio)} ({ci}) beyond what each does alone"
-                + (f" (aliased with {printable(', '.join(t.aliased_with))})"
+                + (f" (aliased with {', '.join(map(shown, t.aliased_with))})"
                    if t.aliased_with else "") + ".")
-    return (f"{printable(t.term)} {change} {what} by {_g(t.effect_ratio)} ({ci}), averaged "
+    return (f"{shown(t.term)} {change} {what} by {_g(t.effect_ratio)} ({ci}), averaged "
             "over the other factors.")

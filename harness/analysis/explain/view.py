@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.analysis.explain.analysis import explain
 from harness.analysis.explain.plots import forest
-from harness.analysis.explain.text import head, sentence
+from harness.analysis.explain.text import head, sentence, shown
 from harness.analysis.figures.style import publish
 from harness.analysis.sections.display import markdown
 from harness.errors import HarnessError
@@ -28,8 +28,8 @@ def parts(raw: str | Path, experiment: str, *, alpha: float = 0.05,
         lines.append("No term is significant: at this many runs no factor's effect on p50 "
                      "or p99 can be told from the run-to-run variation.")
     for alias, with_ in e.aliases:
-        lines.append(f"\n`{alias}` is not estimated on its own: " + (
-            f"the runs cannot tell it from `{with_[0]}` (aliased)." if with_ else
+        lines.append(f"\n`{shown(alias)}` is not estimated on its own: " + (
+            f"the runs cannot tell it from `{shown(with_[0])}` (aliased)." if with_ else
             "it is a combination of the terms estimated (configurations are missing)."))
     lines += [f"\nNote: {n}" for n in e.notes]
     fig = forest(e.terms, title=f"{experiment}: what each factor does to p50 and p99")

@@ -145,3 +145,35 @@ def test_a_key_some_runs_lack_is_said_to_be_pooled_over(tmp_path: Path) -> None:
     assert any("grid key x is no factor: 6 of 12 runs have no value for it" in n
                for n in e.notes)
 
+
+def test_a_megabyte_value_and_escape_sequences_reach_the_terminal_clipped_and_shown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A grid value of a megabyte is printed as its first characters and a count; a key
+    holding escape sequences (a window title, a screen clear, a bidi override) is
+    printed with each shown as an escape, never sent."""
+    from harness.cli import main as cli_main
+
+    big, esc = "A" * 1_000_000, "k\x1b]0;title\x07\x1b[2J\u202e"
+    points = [{esc: s, "t": t} for _ in range(3) for s in ("small", big) for t in (1, 2)]
+    raw = _write(tmp_path / "raw", points)
+    assert cli_main(["explain", str(raw), "--experiment", EXPERIMENT]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 5_000 and "(999,880 more characters)" in out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "k\\x1b]0;title\\x07\\x1b[2J\\u202e" in out
+
+
+def test_an_interaction_of_values_holding_colons_is_said_of_its_two_terms() -> None:
+    """A value such as an address ("10.0.0.1:6379") holds the ":" that joins an
+    interaction's name: its words name the two terms as they are."""
+    from harness.analysis.explain.text import sentence
+
+    rng = np.random.default_rng(4)
+    factors = {"addr": ("10.0.0.1:6379", "10.0.0.2:6379"), "b": (1, 2)}
+    points = [{"addr": a, "b": b} for a in factors["addr"] for b in (1, 2) for _ in range(4)]
+    y = np.array([3.0 if p == {"addr": "10.0.0.2:6379", "b": 2} else 1.0 for p in points])
+    e = explain_table(_table(points, {0.5: y * rng.lognormal(0, 0.02, len(points))}, factors),
+                      EXPERIMENT, quantiles=(0.5,))
+    [inter] = [t for t in e.terms if t.kind == "interaction"]
+    assert inter.significant
+    assert sentence(inter).startswith("addr=10.0.0.2:6379 together with b=2 further mul")

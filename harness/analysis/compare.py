@@ -45,9 +45,9 @@ from harness.analysis.checks.registry import Finding, group_checks
 from harness.analysis.checks.runfacts import GroupKey
 from harness.analysis.checks.words import caveat, warning_lines
 from harness.analysis.data import pooling, queries
+from harness.analysis.data.formats import bound_text, ratio_text, unbounded
 from harness.analysis.data.load import Loaded, load, load_runs_only
 from harness.analysis.data.summary_ci import _key, group_intervals
-from harness.analysis.sections.tables import ratio_text
 from harness.analysis.stats import multiplicity, verdict
 from harness.analysis.stats.intervals import RunInterval
 from harness.errors import ResultsError
@@ -255,15 +255,23 @@ def render(table: pd.DataFrame, by: Sequence[str], fmt: str,
         return table.to_json(orient="records", indent=2)
     rows = []
     for r in table.to_dict("records"):
-        ci = lambda lo, hi: "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"  # noqa: E731
+        def ci(v: float, lo: float, hi: float, n: int, text: Any = _fmt) -> str:
+            if math.isnan(lo):
+                return ""
+            if unbounded(v, lo, hi):  # an interval that bounds nothing says so
+                return f" [{bound_text(n, v, lo, hi)}]"
+            return f" [{text(lo)}, {text(hi)}]"
+
         unit = UNITS.get(r["metric"])
+        nb, nc = (int(r[k]) if isinstance(r[k], int | float) and r[k] == r[k] else 0
+                  for k in ("n_base", "n_cand"))
         rows.append([*(_fmt(r[k]) for k in by),
                      f"{r['metric']} ({unit})" if unit else r["metric"],
-                     _fmt(r["base"]) + ci(r["base_ci_low"], r["base_ci_high"]),
-                     _fmt(r["cand"]) + ci(r["cand_ci_low"], r["cand_ci_high"]),
-                     ratio_text(r["ratio"]) + ("" if math.isnan(r["ratio_ci_low"]) else
-                                               f" [{ratio_text(r['ratio_ci_low'])[:-1]}, "
-                                               f"{ratio_text(r['ratio_ci_high'])[:-1]}]"),
+                     _fmt(r["base"]) + ci(r["base"], r["base_ci_low"], r["base_ci_high"], nb),
+                     _fmt(r["cand"]) + ci(r["cand"], r["cand_ci_low"], r["cand_ci_high"], nc),
+                     ratio_text(r["ratio"]) + ci(r["ratio"], r["ratio_ci_low"],
+                                                 r["ratio_ci_high"], min(nb, nc),
+                                                 lambda x: ratio_text(x)[:-1]),
                      _p(r["p"]), _p(r["p_adjusted"]),
                      f"{r['n_base']}/{r['n_cand']}", verdict_text(r)])
     levels = table["ratio_ci_level"].dropna().unique() if len(table) else []

@@ -257,3 +257,19 @@ def test_a_tree_of_left_out_runs_only_says_so(pooling_raw: Path, tmp_path: Path)
                        r"pooling: 2 partial and 1 failed run \(--include partial"):
         compare(raw, raw)
     assert list(compare(raw, raw, include=["partial"])["n_base"]) == [2] * 4
+
+
+def test_an_interval_that_bounds_nothing_is_printed_as_such(trees):
+    """A ratio's interval of "0.00-506x" told a reader nothing and looked like a result:
+    beyond 10x either side it is "too few runs to bound", with the runs it has."""
+    base, cand = trees
+    t = compare(base, cand, metrics=["latency_mean"])
+    row = t.index[t["op"] == "b"][0]
+    t.loc[row, ["ratio_ci_low", "ratio_ci_high"]] = [0.001, 506.0]
+    t.loc[row, ["cand_ci_low", "cand_ci_high"]] = [0.0, 1e6]
+    text = render(t, ["op"], "table")
+    line = next(ln for ln in text.splitlines() if ln.lstrip().startswith("b "))
+    assert "[too few runs to bound (5 runs; about " in line and "506" not in line
+    assert "1e+06" not in line and "1,000,000" not in line
+    a = next(ln for ln in text.splitlines() if ln.lstrip().startswith("a "))
+    assert "too few runs" not in a and "[" in a  # a bounded interval prints as before

@@ -78,3 +78,39 @@ def pct(digits: int = 2) -> Formatter:
         return f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.{digits}g}%"
 
     return fmt
+
+
+#: An interval reaching further than this factor either side of its estimate bounds
+#: nothing a reader can use ("p99 1.87 (0.0917-3,006,712) ms", "0.00-506x"): it is
+#: printed as "too few runs to bound" with the runs it has and would need.
+UNBOUNDED_FACTOR = 10.0
+
+
+def unbounded(value: float, low: float, high: float) -> bool:
+    """Whether the interval [low, high] of a positive `value` says nothing: it reaches
+    beyond `UNBOUNDED_FACTOR` either side, or to zero. False where there is no interval
+    (NaN bounds: said otherwise) or the value is not positive."""
+    if any(isinstance(x, float) and math.isnan(x) for x in (value, low, high)):
+        return False
+    if not value > 0 or not math.isfinite(value):
+        return False
+    return (not low > 0 or not math.isfinite(high) or high / value > UNBOUNDED_FACTOR
+            or value / low > UNBOUNDED_FACTOR)
+
+
+def runs_to_bound(runs: int, value: float, low: float, high: float) -> int:
+    """About how many runs would bring the interval within `UNBOUNDED_FACTOR` either
+    side: its width on the log scale shrinks as 1/sqrt(runs) (conservative: the t
+    quantile shrinks too)."""
+    if runs < 1 or not low > 0 or not math.isfinite(high) or not value > 0:
+        return max(runs * 4, 4)  # no width to scale from: a first guess, said as "about"
+    half = max(math.log(high / value), math.log(value / low))
+    return max(runs + 1, math.ceil(runs * (half / math.log(UNBOUNDED_FACTOR)) ** 2))
+
+
+def bound_text(runs: int | None, value: float, low: float, high: float) -> str:
+    """``too few runs to bound (3 runs; about 40 would)``."""
+    if runs is None or runs < 1:
+        return "too few runs to bound"
+    return (f"too few runs to bound ({runs:,} run{'s' if runs != 1 else ''}; about "
+            f"{runs_to_bound(runs, value, low, high):,} would)")

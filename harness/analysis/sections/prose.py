@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness.analysis.data.formats import bound_text, unbounded
 from harness.analysis.stats import multiplicity, verdict
 from harness.analysis.stats.comparisons import Comparison, Estimate, MultiComparison
 
@@ -133,7 +134,9 @@ def claim_sentence(
         if math.isnan(low):
             return _cap(f"{label_a} vs {label_b} is inconclusive (ratio {fmt_ratio(r)}; no "
                         f"interval: {claim.test.test}, {fmt_n(n[0], n[1], unit)}).")
-        ci = f"ratio {fmt_ratio(r)}, {ci_text(claim.level, low, high)}"
+        ci = (f"ratio {fmt_ratio(r)}, {bound_text(min(n), r, low, high)}"
+              if unbounded(r, low, high) else
+              f"ratio {fmt_ratio(r)}, {ci_text(claim.level, low, high)}")
         outcome = outcome_text(claim, threshold)
         if claim.verdict == verdict.NO_DIFFERENCE:
             return _cap(f"{label_a} and {label_b} show no significant difference ({ci}, "
@@ -152,6 +155,31 @@ def claim_sentence(
     verb = "are" if winner.split(" (")[0].endswith("s") else "is"
     return _cap(f"{winner} {verb} {fmt_ratio(value)} {better} than {loser} "
                 f"({ci_text(claim.level, low, high)}; {evidence}).")
+
+
+def claims_text(items: Sequence[tuple[str, str, str, multiplicity.Claim, tuple[int, int]]],
+                **sentence: object) -> list[str]:
+    """`claim_sentence` for each (head, label a, label b, claim, runs) that is decided or
+    shown equivalent; the inconclusive ones together in one sentence at the end (six
+    identical paragraphs saying "inconclusive: too few runs to tell" told a reader
+    nothing six times), each with its ratio and interval."""
+    out, open_, level = [], [], ""
+    for head, a, b, claim, n in items:
+        if not claim.significant and outcome_text(claim) == "inconclusive":
+            r, low, high = claim.ratio, claim.low, claim.high
+            ci = ("no interval" if math.isnan(low) else bound_text(min(n), r, low, high)
+                  if unbounded(r, low, high) else _range(low, high).rstrip("×"))
+            level = level or multiplicity.fmt_level(claim.level)
+            open_.append(f"{head + ', ' if head else ''}{a} vs {b} {fmt_ratio(r)} [{ci}]: "
+                         "inconclusive")
+        else:
+            out.append(f"{head}: " * bool(head) + claim_sentence(claim, a, b, n=n,
+                                                                 **sentence))  # type: ignore[arg-type]
+    if open_:
+        out.append(f"Too few runs to tell in {len(open_)} of {len(items)} (ratios with their "
+                   f"{level} CIs, each allowing a difference beyond the threshold): "
+                   + "; ".join(open_) + ".")
+    return out
 
 
 def compare_sentence(

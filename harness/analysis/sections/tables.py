@@ -10,7 +10,15 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 # The formatters live below the data's summaries; tables.num etc. are what callers use.
-from harness.analysis.data.formats import Formatter, human, num, pct, ratio_text  # noqa: F401
+from harness.analysis.data.formats import (  # noqa: F401
+    Formatter,
+    bound_text,
+    human,
+    num,
+    pct,
+    ratio_text,
+    unbounded,
+)
 
 
 def to_html(
@@ -81,13 +89,19 @@ def show(df: pd.DataFrame, **kwargs):
 
 
 def ci_column(table: pd.DataFrame, value: str = "mean", low: str = "ci_low",
-              high: str = "ci_high", digits: int = 3, suffix: str = "") -> pd.Series:
-    """``2.08 (1.90–2.40)`` strings from a value and its CI columns."""
+              high: str = "ci_high", digits: int = 3, suffix: str = "",
+              runs: str = "runs") -> pd.Series:
+    """``2.08 (1.90–2.40)`` strings from a value and its CI columns; an interval that
+    bounds nothing (`formats.unbounded`) is ``2.08 (too few runs to bound (3 runs; about
+    40 would))``, its runs from the `runs` column where the table has one."""
     f = num(digits)
 
     def one(row: pd.Series) -> str:
         if isinstance(row[low], float) and math.isnan(row[low]):
             return f"{f(row[value])}{suffix}"
+        if unbounded(row[value], row[low], row[high]):
+            n = int(row[runs]) if runs in row and not pd.isna(row[runs]) else None
+            return f"{f(row[value])}{suffix} ({bound_text(n, row[value], row[low], row[high])})"
         return f"{f(row[value])}{suffix} ({f(row[low])}–{f(row[high])})"
 
     return table.apply(one, axis=1)

@@ -115,10 +115,10 @@ class Views(Numbers):
         """Per op: more servers at each client count; more clients at the most servers."""
         if not self.part_ran("scaling"):
             return self.part_not_run("scaling")
-        out = [f"{e.head}: " + prose.claim_sentence(
-            c, e.label_a, e.label_b, n=(e.comparison.n_a, e.comparison.n_b),
+        out = prose.claims_text(
+            [(e.head, e.label_a, e.label_b, c, (e.comparison.n_a, e.comparison.n_b))
+             for e, c in self._claims("scaling")],
             lower_is_better=False, better="faster (aggregate throughput)")
-            for e, c in self._claims("scaling")]
         return _md("\n\n".join([*out, self.family_note()]))
 
     def cache_findings(self, op: str = "get") -> Any:

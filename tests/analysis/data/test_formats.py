@@ -47,3 +47,27 @@ def test_figures_away_from_a_rounding_point_print_as_before() -> None:
     assert ratio_text(1.3204038806742637) == "1.32x" and pct(2)(0.0812) == "8.1%"
     assert settled(float("nan")) != settled(float("nan")) and settled(0.0) == 0.0
     assert settled(float("inf")) == float("inf")
+
+
+def test_an_interval_that_bounds_nothing_says_so_with_the_runs_it_would_take() -> None:
+    """The reader's "p99 1.87 (0.0917-3,006,712) ms" and "0.00-506x": beyond 10x either
+    side of the estimate an interval is printed as too few runs to bound."""
+    import pandas as pd
+
+    from harness.analysis.data.formats import bound_text, runs_to_bound, unbounded
+    from harness.analysis.sections.tables import ci_column
+
+    assert unbounded(1.87, 0.0917, 3_006_712) and unbounded(0.5, 0.0, 506)
+    assert unbounded(2.0, 0.1, 3.0)  # 20x below
+    assert not unbounded(1.87, 0.2, 18.0) and not unbounded(1.0, 0.8, 1.2)
+    assert not unbounded(1.0, float("nan"), float("nan"))  # no interval: said otherwise
+    # Width on the log scale shrinks as 1/sqrt(runs): 3 runs at 100x either side need
+    # about 3 * (log 100 / log 10)^2 = 12 for 10x.
+    assert runs_to_bound(3, 1.0, 0.01, 100.0) == 12
+    assert runs_to_bound(3, 1.0, 0.5, 2.0) == 4  # already bounded: at least one more
+    assert bound_text(3, 1.0, 0.01, 100.0) == "too few runs to bound (3 runs; about 12 would)"
+    t = pd.DataFrame({"mean": [1.87, 2.0], "ci_low": [0.0917, 1.9], "ci_high": [3_006_712, 2.1],
+                      "runs": [2, 5]})
+    shown = list(ci_column(t))
+    assert shown[0].startswith("1.87 (too few runs to bound (2 runs; about ")
+    assert shown[1] == "2 (1.9–2.1)"

@@ -286,14 +286,14 @@ def online(h: History, reps: int, rng: np.random.Generator, python: str | None
                 item = (_kit_newest(kit, START) if tool == "kit"
                         else _otava_newest(means[:n], otava_cps[i], START))
                 r.after += 1
-                r.held += decide([item], q=0.05, min_runs=3, scope="").verdict == FAIL
+                r.held += decide([item], min_runs=3, scope="").verdict == FAIL
         for tool, mode in out:
             first_open = n - WINDOW if mode == WINDOWED else accepted[tool] + 1
             if tool == "kit":
                 item = _kit_newest(kit, first_open)
             else:
                 item = _otava_newest(means[:n], otava_cps[i], first_open)
-            outcome = decide([item], q=0.05, min_runs=3, scope="")
+            outcome = decide([item], min_runs=3, scope="")
             r = out[(tool, mode)]
             r.points += 1
             r.pending += outcome.verdict == PENDING

@@ -15,7 +15,8 @@ again at every new point, and its answer must be one a job can act on:
   points no longer lie worse) or accepted (`since` moves past where it began);
 - **pending** ("not yet judgeable") when no change can be shown yet but the newest
   points, holding fewer runs than a change needs, lie worse than their level
-  (`changepoints.trailing`, Benjamini-Hochberg at `q` over every series and metric), or
+  (`changepoints.trailing`, at `GATE_LEVEL`, Benjamini-Hochberg over every series and
+  metric), or
   when a worse level is shown but has too few points yet for its newest ones to be held
   to `GATE_LEVEL`. Said in one line naming how many more runs would tell, and only then:
   a newest point that lies in its level is judged, whatever its runs;
@@ -47,7 +48,9 @@ from harness.text import printable
 
 PASS, FAIL, PENDING = "pass", "fail", "pending"
 #: The one-sided level at which the newest points of a worse level must lie worse than
-#: the level before it (Benjamini-Hochberg over the series and metrics that would fail).
+#: the level before it (Benjamini-Hochberg over the series and metrics that would fail),
+#: and newest runs too few for a change worse than their level (over every series and
+#: metric): asked at every commit, each claim is made falsely about once in a thousand.
 GATE_LEVEL = 0.001
 
 
@@ -85,12 +88,13 @@ class Outcome:
     more_runs: int = 0
 
 
-def _pending(items: Sequence[Newest], q: float, min_runs: int) -> Outcome | None:
-    """Newest runs too few for a change that lie worse than their level, if any."""
+def _pending(items: Sequence[Newest], level: float, min_runs: int) -> Outcome | None:
+    """Newest runs too few for a change that lie worse than their level at `level`
+    (Benjamini-Hochberg over every series and metric), if any."""
     tested = [x for x in items if x.trailing]
     family = multiplicity.adjust(
-        [min(1.0, len(x.trailing) * min(t.p for t in x.trailing)) for x in tested], q=q)
-    off = [(x, qv) for x, qv in zip(tested, family.p_adjusted, strict=True) if qv < q]
+        [min(1.0, len(x.trailing) * min(t.p for t in x.trailing)) for x in tested], q=level)
+    off = [(x, qv) for x, qv in zip(tested, family.p_adjusted, strict=True) if qv < level]
     if not off:
         return None
     x, qv = min(off, key=lambda o: o[1])
@@ -104,7 +108,7 @@ def _pending(items: Sequence[Newest], q: float, min_runs: int) -> Outcome | None
         "run(s) will tell"), more_runs=more)
 
 
-def decide(items: Sequence[Newest], *, q: float, min_runs: int, scope: str,
+def decide(items: Sequence[Newest], *, min_runs: int, scope: str,
            level: float = GATE_LEVEL) -> Outcome:
     """The verdict over every series and metric (see the module doc); `scope` words the
     open points (``in the newest 3 point(s)``, ``after c05``)."""
@@ -122,7 +126,7 @@ def decide(items: Sequence[Newest], *, q: float, min_runs: int, scope: str,
             f"{c.ci_high:.3g}] ({multiplicity.fmt_level(c.ci_level)} CI, q = {c.q:.2g}) "
             f"from {c.point}"),
             failing)
-    if pending := _pending(items, q, min_runs):
+    if pending := _pending(items, level, min_runs):
         return pending
     young = [x for x in candidates if x.level_points < min_runs]
     if young:
@@ -192,5 +196,4 @@ def gate(h: History, *, window: int | None = None, since: str | None = None) -> 
     """`harness history --gate` (see the module doc)."""
     scope = (f"after {printable(since)}" if since is not None
              else f"in the newest {h.min_runs if window is None else window} point(s)")
-    return decide(newest(h, window=window, since=since), q=h.q, min_runs=h.min_runs,
-                  scope=scope)
+    return decide(newest(h, window=window, since=since), min_runs=h.min_runs, scope=scope)

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.figures import plots
 from harness.analysis.sections.prose import plural
-from harness.studies.kvstore.analysis import SEED_STEP_S, STRATEGIES, Numbers
+from harness.studies.kvstore.analysis import SEED_STEP_S, STRATEGIES, Numbers, harmonic_rates
 
 OP_LABEL = {"put": "PUT", "get": "GET", "all": "all ops"}
 
@@ -43,10 +43,17 @@ def _shade_events(ax: Any, events: pd.DataFrame, label: bool) -> None:
                         textcoords="offset points", va="top", fontsize=7)
 
 
-HEATMAPS = {  # value -> (what, colour bar label, harmonic mean?, cell format, colours)
-    "throughput_ops_s": ("throughput", "ops/s, harmonic mean", True, ",.0f", "viridis"),
+HEATMAPS = {  # value -> (what, colour bar label, a rate?, cell format, colours)
+    "throughput_ops_s": ("throughput", "ops/s", True, ",.0f", "viridis"),
     "p50_ms": ("median latency", "p50 [ms], mean", False, ".3f", "viridis_r"),
 }
+
+
+def rate_mean(frame: pd.DataFrame) -> str:
+    """Which mean of the run rates a figure of `frame`'s runs shows, in words: the
+    sections' rule (`harmonic_rates`), so a caption never names another mean than the
+    text beside it (the kv_scaling figure said harmonic over fixed-duration runs)."""
+    return "harmonic" if harmonic_rates(frame) else "arithmetic"
 
 
 class Plots(Numbers):
@@ -74,8 +81,9 @@ class Plots(Numbers):
                     ax.set_xlabel("servers (Redis masters)" if row == 1 else "")
                     ax.set_xticks(sorted(tables[value][self.servers].unique()))
             axes[0][1].legend(fontsize=7, loc="lower right")
-        fig.suptitle("Throughput by servers and clients\n(lines: harmonic mean over runs; "
-                     "bands: 95% CI; aggregate = sum over clients)", fontsize=11)
+        fig.suptitle(f"Throughput by servers and clients\n(lines: {rate_mean(self.scaling)} "
+                     "mean over runs; bands: 95% CI; aggregate = sum over clients)",
+                     fontsize=11)
         return self.publish(fig, "scaling-throughput")
 
 
@@ -84,7 +92,9 @@ class Plots(Numbers):
         if not self.part_ran("cache"):
             return self.part_not_run("cache")
         what, label, rate, fmt, cmap = HEATMAPS[value]
-        table = self.cache_table(value, op=op, rate=rate)
+        if rate:  # the sections' mean of rates, and the label naming it
+            label = f"{label}, {rate_mean(self.cache)} mean"
+        table = self.cache_table(value, op=op, rate=None if rate else False)
         n = int(table["n"].min()) if len(table) else 0
         # The seeds' order of strategies, not the alphabet's.
         names = [s for s in STRATEGIES if s in set(table[self.strategy])]

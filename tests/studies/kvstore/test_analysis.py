@@ -291,6 +291,12 @@ def test_fixed_duration_runs_average_rates_arithmetically(tmp_path: Path) -> Non
     html = study.scaling_table_html().data
     assert "arithmetic (fixed-duration runs) mean over runs" in html
     assert "harmonic mean over runs" not in html
+    # Issue 51: the figure beside that table still said "harmonic mean" in its caption.
+    drawn: dict[str, Any] = {}
+    study.publish = lambda fig, name: drawn.setdefault(name, fig)  # type: ignore[method-assign]
+    study.scaling_figure()
+    title = drawn["scaling-throughput"].get_suptitle()
+    assert "lines: arithmetic mean over runs" in title and "harmonic" not in title
 
 
 def test_counts_agree_across_pages_and_a_single_run_claims_no_interval(

@@ -85,12 +85,12 @@ def replica_addresses(endpoint: Endpoint) -> list[str]:
 
 def _info(read: Read, address: str, port: int, auth: Credentials | None,
           tls: TLSConfig | None) -> Reading:
-    text, cut = read(address, port, "INFO", "replication", auth=auth, tls=tls)
+    text, cut = read(address, port, "INFO", "server", "replication", auth=auth, tls=tls)
     if not isinstance(text, str):
-        raise ProbeError(f"INFO replication answered {type(text).__name__}, not text")
+        raise ProbeError(f"INFO answered {type(text).__name__}, not text")
     info = parse_info(text)
     if cut:
-        info.cut.insert(0, "INFO replication cut at its bounds")
+        info.cut.insert(0, "INFO server replication cut at its bounds")
     return info
 
 
@@ -261,25 +261,31 @@ def _int(text: str) -> int | None:
         return None
 
 
-def _match(listed: list[dict[str, Any]], host: str, port: int) -> dict[str, Any] | None:
-    """The primary's line of the replica at host:port: by address, or by port alone where
-    one line has it (a replica reached through another name or a NAT)."""
-    exact = [e for e in listed if e.get("ip") == host and e.get("port") == port]
-    by_port = [e for e in listed if e.get("port") == port]
-    return (exact or by_port)[0] if len(exact) == 1 or len(by_port) == 1 else None
+def _match(listed: list[dict[str, Any]], host: str, ports: list[Any]) -> dict[str, Any] | None:
+    """The primary's line of the replica at `host` and the first of `ports` (the one
+    dialed, then the one it says it listens on: a proxy's or a NAT's differs): by
+    address, or by port alone where one line has it."""
+    for port in ports:
+        exact = [e for e in listed if e.get("ip") == host and e.get("port") == port]
+        by_port = [e for e in listed if e.get("port") == port]
+        if len(exact) == 1 or len(by_port) == 1:
+            return (exact or by_port)[0]
+    return None
 
 
 def state(svc: RunningService, read: Read) -> dict[str, Any] | None:
     """The primary's replication offset and each replica's, now (None: no replicas).
     The primary is read first, so a replica's `behind_bytes` never counts what the
     primary took after its own reading; a replica that does not answer is `link: not
-    answering` with the error."""
+    answering` with the error. Each carries the `run_id` of the server that answered: an
+    address whose two readings differ reached two servers (one restarted, or a proxy
+    spreading connections over several)."""
     ep = svc.endpoint
     addresses = replica_addresses(ep)
     if not addresses:
         return None
     primary = _info(read, ep.host, ep.port, ep.auth, ep.tls)
-    offset = primary.get("master_repl_offset")
+    offset, own = primary.get("master_repl_offset"), None
     listed = _listed(primary)
     replicas = []
     for address in addresses:
@@ -290,15 +296,16 @@ def state(svc: RunningService, read: Read) -> dict[str, Any] | None:
         except (OSError, ProbeError) as exc:
             entry.update(link="not answering", error=f"{type(exc).__name__}: {exc}"[:200])
         else:
-            got = info.get("slave_repl_offset")
+            got, own = info.get("slave_repl_offset"), info.get("tcp_port")
             entry.update(role=info.get("role"), link=info.get("master_link_status", "none"),
-                         offset=got)
+                         offset=got, run_id=info.get("run_id"))
             if isinstance(got, int) and isinstance(offset, int):
                 entry["behind_bytes"] = max(0, offset - got)
-        line = _match(listed, host, port)
+        line = _match(listed, host, [port, own])
         if line is not None:
             entry.update(state=line.get("state"), lag_s=line.get("lag"))
         replicas.append(entry)
-    return {"primary": f"{ep.host}:{ep.port}", "offset": offset,
-            "connected_replicas": primary.get("connected_slaves"), "replicas": replicas}
+    return {"primary": f"{ep.host}:{ep.port}", "run_id": primary.get("run_id"),
+            "offset": offset, "connected_replicas": primary.get("connected_slaves"),
+            "replicas": replicas}
 

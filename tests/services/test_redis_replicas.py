@@ -146,6 +146,10 @@ def test_replicas_at_their_addresses_take_the_reads_of_read_from_replicas(
         assert [r["address"] for r in repl["end"]["replicas"]] == [r0.address, r1.address]
         assert repl["end"]["offset"] > repl["start"]["offset"]
         assert all(r["link"] == "up" for r in repl["end"]["replicas"])
+        # One server each at both edges, and its lag as the primary lists it.
+        assert [r["run_id"] for r in repl["start"]["replicas"]] == [
+            r["run_id"] for r in repl["end"]["replicas"]]
+        assert all(isinstance(r["lag_s"], int) for r in repl["end"]["replicas"])
     kv = mans["replicas"].services["kv"]
     assert [r["address"] for r in kv["config"]["replicas"]] == [r0.address, r1.address]
     assert all(proc.poll() is None for s in by_hand_set.values() for proc in s.procs)
@@ -228,6 +232,6 @@ def test_a_replica_lost_mid_run_is_named_by_the_check(
     capsys.readouterr()
     assert cli_main(["summary", str(raw)]) == 0
     out = capsys.readouterr().out
-    assert f"kv replica {r1.address} fell behind its primary in the run: its link was not " \
-           "answering at the run's end" in out, out
+    assert f"kv replica {r1.address} in the run: its link was not answering at the run's " \
+           "end" in out, out
 

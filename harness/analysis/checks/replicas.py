@@ -9,7 +9,10 @@ bytes the primary's offset grew by over the run, per second of its window) and m
 than `BEHIND_FLOOR_BYTES`; or its lag (seconds since its last acknowledgement, which a
 replica sends every second, as the primary lists it) had grown by `LAG_GROWTH_S` or
 more since the start. Reads from such a replica may have returned stale values, and a
-replica that cannot keep up is a different deployment from one that can.
+replica that cannot keep up is a different deployment from one that can. A replica's
+address that answered from two servers at the two edges (another `run_id`: it was
+restarted, or it is a proxy spreading connections over several replicas) is named too:
+its offsets and counters are then not one replica's.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ BAR = (f"its link up, at most {BEHIND_S:g} s of the run's writes (or "
        f"{LAG_GROWTH_S} s")
 ADVICE = (f" (bar: {BAR}): reads from it may have been stale; see telemetry.replication, "
           "and give the replicas CPUs of their own or write less")
-WORDS = ("a replica fell behind its primary during the run",
+ANSWERED_FROM_TWO = "it answered from two servers"
+TWO_SERVERS = (": list the replicas' own addresses to judge each (a proxy's spreads the "
+               "kit's readings over them)")
+WORDS = ("a replica fell behind its primary during the run (or answered from two servers)",
          f"telemetry.replication at the run's end: {BAR} "
          "(harness.analysis.checks.replicas)",
          "a replica fell behind in {k} of {n} {side} runs")
@@ -47,7 +53,7 @@ class Behind:
     name: str
     why: str
     #: Seconds of the run's replication stream it was behind (inf: its link was down,
-    #: or nothing was replicated); for picking the worst.
+    #: or nothing was replicated; 0: it answered from two servers); for the worst.
     behind_s: float
 
 
@@ -60,6 +66,11 @@ def _why(replica: Mapping[str, Any], before: Mapping[str, Any] | None,
     link = replica.get("link")
     if link != "up":
         return f"its link was {link or 'unknown'} at the run's end", math.inf
+    ids = [r.get("run_id") for r in (before or {}, replica)]
+    if all(ids) and ids[0] != ids[1]:
+        return (f"{ANSWERED_FROM_TWO} at the run's two edges (another run_id: restarted, "
+                "or a proxy spreading connections over several), so its offsets and "
+                "counters are not one replica's"), 0.0
     behind = _int(replica.get("behind_bytes"))
     if behind is not None and behind > BEHIND_FLOOR_BYTES:
         rate = replicated / window_s if replicated and window_s else 0.0
@@ -67,7 +78,7 @@ def _why(replica: Mapping[str, Any], before: Mapping[str, Any] | None,
         if secs > BEHIND_S:
             said = f"{secs:.2g} s of the run's writes" if math.isfinite(secs) else (
                 "while nothing was written")
-            return f"{behind:,} bytes behind the primary at the run's end ({said})", secs
+            return f"it was {behind:,} bytes behind the primary at the run's end ({said})", secs
     lag0 = _int((before or {}).get("lag_s"))
     lag1 = _int(replica.get("lag_s"))
     if lag0 is not None and lag1 is not None and lag1 - lag0 >= LAG_GROWTH_S:
@@ -109,5 +120,6 @@ def worst(found: list[Behind], runs: str) -> tuple[str, list[str]]:
     names = sorted({b.name for b in found})
     top = max(found, key=lambda b: b.behind_s)
     others = [n for n in names if n != top.name]
-    return (f"{top.name} fell behind its primary in {runs}: {top.why}"
-            + (f"; so did {', '.join(others)}" if others else "") + ADVICE), names
+    return (f"{top.name} in {runs}: {top.why}"
+            + (f"; also {', '.join(others)}" if others else "")
+            + (TWO_SERVERS if top.why.startswith(ANSWERED_FROM_TWO) else ADVICE)), names

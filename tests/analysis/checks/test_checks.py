@@ -124,9 +124,9 @@ def test_replica_lag_names_a_replica_behind_at_the_end_down_or_late_to_acknowled
     behind = run(0, telemetry=replication([UP, UP], [UP, {**UP, "behind_bytes": 6_000_000}]))
     f = checks.replica_lag([behind, run(1, telemetry=replication([UP, UP], [UP, UP]))])
     assert f is not None and f.runs == (behind.run_id,) and f.judged == 2
-    assert f.detail.startswith("kv replica 10.0.0.3:6379 fell behind its primary in 1 of 2 "
-                               "runs: 6,000,000 bytes behind the primary at the run's end "
-                               "(1.2 s of the run's writes)"), f.detail
+    assert f.detail.startswith("kv replica 10.0.0.3:6379 in 1 of 2 runs: it was 6,000,000 "
+                               "bytes behind the primary at the run's end (1.2 s of the "
+                               "run's writes)"), f.detail
     assert f.as_dict()["replicas"] == ["kv replica 10.0.0.3:6379"]
     # Under the bar: half a second of writes, or under 16 KiB whatever the rate.
     assert checks.replica_lag([run(0, telemetry=replication(
@@ -138,14 +138,22 @@ def test_replica_lag_names_a_replica_behind_at_the_end_down_or_late_to_acknowled
                                   {**UP, "lag_s": 3}])
     f = checks.replica_lag([run(0, telemetry=down)])
     assert f is not None and f.detail.startswith(
-        "kv replica 10.0.0.2:6379 fell behind its primary in the run: its link was not "
-        "answering at the run's end; so did kv replica 10.0.0.3:6379")
+        "kv replica 10.0.0.2:6379 in the run: its link was not answering at the run's "
+        "end; also kv replica 10.0.0.3:6379")
     assert "(bar: its link up, at most 1 s of the run's writes" in f.detail
     # Its lag (seconds since its last acknowledgement) grown by 2 s; 0 -> 1 s is jitter.
     f = checks.replica_lag([run(0, telemetry=replication([UP, UP], [UP, {**UP, "lag_s": 2}]))])
     assert f is not None and "its lag grew from 0 s to 2 s" in f.detail
     assert checks.replica_lag([run(0, telemetry=replication(
         [UP, UP], [{**UP, "lag_s": 1}, {**UP, "lag_s": 1}]))]) is None
+    # An address that answered from two servers (a proxy spreading connections).
+    f = checks.replica_lag([run(0, telemetry=replication(
+        [{**UP, "run_id": "a" * 40}], [{**UP, "run_id": "b" * 40}]))])
+    assert f is not None and "it answered from two servers at the run's two edges" in f.detail
+    assert f.detail.endswith("list the replicas' own addresses to judge each (a proxy's "
+                             "spreads the kit's readings over them)")
+    assert checks.replica_lag([run(0, telemetry=replication(
+        [{**UP, "run_id": "a" * 40}], [{**UP, "run_id": "a" * 40}]))]) is None
 
 
 def test_replica_lag_skips_runs_without_replicas_or_without_both_edges() -> None:

@@ -104,7 +104,10 @@ def appendix_html(raw_dir: Path) -> str:
     return table
 
 
-def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path) -> str:
+def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path, *,
+                  executed: int | None = None) -> str:
+    """The report's HTML. `executed`: notebooks run, sections left out for having
+    nothing to show (`Section.omit`) included (the title page counts them all)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -122,6 +125,7 @@ def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path) ->
         raw_dir=str(raw_dir),
         kit=f"{__version__} ({_git_commit(paths.project_root())})",
         sections=sections,
+        executed=len(sections) if executed is None else executed,
         findings=sanitize.clean(findings_html(sections)),
         appendix=sanitize.clean(appendix_html(raw_dir) + "".join(
             part for s in sections for part in s.appendix)),
@@ -247,7 +251,7 @@ def build_report(
                             for what in section.failed_parts]
 
     template_dir = paths.report_dir()
-    html_text = assemble_html(sections, raw_dir, template_dir)
+    html_text = assemble_html(sections, raw_dir, template_dir, executed=len(notebooks))
     result["html"] = paths.write_new(out_dir / "report.html", html_text)
     if pdf:
         result["pdf"] = write_pdf(html_text, out_dir / "report.pdf", out_dir)

@@ -54,6 +54,8 @@ TOOLS: tuple[SystemPackage, ...] = (
                   "twemproxy, a memcached proxy: tests and experiments/deployment/"),
     SystemPackage("pgbouncer", "pgbouncer", "pgbouncer",
                   "a PostgreSQL pooler: tests and experiments/deployment/"),
+    SystemPackage("haproxy", None, "haproxy",
+                  "a TCP proxy before Redis and PostgreSQL: tests and experiments/deployment/"),
     SystemPackage("openssl", None, "openssl",
                   "CAs and certificates of the TLS tests' servers started by hand "
                   "(conda's openssl has it)"),

@@ -76,12 +76,16 @@ def test_optional_section_appears_only_with_data(tmp_path: Path):
     kw = dict(pdf=False, notebooks_dir=nbs, figures_dir=tmp_path / "figures", progress=False)
     html = build_report(raw, tmp_path / "r1", **kw)["html"].read_text()
     assert "Imported results" not in html
+    # Issue 51: the title page counted the sections shown ("7 notebooks executed" when
+    # 10 ran); a notebook left out for having nothing to show was executed all the same.
+    assert "1 notebook executed; 1 with nothing to show left out" in html
     seed = paths.project_root() / "examples" / "legacy" / "seed001-gae-bench.txt"  # seed 001
     from harness.cli import main
 
     assert main(["import", "gae-bench", str(seed), "-o", str(raw)]) == 0
     html = build_report(raw, tmp_path / "r2", **kw)["html"].read_text()
     assert "Imported results" in html and "17.9" in html
+    assert "1 notebook executed</td>" in html
 
 
 def _notebook(path: Path, cells) -> None:

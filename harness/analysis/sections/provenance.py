@@ -22,17 +22,23 @@ def _pairs(raw_dir: Path, experiments: Sequence[str] | None,
 
 
 def hosts_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per distinct host description, with the experiments that used it."""
+    """One row per machine, with the spec's names for it and the experiments that used
+    it. A machine is its address and description (`HOST_FIELDS`): a spec whose ``client``
+    and ``server`` are both this machine names one machine, not two."""
     rows: dict[tuple, dict] = {}
     for _, m in _pairs(raw_dir, experiments):
         for name, info in m.hosts.items():
             info = info if isinstance(info, dict) else {"hostname": str(info)}
-            key = (name, *(str(info.get(f, "")) for f in HOST_FIELDS))
-            row = rows.setdefault(key, {"host": name, **{f: info.get(f) for f in HOST_FIELDS},
+            key = (str(info.get("address", "")), *(str(info.get(f, "")) for f in HOST_FIELDS))
+            row = rows.setdefault(key, {"host": set(), "address": info.get("address"),
+                                        **{f: info.get(f) for f in HOST_FIELDS},
                                         "experiments": set()})
+            row["host"].add(str(name))
             row["experiments"].add(m.experiment)
-    table = pd.DataFrame(list(rows.values()), columns=["host", *HOST_FIELDS, "experiments"])
-    table["experiments"] = table["experiments"].map(lambda s: ", ".join(sorted(s)))
+    table = pd.DataFrame(list(rows.values()),
+                         columns=["host", "address", *HOST_FIELDS, "experiments"])
+    for col in ("host", "experiments"):
+        table[col] = table[col].map(lambda s: ", ".join(sorted(s)))
     return table.sort_values(["host", "hostname"]).reset_index(drop=True)
 
 

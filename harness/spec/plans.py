@@ -68,10 +68,14 @@ def check_grid(spec: Spec) -> list[tuple[str, str]]:
     (`until` may repeat up to its max_repetitions), every point excluded, fewer ops per
     run than client processes to share them, or more client processes and connections
     than one machine can have (`speclimits.machine_problems`)."""
-    configs = math.prod(len(v) for v in spec.grid.values())
+    design = spec.design
+    # A fractional design runs 2^(k-p) of the grid's 2^k points.
+    configs = (2 ** (design.k - design.p) if design is not None else
+               math.prod(len(v) for v in spec.grid.values()))
     reps = max(spec.repetitions, spec.until.max_repetitions if spec.until else 0)
     if configs * reps > MAX_RUNS:
-        sizes = " x ".join(str(len(v)) for v in spec.grid.values()) or "1"
+        sizes = (f"a 2^({design.k}-{design.p}) design's {configs:,}" if design is not None
+                 else " x ".join(str(len(v)) for v in spec.grid.values()) or "1")
         which = "repetitions" if reps == spec.repetitions else "until.max_repetitions"
         return [("grid", f"{sizes} configurations x {reps} {which} = {configs * reps:,} "
                          f"runs, more than {MAX_RUNS:,}; narrow the grid or split the "

@@ -16,7 +16,8 @@ from harness.spec.design import fractional
 
 # (factors, resolution) -> runs, as Box, Hunter & Hunter's table of 2^(k-p) designs has them.
 STANDARD = {(3, 3): 4, (4, 4): 8, (5, 5): 16, (5, 3): 8, (6, 4): 16, (7, 4): 16,
-            (7, 3): 8, (8, 4): 16, (8, 5): 64, (9, 4): 32}
+            (7, 3): 8, (8, 4): 16, (8, 5): 64, (9, 4): 32, (10, 5): 128, (11, 5): 128,
+            (12, 5): 256, (12, 6): 256, (12, 4): 32}
 
 
 @pytest.mark.parametrize(("k", "res"), sorted(STANDARD))
@@ -88,3 +89,40 @@ def test_a_design_the_grid_cannot_have_is_named(tmp_path: Path, design: str, dis
     with pytest.raises(SpecError) as info:
         load_spec(_spec(tmp_path, design, dist))
     assert any(said in p for p in info.value.problems), info.value.problems
+
+
+TWELVE = """\
+name: d12
+workload: memcache_mix
+services: {{cache: {{kind: memcached}}}}
+grid:
+  get_ratio: [0.5, 0.9]
+  key_space: [1000, 2000]
+  key_size_bytes: [16, 32]
+  value_size_bytes: [100, 4096]
+  key_dist: [uniform, zipfian]
+  zipf_s: [0.9, 1.1]
+  hotspot_keys: [0.1, 0.2]
+  hotspot_ops: [0.8, 0.9]
+  gaussian_sd: [0.1, 0.2]
+  services.cache.memory_mb: [64, 128]
+  services.cache.threads: [1, 2]
+  clients.connections: [2, 4]
+design: {{kind: fractional, resolution: 3}}
+repetitions: {reps}
+run: {{ops: 100}}
+"""
+
+
+def test_the_runs_of_a_design_are_its_own_not_the_full_grids(tmp_path: Path) -> None:
+    """Twelve keys: the design runs 16 of the 4,096 points, so 25 repetitions are 400
+    runs (the full grid's 102,400 would pass the limit); 7,000 are 112,000, refused as
+    the design's."""
+    path = tmp_path / "d12.yaml"
+    path.write_text(TWELVE.format(reps=25))
+    assert len(expand(load_spec(path))) == 16 * 25
+    path.write_text(TWELVE.format(reps=7000))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert "a 2^(12-8) design's 16 configurations x 7000 repetitions = 112,000 runs" in str(
+        info.value)

@@ -128,20 +128,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
                             alpha=args.alpha, threshold=args.threshold / 100,
                             include=args.include, gate=args.gate)
-    table = result.table
-    print(render(table, by, args.format, result.family))
+        table = result.table
+        text = render(table, by, args.format, result.family)
+        left = pooling.line(result.left_out, args.include)
+        warnings = result.warnings(by)
+        bad = worse_beyond(table, args.fail_if_worse) if args.fail_if_worse is not None \
+            else ()
+    print(text)
     # Under the table; json keeps stdout one JSON document, so stderr there.
     under = sys.stderr if args.format == "json" else sys.stdout
-    if left := pooling.line(result.left_out, args.include):
+    if left:
         print(left, file=under)
-    for line in result.warnings(by):
+    for line in warnings:
         print(line, file=under)
-    if args.fail_if_worse is not None:
-        bad = worse_beyond(table, args.fail_if_worse)
-        if len(bad):
-            print(f"{len(bad)} metric(s) significantly worse by more than "
-                  f"{args.fail_if_worse:g}%", file=sys.stderr)
-            return EXIT_REGRESSION
+    if len(bad):
+        print(f"{len(bad)} metric(s) significantly worse by more than "
+              f"{args.fail_if_worse:g}%", file=sys.stderr)
+        return EXIT_REGRESSION
     return EXIT_PASS
 
 
@@ -173,8 +176,9 @@ def cmd_history(args: argparse.Namespace) -> int:
                     q=args.alpha, min_effect=_share(args.min_effect), min_runs=args.min_runs,
                     include=args.include,
                     progress=not args.no_progress and sys.stderr.isatty())
-    outcome = gate(h, window=args.window, since=args.since) if args.gate else None
-    print(render(h, args.format))
+        outcome = gate(h, window=args.window, since=args.since) if args.gate else None
+        text = render(h, args.format)
+    print(text)
     if outcome is None:
         return EXIT_OK
     # The last line names the verdict (json keeps stdout one document: stderr there).

@@ -37,9 +37,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.interrupts import Interrupts
     from harness.run.runner import Runner
     from harness.spec import load_spec
+    from harness.spec.access import unverified_tls, unverified_tls_line
 
     labels = _labels(args.label)
     spec = load_spec(args.spec, _overrides(args.set), labels)
+    for name in unverified_tls(spec.services, spec.grid):
+        print(unverified_tls_line(name, spec.services[name]), file=sys.stderr, flush=True)
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
     search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
     if search is not None:
@@ -173,12 +176,15 @@ def _out_problems(spec: Any, out: str) -> list[str]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.services.attached import credential_problems
     from harness.spec import expand, load_spec
+    from harness.spec.access import unverified_tls, unverified_tls_line
 
     spec = load_spec(args.spec, _overrides(args.set))
     problems = [f"--out {p}" for p in _out_problems(spec, args.out)]
     problems += credential_problems(spec.services)
     if problems:
         raise SpecError(problems)
+    for name in unverified_tls(spec.services, spec.grid):  # as `harness run` says it
+        print(unverified_tls_line(name, spec.services[name]), file=sys.stderr)
     print(f"{args.spec}: ok ({len(expand(spec))} runs)")
     return EXIT_OK
 

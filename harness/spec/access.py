@@ -18,7 +18,7 @@ import os
 import re
 import socket
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.spec.model import AuthSpec
@@ -194,3 +194,24 @@ def _auth(where: str, auth: Any, bad: Bad) -> AuthSpec | None:
 def backends(services: Mapping[str, Any]) -> set[str]:
     """The services some other one names in `after:` (they serve it, not the workload)."""
     return {name for s in services.values() for name in getattr(s, "after", ())}
+
+
+def unverified_tls(services: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]
+                   ) -> list[str]:
+    """The services some run reaches over TLS without checking the server's certificate
+    (``tls: {verify: false}``, in the entry or among its grid key's values): whoever
+    answers at that address is taken for the server, and nothing tells them apart."""
+    out = []
+    for name, svc in services.items():
+        values = [svc.settings.get("tls"), *grid.get(f"services.{name}.tls", ())]
+        if any(isinstance(v, Mapping) and v.get("verify") is False for v in values):
+            out.append(name)
+    return out
+
+
+def unverified_tls_line(name: str, service: Any) -> str:
+    """The warning `harness run` prints of such a service, before anything runs."""
+    where = f"at {service.address}" if service.address else f"on {service.host}"
+    return (f"warning: services.{name}: tls.verify is false: the server's certificate is "
+            f"not checked, so these runs cannot tell the server {where} from anyone else "
+            "answering there; its manifests and the report say 'certificate NOT verified'")

@@ -259,6 +259,30 @@ def test_tls_mistakes_are_one_line_before_the_grid(
     assert says in err[0] and "Traceback" not in err[0]
 
 
+def test_tls_without_verification_is_said_before_the_runs_and_in_every_manifest(
+        tmp_path: Path, tls_redis: tuple[ByHand, dict], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """`tls: {verify: false}` to a server whose CA the kit is not given: the runs work,
+    and a reader is told the server's identity was not checked, on stderr before
+    anything runs (also in --dry-run) and in every manifest (which the report quotes)."""
+    server, _ = tls_redis
+    monkeypatch.setenv("TLS_PW", server.password)
+    spec = _tls_spec(tmp_path, server, "{verify: false}")
+    said = (f"warning: services.kv: tls.verify is false: the server's certificate is not "
+            f"checked, so these runs cannot tell the server at {server.address} from anyone")
+    assert cli_main(["run", str(spec), "--out", str(tmp_path / "raw"), "--dry-run"]) == 0
+    assert said in capsys.readouterr().err
+    assert cli_main(["validate", str(spec), "--out", str(tmp_path / "raw")]) == 0
+    assert said in capsys.readouterr().err
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    assert capsys.readouterr().err.startswith(said)
+    mans = [read_manifest(d) for d in iter_run_dirs(raw)]
+    assert {m.status for m in mans} == {"complete"} and len(mans) == 4
+    assert {m.services["kv"]["tls"] for m in mans} == {"TLS, certificate NOT verified"}
+    _no_secret(tmp_path, server.password)
+
+
 def test_memcached_with_tls_started_by_hand_is_measured(
         tmp_path: Path, by_hand: Callable[[ByHand], ByHand]) -> None:
     """memcached -Z with the test's CA: measured on the native core over TLS."""

@@ -43,7 +43,7 @@ TWO_SERVERS = (": list the replicas' own addresses to judge each (a proxy's spre
 WORDS = ("a replica fell behind its primary during the run (or answered from two servers)",
          f"telemetry.replication at the run's end: {BAR} "
          "(harness.analysis.checks.replicas)",
-         "a replica fell behind in {k} of {n} {side} runs")
+         "a replica was behind, or not one server, in {k} of {n} {side} runs")
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,33 @@ def worst(found: list[Behind], runs: str) -> tuple[str, list[str]]:
     return (f"{top.name} in {runs}: {top.why}"
             + (f"; also {', '.join(others)}" if others else "")
             + (TWO_SERVERS if top.why.startswith(ANSWERED_FROM_TWO) else ADVICE)), names
+
+
+def run_figures(telemetry: Mapping[str, Any]) -> dict[str, float] | None:
+    """One run's replication, to show beside its latency: the primary's replication
+    stream over the run (bytes per second of its window), and at the run's end the most
+    bytes any replica was behind, the largest lag, and how many of its replicas had
+    their link up; None where the run has no replication read at both edges."""
+    repl = telemetry.get("replication")
+    window = telemetry.get("window_s")
+    if not isinstance(repl, Mapping) or not isinstance(window, int | float) or window <= 0:
+        return None
+    out = {"stream_bytes_s": 0.0, "behind_bytes": 0.0, "lag_s": 0.0, "up": 0.0,
+           "replicas": 0.0}
+    found = False
+    for edges in repl.values():
+        start, end = (edges.get(k) if isinstance(edges, Mapping) else None
+                      for k in ("start", "end"))
+        if not isinstance(start, Mapping) or not isinstance(end, Mapping):
+            continue
+        found = True
+        o0, o1 = _int(start.get("offset")), _int(end.get("offset"))
+        if o0 is not None and o1 is not None:
+            out["stream_bytes_s"] += (o1 - o0) / float(window)
+        for r in end.get("replicas", ()):
+            if isinstance(r, Mapping):
+                out["replicas"] += 1
+                out["up"] += r.get("link") == "up"
+                out["behind_bytes"] = max(out["behind_bytes"], _int(r.get("behind_bytes")) or 0)
+                out["lag_s"] = max(out["lag_s"], _int(r.get("lag_s")) or 0)
+    return out if found else None

@@ -79,7 +79,8 @@ class GenericStudy:
             display(failed_part(f"experiment `{name}`", exc))
         for s in self.sections:
             # One experiment whose runs break a view costs its own part, not the others'.
-            for view in (s.header, s.heavy_tails, s.configuration_table, s.checks_table,
+            for view in (s.header, s.heavy_tails, s.configuration_table, s.replication_table,
+                         s.checks_table,
                          s.effect_findings, s.effect_figure, s.answers, s.tail_drivers,
                          s.capacity, s.ecdf, s.over_time, s.provenance):
                 try:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.checks import registry as checks
-from harness.analysis.checks import tails
+from harness.analysis.checks import replicas, tails
 from harness.analysis.checks import words as checkwords
 from harness.analysis.checks.registry import Finding
 from harness.analysis.data import pooling
@@ -172,6 +172,33 @@ class ExperimentSection:
         return html(tables.to_html(
             frame, caption=f"{self.name}: measurement checks that failed, per "
                            "configuration; a verdict below resting on one says so"))
+
+    def replication_table(self) -> Any:
+        """Where the runs had replicas (`telemetry.replication`), their replication
+        beside the latency, per configuration (`replicas.run_figures`); None elsewhere."""
+        runs = self.loaded.runs
+        got = pd.DataFrame([replicas.run_figures(read_manifest(Path(d)).telemetry or {})
+                            or {} for d in runs["run_dir"]], index=runs.index)
+        if "replicas" not in got:
+            return None
+        keys = self.keys or ["experiment"]
+        t = runs[keys].join(got).dropna(subset=["replicas"]).groupby(
+            keys, dropna=False, sort=False).agg(
+            runs=("replicas", "size"), stream=("stream_bytes_s", "mean"),
+            behind=("behind_bytes", "max"), lag=("lag_s", "max"), up=("up", "sum"),
+            n=("replicas", "sum")).reset_index()
+        out = t[[*keys, "runs"]].copy()
+        out["replication KB/s"] = (t["stream"] / 1000).map(human)
+        out["behind at end, bytes (max)"] = t["behind"].map(lambda v: f"{int(v):,}")
+        out["lag at end, s (max)"] = t["lag"].map(lambda v: f"{int(v)}")
+        out["links up at end"] = [f"{int(u)} of {int(n)}" for u, n in zip(t["up"], t["n"],
+                                                                        strict=True)]
+        return html(tables.to_html(
+            out, numeric=["runs"], caption=f"{self.name}: replication beside the latency, "
+            "per configuration: the primary's replication stream over a run (mean), and at "
+            "each run's end, read as its clients left, how far a replica was behind, its lag "
+            "(seconds since its last acknowledgement) and the links up (the check replica_lag "
+            "judges them)"))
 
     def effects(self) -> analysis.Effects:
         if self._effects is None:  # the findings, the figure and the answers share it

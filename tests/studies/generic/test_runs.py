@@ -131,3 +131,36 @@ def test_a_pause_reaches_a_worker_on_another_machine(tmp_path: Path,
         machines["cli"].address}
     table = analysis.configurations(section.loaded).set_index("clients.pause_us")
     assert table.loc[2000, "latency_p50_ms"] >= 2.0 > table.loc[0, "latency_p50_ms"]
+
+
+def test_a_replicated_redis_has_its_replication_beside_the_latency(tmp_path: Path) -> None:
+    """The example of reads from replicas, shortened: the section's replication table
+    has a row per configuration with the primary's stream, how far the replicas were
+    behind at the end and their links; an experiment without replicas has none."""
+    import yaml
+
+    from harness.paths import experiments_dir
+
+    require_service("redis", LocalHost())
+    spec = yaml.safe_load((experiments_dir() / "deployment" / "redis_replicas.yaml")
+                          .read_text())
+    spec.update(repetitions=1, run={"ops": 2000, "warmup_ops": 100})
+    spec["params"]["key_space"] = 500
+    path = tmp_path / "replicas.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    raw = tmp_path / "raw"
+    assert [o.status for o in Runner(load_spec(path), raw, progress=False).run()] == [
+        "complete"] * 2
+    [section] = analyse(raw).sections
+    table = section.replication_table().data
+    for words in ("replication beside the latency", "<td>primary</td>",
+                  "<td>replicas</td>", "behind at end, bytes (max)", "2 of 2"):
+        assert words in table, table
+    assert table.count("2 of 2") == 2  # both replicas linked at the end of both runs
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(SPEC.replace("repetitions: 2", "repetitions: 1").replace(
+        "[100000, 100]", "[100]"))
+    require_service("memcached", LocalHost())
+    Runner(load_spec(spec), tmp_path / "mc", progress=False).run()
+    [plain] = analyse(tmp_path / "mc").sections
+    assert plain.replication_table() is None

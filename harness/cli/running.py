@@ -33,6 +33,20 @@ def _labels(items: Sequence[str]) -> dict[str, str]:
         raise SpecError([str(exc)]) from None
 
 
+def no_core_dumps() -> None:
+    """No core file from this process or any it starts here (its agent, the workers the
+    agent forks, the servers it launches), whatever `ulimit -c` the shell had: they hold
+    the servers' passwords (read from the environment or a file), TLS keys and SSH keys,
+    and a crash would copy their memory, secrets and all, into a file where
+    /proc/sys/kernel/core_pattern says (often the working directory) or to a crash
+    collector. Children inherit the limit; only the soft one is lowered, so a user may
+    raise it again for a process of their own."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.interrupts import Interrupts
     from harness.run.runner import Runner
@@ -41,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     labels = _labels(args.label)
     spec = load_spec(args.spec, _overrides(args.set), labels)
+    no_core_dumps()
     for name in unverified_tls(spec.services, spec.grid):
         print(unverified_tls_line(name, spec.services[name]), file=sys.stderr, flush=True)
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))

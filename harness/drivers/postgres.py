@@ -21,7 +21,14 @@ async def connect(endpoint: Endpoint, timeout_s: float = 10.0) -> asyncpg.Connec
         password=endpoint.auth.password if endpoint.auth is not None else None,
         ssl=client_context(endpoint.tls) if endpoint.tls is not None else None,
         timeout=timeout_s,
-        # A pooler in between (pgbouncer's transaction mode) hands each statement to any
-        # server connection: prepared statements would not be found there.
+        # A pooler in between (pgbouncer's transaction mode) hands each transaction to
+        # any server connection: a named statement would not be found there, or would be
+        # another client's. 0: unnamed statements, parsed with each execution.
         statement_cache_size=int(endpoint.extra.get("statement_cache", 256)),
     )
+
+
+def named_statements(endpoint: Endpoint) -> bool:
+    """Whether connections to `endpoint` may prepare named statements (nothing between
+    the kit and PostgreSQL that hands transactions to other backends)."""
+    return int(endpoint.extra.get("statement_cache", 256)) != 0

@@ -241,6 +241,11 @@ class Postgres(Service):
         "extra": Setting((dict,), {}, "More parameters, name -> value, passed as -c."),
         "tls": TLS_SETTING,
         "binary": BINARY_SETTING,
+        "statements": Setting((str,), "auto", "Prepared statements of the workloads: named "
+                              "(each parsed once per connection), unnamed (parsed with each "
+                              "execution: what a pooler between passes); auto: named on the "
+                              "kit's server, unnamed where one at an address is found behind "
+                              "a pooler or proxy.", choices=pg_remote.STATEMENTS),
     }
 
     def __init__(self, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
@@ -330,11 +335,16 @@ class Postgres(Service):
             config["listen_addresses"] = host.address
             config["binary"] = binary_record(host, str(bins["postgres"]))
             config["auth"] = AUTH_MODE
+            unnamed = s["statements"] == "unnamed"
+            config["statements"] = ("named: the kit's own server, nothing between"
+                                    if s["statements"] == "auto" else
+                                    f"{s['statements']}: set in the spec")
             if tls is not None:
                 config["tls"] = tls.describe() + " only (hostnossl rejected)"
             endpoint = Endpoint(
                 kind=self.kind, host=host.address, port=port,
-                extra={"user": USER, "database": DATABASE},
+                extra={"user": USER, "database": DATABASE,
+                       **({"statement_cache": 0} if unnamed else {})},
                 auth=Credentials(USER, password), tls=tls,
             )
             svc = launch.running(endpoint, version, config)
@@ -343,7 +353,7 @@ class Postgres(Service):
             return svc
 
     attachable = True
-    address_settings = ("tls",)
+    address_settings = ("tls", "statements")
 
     def attach(self, host: Host, spec: Any, creds: Any) -> RunningService:
         return pg_remote.attach(host, spec, creds)

@@ -69,7 +69,35 @@ def test_settings_are_applied(start_server: StartServer) -> None:
     binary = svc.config.pop("binary")
     assert binary["path"].endswith("/postgres") and len(binary["sha256"]) == 64
     assert svc.config == {**shown, "admitted": [], "listen_addresses": "127.0.0.1",
-                          "auth": "scram-sha-256, a random password per server start"}
+                          "auth": "scram-sha-256, a random password per server start",
+                          "statements": "named: the kit's own server, nothing between"}
+
+
+async def _named_after_a_query(svc: RunningService) -> int:
+    """Named statements the workloads' driver left on its connection after a query."""
+    from harness.drivers import postgres as pg
+
+    conn = await pg.connect(svc.endpoint)
+    try:
+        assert await conn.fetchval("SELECT $1::int + 1", 1) == 2
+        return await conn.fetchval("SELECT count(*) FROM pg_prepared_statements")
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("statements", ["auto", "unnamed"])
+def test_statements_named_by_default_unnamed_when_set(start_server: StartServer,
+                                                      statements: str) -> None:
+    """The kit's own server: named statements (cached per connection), or with
+    `statements: unnamed` none at all, as behind a pooler; the manifest says which."""
+    svc = start_server("postgres", statements=statements)
+    named = asyncio.run(_named_after_a_query(svc))
+    if statements == "auto":
+        assert named >= 1 and "statement_cache" not in svc.endpoint.extra
+        assert svc.config["statements"] == "named: the kit's own server, nothing between"
+    else:
+        assert named == 0 and svc.endpoint.extra["statement_cache"] == 0
+        assert svc.config["statements"] == "unnamed: set in the spec"
 
 
 

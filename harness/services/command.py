@@ -24,8 +24,10 @@ work directory before each server starts (`files: {NAME: TEMPLATE}`), may name t
 .database (a kit's server's random password: the proxy must log in to it). With
 `protocol: memcache | redis | postgres | http` and `provides:` a kind, workloads use the
 proxy as they would that server; a postgres or redis proxy takes the user, database and
-password of the service behind it of that kind, as its clients log in with them. Literal
-braces in a template are doubled: {{ and }}.
+password of the service behind it of that kind, as its clients log in with them; behind a
+postgres one they speak unnamed statements, and the manifest records what the proxy is
+in front of and its pooling (`harness.services.pg_remote.statements`). Literal braces in
+a template are doubled: {{ and }}.
 
 Membership hooks (ECS-like commands run on the service's host, same placeholders plus
 {members}, the servers before the change as `host:port,...`, and {node}):
@@ -43,12 +45,13 @@ import socket
 import string
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
+from harness.services import pg_remote
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -393,6 +396,11 @@ class Command(Service):
         svc.endpoint = Endpoint(self.provides(s), first.address, first.port, {
             "protocol": s["protocol"], "greeting": s["greeting"],
             "nodes": [x.addr for x in svc.servers], **inherited[0]}, inherited[1])
+        if s["protocol"] == "postgres":  # what is between, and its pooling: recorded
+            extra, found = pg_remote.statements(svc.endpoint, "auto", strict=False,
+                                                started=bool(inherited[0]))
+            svc.endpoint = replace(svc.endpoint, extra={**svc.endpoint.extra, **extra})
+            svc.config.update(found)
         return svc
 
     def _values(self, svc: CommandService, host: Host, launch: Launch) -> dict[str, str]:

@@ -24,6 +24,13 @@ path (generate_series, then the indexes, then VACUUM ANALYZE).
 Sizing: `run.ops` must equal `objects` (validated before anything runs): one run times
 exactly the seed's N objects. One client process with one connection and one op in
 flight, as the seed's single loop; no warm-up ops (every object is timed once).
+
+Behind a pooler (`statement_cache` 0 in the endpoint) each op's statement is unnamed and
+parsed with it, and nothing is prepared ahead. Every op is one statement, so each runs
+in any of pgbouncer's pooling modes but `sequential` in statement pooling, which refuses
+the transaction its cursor lives in (refused in `prepare`, before any op; one statement
+per batch, keyset-paginated, would run there, but it would time another scan than the
+seed's cursor).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from harness.drivers import postgres as pg
+from harness.errors import WorkloadError
 from harness.results import MISS, OK
 from harness.services.base import Endpoint
 from harness.settings import Setting
@@ -107,6 +115,12 @@ class Cluster(Workload):
 
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]
                       ) -> None:
+        if params["op"] == "sequential" and endpoints["postgres"].extra.get(
+                "pooling") == "statement":
+            raise WorkloadError(
+                "op sequential reads through a cursor, which lives in a transaction, and "
+                "the pooler between refuses transaction blocks (statement pooling): "
+                "measure it directly or through transaction or session pooling")
         conn = await pg.connect(endpoints["postgres"])
         try:
             await create_table(conn, 0 if params["op"] == "insert" else params["objects"])
@@ -130,7 +144,8 @@ class _Client(WorkloadClient):
 
     async def connect(self) -> Any:
         conn = await pg.connect(self.endpoint)
-        await conn.prepare(self.sql)  # parse/plan outside the timed ops
+        if pg.named_statements(self.endpoint):  # never a named one behind a pooler
+            await conn.prepare(self.sql)  # parse/plan outside the timed ops
         return conn
 
     async def close(self, conn: Any) -> None:

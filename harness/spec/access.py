@@ -183,7 +183,11 @@ def _auth(where: str, auth: Any, bad: Bad) -> AuthSpec | None:
                    "or password_file (a file holding the password)")
         return None
     if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
-        bad(f"{where}.password_env", f"{env!r} is not an environment variable name")
+        # Not quoted: what is given here instead of a name is most often the password.
+        bad(f"{where}.password_env", "expected the name of an environment variable that "
+                                     "holds the password (letters, digits and _, not "
+                                     "starting with a digit); what was given is not one, "
+                                     "and is not shown in case it is the password itself")
         return None
     if path is not None and (not isinstance(path, str) or not path):
         bad(f"{where}.password_file", "expected a file path")

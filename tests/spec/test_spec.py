@@ -291,3 +291,23 @@ def test_labels_are_text_and_the_command_line_adds_or_replaces_them(tmp_path: Pa
     assert any("labels" in p and "must be text" in p and "quote it" in p for p in said)
     assert any("plain name" in p for p in said)
     assert load_spec(write(tmp_path, GOOD)).labels == {}
+
+
+def test_a_password_given_where_its_variables_name_goes_is_not_echoed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set services.kv.auth.password_env=<the password itself>`, a slip in a CI
+    script: refused, and the value is not printed (CI logs keep what is printed)."""
+    from harness.cli import main as cli_main
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nworkload: redis_mix\nservices:\n  kv: {kind: redis, address: "
+                    "'127.0.0.1:6379', auth: {user: bench, password_env: PW}}\nrun: {ops: 10}\n")
+    secret = "Hunter-2!x9"
+    for argv in (["run", str(path), "--dry-run"], ["validate", str(path)]):
+        code = cli_main([*argv, "--out", str(tmp_path / "raw"),
+                         "--set", f"services.kv.auth.password_env={secret}"])
+        out, err = capsys.readouterr()
+        assert code == 2
+        assert "services.kv.auth.password_env: expected the name of an environment" in err
+        assert "not shown in case it is the password" in err
+        assert secret not in out + err

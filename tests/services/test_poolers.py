@@ -297,3 +297,34 @@ def _points(grid: dict[str, list[Any]], exclude: list[dict[str, Any]]) -> Iterat
         point = dict(zip(keys, combo, strict=True))
         if not any(all(point[k] == v for k, v in ex.items()) for ex in exclude):
             yield point
+
+
+def test_the_pooling_cost_pair_compares_the_same_postgresql_direct_and_pooled(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """experiments/deployment/pooling_cost_*.yaml: one experiment (the same name, the
+    same workload and clients), straight to PostgreSQL and through pgbouncer's
+    transaction pooling; `harness compare` gives each metric a verdict."""
+    _needs("pgbouncer")
+    require_service("postgres", LocalHost())
+    require_service("memcached", LocalHost())
+    short = {"repetitions": 2, "run": {"duration_s": 1, "warmup_s": 0.2},
+             "grid": {"op": ["store_read"]}}
+    direct = _example("pooling_cost_direct.yaml", tmp_path, **short)
+    pooled = _example("pooling_cost_pgbouncer.yaml", tmp_path, **short)
+    a, b = (yaml.safe_load(p.read_text()) for p in (direct, pooled))
+    assert a["name"] == b["name"] == "pooling_cost"
+    assert {k: v for k, v in a.items() if k not in ("services", "description")} == {
+        k: v for k, v in b.items() if k not in ("services", "description")}
+    assert b["services"]["db"] == a["services"]["db"] and "pool_mode = transaction" in (
+        b["services"]["pool"]["settings"]["files"]["pgbouncer.ini"])
+    for spec, out in ((direct, "direct"), (pooled, "pooled")):
+        mans = _run_all(spec, tmp_path / out)
+        assert sum(m.counts["ok"] for m in mans) > 0 and len(mans) == 2
+        db = mans[0].services.get("pool", mans[0].services["db"])["config"]
+        assert db["statements"].startswith("unnamed" if out == "pooled" else "named")
+    capsys.readouterr()
+    assert cli_main(["compare", str(tmp_path / "direct"), str(tmp_path / "pooled"),
+                     "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} >= {"throughput"}
+    assert all(r["verdict"] for r in rows)

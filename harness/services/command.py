@@ -306,8 +306,7 @@ class Command(Service):
 
     def validate(self, settings: Mapping[str, Any], *, name: str = "",
                  behind: Sequence[str] = ()) -> list[str]:
-        """`_check`'s refusal, if any: what `start` would stop on, said before anything
-        starts (`harness validate` and `harness run` alike)."""
+        """`_check`'s refusal: what `start` would stop on, said before anything starts."""
         try:
             self._check(name or "?", self.resolve(settings), set(behind))
         except ServiceError as exc:
@@ -348,14 +347,11 @@ class Command(Service):
                         f"command {name!r}: {key}: {{{field_}}} names no service it is in "
                         f"front of (after: {sorted(behind)}) or no field of one "
                         f"({', '.join(SERVICE_FIELDS)})")
-                if base == "services" and rest[1] == "password" and not key.startswith(
-                        "files."):
-                    # A command line is any local user's to read (ps, /proc/PID/cmdline).
-                    raise ServiceError(
+                if base == "services" and rest[1] == "password" and key[:6] != "files.":
+                    raise ServiceError(  # a command line is any local user's to read (ps)
                         f"command {name!r}: {key}: {{{field_}}} would put a password on a "
                         "command line, which every user of the machine can read; name it "
-                        "in a files: template (written mode 600) and point the command "
-                        "at that file")
+                        "in a files: template (mode 600) and point the command at that file")
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
               hosts: Mapping[str, Host] | None = None,

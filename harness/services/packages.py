@@ -56,6 +56,10 @@ TOOLS: tuple[SystemPackage, ...] = (
                   "a PostgreSQL pooler: tests and experiments/deployment/"),
     SystemPackage("haproxy", None, "haproxy",
                   "a TCP proxy before Redis and PostgreSQL: tests and experiments/deployment/"),
+    SystemPackage("pgpool2", None, "pgpool",
+                  "pgpool-II, another PostgreSQL pooler: tests and experiments/deployment/"),
+    SystemPackage("prometheus", None, "prometheus",
+                  "scrapes `harness run --metrics` in the tests (its HTTP API is read back)"),
     SystemPackage("openssl", None, "openssl",
                   "CAs and certificates of the TLS tests' servers started by hand "
                   "(conda's openssl has it)"),

@@ -22,7 +22,7 @@ from harness.errors import HarnessError, WorkloadError
 from harness.results import MISS, OK, OUTCOME_BYTES_SHIFT, outcome
 from harness.services.base import Endpoint
 from harness.settings import Setting, check_bounds
-from harness.workloads import mix_dists
+from harness.workloads import mix_dists, mix_preload
 from harness.workloads.base import (
     Issue,
     NativeOps,
@@ -38,9 +38,6 @@ GET, SET = 0, 1
 #: Different lengths (the key one odd) so the (op, key) pairs repeat far less often.
 OP_PATTERN_LEN = 1 << 16
 KEY_SEQ_LEN = (1 << 17) + 1
-#: Sets per pipelined batch in `prepare`.
-PREPARE_BATCH = 1000
-PREPARE_BATCH_TLS = 100
 #: Keys of a key space: every client process encodes a get and a set of each key (about
 #: 270 bytes a key, measured), so 4 M keys are about 1 GiB in each client process.
 MAX_KEY_SPACE = 4_000_000
@@ -179,32 +176,8 @@ class KeyValueMix(Workload):
         sizes = mix_dists.value_sizes(params, np.random.default_rng([cls.seed, 1 << 32]),
                                       len(keys), self.max_value_bytes)
         tails = value_tails(sizes, cls.set_tail)
-        endpoint = endpoints[self.requires[0]]
-        # memcached -Z drops a connection that pipelines a few hundred requests over TLS
-        # at once (1.6.18: close_notify, then its replies): smaller batches there.
-        step = PREPARE_BATCH if endpoint.tls is None else PREPARE_BATCH_TLS
-        conn = await cls.open(endpoint)
-        futs: list[Any] = []
-        try:
-            for lo in range(0, len(keys), step):
-                batch = keys[lo:lo + step]
-                futs = [conn.call(cls.set_head(k, int(sizes[lo + i])) + tails[lo + i])
-                        for i, k in enumerate(batch)]
-                for k, fut in zip(batch, futs, strict=True):
-                    reply = await fut
-                    if reply != cls.stored:
-                        raise WorkloadError(f"{self.server} answered {reply!r} to set {k!r}")
-        finally:
-            conn.close()
-            # A failure leaves the batch's other replies unread: read their outcomes, or
-            # asyncio prints "Future exception was never retrieved" for each of them.
-            for fut in futs:
-                fut.add_done_callback(_retrieved)
-
-
-def _retrieved(fut: Any) -> None:
-    if not fut.cancelled():
-        fut.exception()
+        await mix_preload.preload(cls, self.server, endpoints[self.requires[0]], keys,
+                                  sizes, tails)
 
 
 class MixClient(WorkloadClient):

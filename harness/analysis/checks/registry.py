@@ -25,12 +25,10 @@ from typing import Any
 import numpy as np
 from scipy import stats as st
 
-from harness.analysis.checks import replicas, tails
+from harness.analysis.checks import failed_ops, replicas, tails
 from harness.analysis.checks.runfacts import GroupKey, RunData, group_runs
 from harness.analysis.data.load import Loaded
 from harness.analysis.stats import stationarity
-from harness.results import ERROR_SHARE_BAR, ERROR_STATUSES
-from harness.results.failures import failure_kinds
 
 #: A client process at this share of one CPU or more was saturated.
 CLIENT_CPU = 0.9
@@ -149,40 +147,13 @@ def client_saturated(runs: Sequence[RunData]) -> Finding | None:
 
 
 def errors(runs: Sequence[RunData]) -> Finding | None:
-    """Runs whose failed ops (errors and timeouts; misses are answers) exceed
-    `ERROR_SHARE_BAR` of their measured ops, with the first message of the commonest
-    kind: a latency or a throughput of such runs is partly that of ops that failed."""
-    failing, judged, worst = [], 0, 0.0
-    kinds: dict[str, list[Any]] = {}
-    for r in runs:
-        counts = r.manifest.typed_counts
-        if counts.measured <= 0:
-            continue
-        judged += 1
-        share = sum(counts.by_status.get(s, 0) for s in ERROR_STATUSES) / counts.measured
-        if share > ERROR_SHARE_BAR:
-            failing.append(r.run_id)
-            worst = max(worst, share)
-            for kind, n, first in failure_kinds(r.manifest):
-                entry = kinds.setdefault(kind, [0, first])
-                entry[0] += n or 0
-    if not failing:
+    """`failed_ops.failing` of the group's runs, as a finding."""
+    got = failed_ops.failing([(r.run_id, r.manifest) for r in runs])
+    if got is None:
         return None
-    ranked = sorted(kinds.values(), key=lambda e: -e[0])
-    said = ""
-    if ranked:
-        n, first = ranked[0]
-        said = f"; first of the commonest kind: {first}" + (f" ({n:,} times)" if n else "")
-        if len(ranked) > 1:
-            said += f"; {len(ranked) - 1} other kind(s)"
-    return Finding("errors", tuple(failing), judged,
-                   f"up to {worst:.1%} of the measured ops failed (errors and timeouts) in "
-                   f"{_of(len(failing), judged, len(runs))} (bar: {ERROR_SHARE_BAR:.1%})"
-                   f"{said}: the latencies include how long the failures took and the "
-                   "throughput counts them; fix the cause (the server's, a pooler's or a "
-                   "proxy's log) before reading these numbers, or set "
-                   "run.fail_if_error_rate_above to fail such runs",
-                   {"error_share": worst})
+    failing, judged, worst, said = got
+    return Finding("errors", tuple(failing), judged, failed_ops.detail(
+        worst, _of(len(failing), judged, len(runs)), said), {"error_share": worst})
 
 
 def _short_by_chance(run: RunData, achieved: float, target: float) -> bool:
@@ -400,10 +371,7 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
           f"telemetry.processes: a client's cpu_util >= {CLIENT_CPU:g} (open loop: unless "
           f"every op was sent within {KEPT_SCHEDULE_LAG_MS:g} ms p99)",
           "the client was saturated in {k} of {n} {side} runs"),
-    Check("errors", errors,
-          "ops failed (errors and timeouts) beyond a trace",
-          f"counts.error + counts.timeout > {ERROR_SHARE_BAR:.1%} of counts.measured",
-          "ops failed in {k} of {n} {side} runs"),
+    Check("errors", errors, *failed_ops.WORDS),
     Check("target_not_met", target_not_met,
           "open loop achieved less than its target, or ops intended were never sent",
           f"achieved < {TARGET_SHARE:.0%} of target_rate_ops_s (Poisson arrivals: beyond "

@@ -348,6 +348,7 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
     fig = plots.forest(table, list(by), threshold=threshold)
     parts = [markdown(head + "\n\n" + render(table, list(by), "markdown")
                       + (f"\n\n{left[0].upper()}{left[1:]}." if left else "") + checked),
+             _answers(table, list(by), base, cand, threshold),
              plots.publish(fig, "compare-forest", Path(figures_dir) if figures_dir else None)]
     from harness.analysis.figures import sweeps
 
@@ -356,3 +357,34 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
         parts.append(plots.publish(curves, "compare-capacity",
                                    Path(figures_dir) if figures_dir else None))
     return parts
+
+
+def _answers(table: pd.DataFrame, by: Sequence[str], base: str | Path, cand: str | Path,
+             threshold: float) -> Any:
+    """For the report's summary of findings: each row's verdict, and the question the
+    comparison answers with its rows' ratios pooled per metric (the geometric mean over
+    the rows; its interval the rows' own averaged on the log scale, as wide as if the
+    rows moved together) and what deciding the open rows would take."""
+    from harness.analysis.sections import answers
+    from harness.analysis.stats import planning
+
+    heading = "Comparison of two result trees"
+    found = [answers.Answer(
+        " ".join(f"{k}={r[k]}" for k in by) + f" {r['metric']}: candidate against base",
+        r["verdict"], float(r["ratio"]), float(r["ratio_ci_low"]), float(r["ratio_ci_high"]),
+        float(r["ratio_ci_level"]), heading=heading) for r in table.to_dict("records")]
+    pooled = []
+    for metric, rows in table.groupby("metric", sort=False):
+        ok = rows[(rows["ratio"] > 0) & (rows["ratio_ci_low"] > 0)]
+        if ok.empty:
+            continue
+        logs = [float(np.exp(np.log(ok[c]).mean())) for c in
+                ("ratio", "ratio_ci_low", "ratio_ci_high")]
+        runs = int(min(ok["n_base"].min(), ok["n_cand"].min()))
+        pooled.append(answers.Estimate(f"{metric} ratio, geometric mean over {len(ok)} "
+                                       f"row{'s' if len(ok) != 1 else ''}", *logs, "×",
+                                       runs))
+    asked = answers.Question("", f"Did {cand} change throughput or latency against {base}?",
+                             tuple(pooled), would_take=planning.would_take_text(
+                                 table, threshold), heading=heading)
+    return answers.publish(found, [asked])

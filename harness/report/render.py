@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 
 from harness.analysis.sections import answers as answers_mod
-from harness.analysis.sections.answers import Answer
+from harness.analysis.sections.answers import Answer, Question
 from harness.report import sanitize
 
 NOT_RUN_MARKER = "harness_not_run"  # == harness.analysis.sections.display.NOT_RUN_MARKER
@@ -43,6 +43,8 @@ class Section:
     #: The verdicts the section published (`harness.analysis.sections.answers`), each with the
     #: link to the part of the section that argues it.
     answers: list[tuple[Answer, str]] = field(default_factory=list)
+    #: The questions it answers, each with the link to its part of the section.
+    questions: list[tuple[Question, str]] = field(default_factory=list)
     #: Failed measurement checks per experiment (configurations per check), if published.
     check_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Outputs the section moves to the report's appendix (rendered HTML).
@@ -105,6 +107,7 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
     not_run = False
     failed_parts: list[str] = []
     published: list[Answer] = []
+    asked: list[Question] = []
     check_counts: dict[str, dict[str, int]] = {}
     appendix: list[str] = []
     for cell in nb.cells:
@@ -120,6 +123,7 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
                 if what:
                     failed_parts.append(str(what))
                 published += answers_mod.read(_marker(meta, answers_mod.MARKER))
+                asked += answers_mod.read_questions(_marker(meta, answers_mod.QUESTIONS_MARKER))
                 check_counts.update(answers_mod.read_checks(
                     _marker(meta, answers_mod.CHECKS_MARKER)))
                 text, marker = _output_html(output)
@@ -157,8 +161,11 @@ def render_notebook(path: Path, index: int, failed: str | None = None) -> Sectio
     by_heading = {_plain_heading(text): sub_id for sub_id, text in subsections}
     linked = [(a, f"#{by_heading.get(_plain_heading(a.heading), anchor)}")
               for a in published]
+    questions = [(q, f"#{by_heading.get(_plain_heading(q.heading), anchor)}")
+                 for q in asked]
     return Section(path.stem, title, anchor, body, subsections, failed, not_run,
-                   failed_parts=failed_parts, answers=linked, check_counts=check_counts,
+                   failed_parts=failed_parts, answers=linked, questions=questions,
+                   check_counts=check_counts,
                    appendix=[sanitize.clean(a) for a in appendix if a])
 
 

@@ -24,6 +24,8 @@ from harness.analysis.stats import verdict as verdicts
 MARKER = "harness_answers"
 #: Output metadata key of the failed checks per experiment: {experiment: {check: count}}.
 CHECKS_MARKER = "harness_check_counts"
+#: Output metadata key of the questions a section answers (a list of `Question` records).
+QUESTIONS_MARKER = "harness_questions"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,35 @@ class Answer:
         return self.verdict == verdicts.INCONCLUSIVE
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """A headline figure with its interval (NaN bounds: none), its unit, and the runs
+    it rests on."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+    unit: str = ""
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class Question:
+    """What an experiment asked (its spec's `description`; a comparison of two trees
+    asks whether the candidate changed anything) and the part of the answer that is not
+    a verdict: the headline figures of an experiment of one configuration (or a
+    comparison's ratios over all its rows), the checks that qualify them, and, where no
+    comparison was decided, what it would take."""
+
+    experiment: str
+    question: str = ""
+    estimates: tuple[Estimate, ...] = ()
+    qualified_by: str = ""
+    would_take: str = ""
+    heading: str = ""
+
+
 def from_claim(claim_text: str, claim: Any, *, experiment: str = "", caveat: str = "",
                heading: str = "") -> Answer:
     """An `Answer` from a judged claim of the kit's one rule (`multiplicity.Claim`)."""
@@ -64,12 +95,14 @@ def _plain(answers: Sequence[Answer]) -> str:
     return "\n".join(lines)
 
 
-def publish(answers: Iterable[Answer]) -> Any:
-    """The display object that hands `answers` to the report (a plain-text list in
-    JupyterLab; nothing in the report's section itself)."""
+def publish(answers: Iterable[Answer], questions: Iterable[Question] = ()) -> Any:
+    """The display object that hands `answers` (and `questions`) to the report (a
+    plain-text list in JupyterLab; nothing in the report's section itself)."""
     from IPython.display import DisplayObject
 
     items = list(answers)
+    asked = [{**_record(q), "estimates": [_record(e) for e in q.estimates]}
+             for q in questions]
 
     class _Answers(DisplayObject):
         def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -78,12 +111,12 @@ def publish(answers: Iterable[Answer]) -> Any:
         def _repr_mimebundle_(self, include: Any = None, exclude: Any = None
                               ) -> tuple[dict[str, str], dict[str, Any]]:
             return ({"text/plain": _plain(items)},
-                    {MARKER: [_record(a) for a in items]})
+                    {MARKER: [_record(a) for a in items], QUESTIONS_MARKER: asked})
 
     return _Answers(data="")
 
 
-def _record(a: Answer) -> dict[str, Any]:
+def _record(a: Any) -> dict[str, Any]:
     # JSON has no NaN: an interval that could not be drawn travels as null.
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in asdict(a).items()}
@@ -140,3 +173,47 @@ def read_checks(value: Any) -> dict[str, dict[str, int]]:
     return {e: {c: n for c, n in cs.items() if isinstance(c, str) and isinstance(n, int)
                 and not isinstance(n, bool)}
             for e, cs in value.items() if isinstance(e, str) and isinstance(cs, dict)}
+
+
+def _fields(cls: Any, item: Any, floats: set[str], ints: set[str] = frozenset()
+            ) -> dict[str, Any] | None:
+    """`item`'s fields of the dataclass `cls` (strings and numbers only, of the right
+    kind), or None where one is of the wrong type."""
+    if not isinstance(item, dict):
+        return None
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        v = item.get(f.name)
+        if f.name in floats:
+            v = math.nan if v is None else v
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                return None
+            out[f.name] = float(v)
+        elif f.name in ints:
+            if not isinstance(v, int) or isinstance(v, bool):
+                return None
+            out[f.name] = v
+        elif f.type in ("str", str):
+            if v is None:
+                continue  # the record's default
+            if not isinstance(v, str):
+                return None
+            out[f.name] = v[:2000]
+    return out
+
+
+def read_questions(value: Any) -> list[Question]:
+    """The questions in an output's metadata, read as `read` reads answers: a record or
+    an estimate with a field of the wrong type is left out."""
+    out = []
+    for item in value if isinstance(value, list) else []:
+        got = _fields(Question, item, set())
+        if got is None:
+            continue
+        estimates = []
+        for e in item.get("estimates") or [] if isinstance(item.get("estimates"), list) else []:
+            fe = _fields(Estimate, e, {"value", "low", "high"}, {"runs"})
+            if fe is not None and isinstance(fe.get("name"), str):
+                estimates.append(Estimate(**fe))
+        out.append(Question(**got, estimates=tuple(estimates[:12])))
+    return out

@@ -27,7 +27,7 @@ from harness.analysis.figures import plots, sweeps
 from harness.analysis.sections import answers, prose, tables
 from harness.analysis.sections.display import html, markdown
 from harness.analysis.sections.tables import ci_column, human
-from harness.analysis.stats import verdict
+from harness.analysis.stats import planning, verdict
 from harness.results import read_manifest
 from harness.studies.generic import analysis, drivers
 
@@ -207,11 +207,39 @@ class ExperimentSection:
                                              threshold=self.threshold, found=self.found)
         return self._effects
 
+    def question(self) -> answers.Question:
+        """What the experiment asked (its spec's `description`) and what answers it
+        without a verdict: one configuration's headline figures with their intervals and
+        the checks that qualify them; a grid's line of what deciding would take."""
+        spec = self.manifest.typed_extra.spec or {}
+        asked = spec.get("description") if isinstance(spec, dict) else None
+        heading = f"Experiment `{self.name}`"
+        if self.keys:
+            t = self.effects().table
+            return answers.Question(self.name, str(asked or ""), heading=heading,
+                                    would_take=planning.would_take_text(t, self.threshold)
+                                    if not t.empty else "")
+        row = analysis.configurations(self.loaded).iloc[0]
+        figures = [answers.Estimate(name, float(row[f]), float(row[f"{f}_ci_low"]),
+                                    float(row[f"{f}_ci_high"]), unit, int(row["runs"]))
+                   for name, f, unit in (("throughput", "throughput_ops_s", "ops/s"),
+                                         ("p50 latency", "latency_p50_ms", "ms"),
+                                         ("p99 latency", "latency_p99_ms", "ms"))]
+        errors = float(row.get("error_rate", math.nan))
+        figures.append(answers.Estimate("failed ops", errors, math.nan, math.nan, "%",
+                                        int(row["runs"])))
+        failed = sorted({f.check for fs in self.found.values() for f in fs})
+        return answers.Question(
+            self.name, str(asked or ""), tuple(figures),
+            ("the measurement checks " + ", ".join(failed) + " failed (see its section)"
+             if failed else ""), heading=heading)
+
     def answers(self) -> Any:
         """Every effect's verdict, for the report's summary of findings: each names the
-        failed checks of either side it rests on, or says none failed."""
+        failed checks of either side it rests on, or says none failed; and the question
+        the experiment asked, with what answers it without a verdict."""
         if not self.keys or self.effects().table.empty:
-            return None
+            return answers.publish([], [self.question()])
         out = []
         for r in self.effects().table.itertuples(index=False):
             at = f" (at {r.at})" if r.at else ""
@@ -221,7 +249,7 @@ class ExperimentSection:
                 r.ratio_ci_high, r.ratio_ci_level, self.name,
                 r.caveat or "none failed in either configuration",
                 f"Experiment `{self.name}`"))
-        return answers.publish(out)
+        return answers.publish(out, [self.question()])
 
     def effect_findings(self) -> Any:
         """Per grid key, each value against the first, in words; then the table."""

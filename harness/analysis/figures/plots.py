@@ -19,6 +19,7 @@ from harness.analysis.figures.style import (
     HEIGHT,
     PNG_DPI,
     WIDTH,
+    legend_outside,
     log_ms_axis,
     new_figure,
     png_bytes,
@@ -32,8 +33,8 @@ from harness.analysis.figures.verdicts import VERDICT_COLOURS, forest, latency_t
 #: The figure functions, and what they always offered from `figstyle` and `verdictplots`.
 __all__ = ["HEIGHT", "PERCENTILE_QS", "PNG_DPI", "VERDICT_COLOURS", "WIDTH", "bars_with_ci",
            "forest", "heatmap", "latency_ecdf", "latency_over_time", "latency_throughput",
-           "log_ms_axis", "new_figure", "per_second", "per_set", "percentiles", "png_bytes",
-           "publish", "save", "scaling_lines", "slug", "style"]
+           "legend_outside", "log_ms_axis", "new_figure", "per_second", "per_set",
+           "percentiles", "png_bytes", "publish", "save", "scaling_lines", "slug", "style"]
 
 def _labels_with_n(counts: pd.Series, unit: str) -> dict[str, str]:
     return {str(k): f"{k} (n = {int(v):,} {unit})" for k, v in counts.items()}
@@ -139,9 +140,9 @@ def latency_ecdf(
                     ha="right", va="bottom", fontsize=8, color="0.4")
     ax.set_title(title, fontsize=11)
     legend = ax.get_legend()
-    if legend is not None:
-        legend.set_title(None)
-        sns.move_legend(ax, "lower right", fontsize=8, title=None)
+    if legend is not None:  # beside the axes: the curves fill it corner to corner
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+                        fontsize=8, title=None)
     return fig
 
 
@@ -275,7 +276,7 @@ def percentiles(
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency [ms] (log scale)")
     ax.set_title(title, fontsize=11)
-    ax.legend(loc="upper left", fontsize=8)
+    legend_outside(ax)
     return fig
 
 
@@ -304,7 +305,7 @@ def scaling_lines(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(f"{title}\n(lines: mean; bands: 95% CI)", fontsize=11)
-    ax.legend(fontsize=8)
+    legend_outside(ax)
     return fig
 
 
@@ -353,5 +354,5 @@ def per_second(series: pd.DataFrame, *, title: str) -> Figure:
         bottom.set_ylabel("p99 latency [ms]\n(ops of all runs)")
         bottom.set_xlabel("second since the runs' start (measured ops)")
         fig.suptitle(title, fontsize=11)
-        top.legend(fontsize=8, loc="best")
+        legend_outside(fig)
     return fig

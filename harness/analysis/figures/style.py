@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import seaborn as sns
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, FigureBase
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from harness import paths
@@ -37,6 +38,31 @@ def new_figure(width: float = WIDTH, height: float = HEIGHT) -> Figure:
         fig = Figure(figsize=(width, height), layout="constrained")
         fig.add_subplot()
     return fig
+
+
+def legend_outside(where: Any, handles: Sequence[Any] | None = None,
+                   labels: Sequence[str] | None = None, *, fontsize: float = 8,
+                   **kwargs: Any) -> Any:
+    """A legend outside every plot area, so it covers no curve, bar or point: an axes'
+    beside it on the right; a figure's or a subfigure's (one legend for all its panels)
+    under them. A
+    legend inside the axes covered data wherever the data happened to fall (issue 51:
+    the percentile lines, the cluster's bars); ``loc="best"`` only makes that rarer.
+    Returns the legend, or None when nothing is labelled."""
+    if handles is None:
+        source = where.axes if isinstance(where, FigureBase) else [where]
+        pairs = dict(item for ax in source for item in zip(
+            *ax.get_legend_handles_labels()[::-1], strict=True))  # label -> handle
+        labels, handles = list(pairs), list(pairs.values())
+    if not handles:
+        return None
+    labels = list(labels) if labels is not None else [h.get_label() for h in handles]
+    if isinstance(where, FigureBase):
+        ncols = kwargs.pop("ncols", min(4, len(handles)))
+        return where.legend(handles, labels, loc="outside lower center", ncols=ncols,
+                            fontsize=fontsize, frameon=False, **kwargs)
+    return where.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1),
+                        borderaxespad=0, fontsize=fontsize, **kwargs)
 
 
 def log_ms_axis(axis) -> None:

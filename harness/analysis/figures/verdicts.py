@@ -12,7 +12,14 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from harness.analysis.figures.style import HEIGHT, WIDTH, log_ms_axis, new_figure, style
+from harness.analysis.figures.style import (
+    HEIGHT,
+    WIDTH,
+    legend_outside,
+    log_ms_axis,
+    new_figure,
+    style,
+)
 
 
 def latency_throughput(curve: pd.DataFrame, *, title: str,
@@ -71,7 +78,7 @@ def latency_throughput(curve: pd.DataFrame, *, title: str,
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         ax.set_xlabel("achieved throughput [ops/s] (mean over runs)")
         ax.set_ylabel("latency [ms] (from intended start)")
-        ax.legend(fontsize=8, loc="upper left", ncols=2 if i > 3 else 1)
+        legend_outside(ax)
         ax.set_title(title + "\nbars: 95% interval over runs (none where a run has too few "
                      "ops beyond the percentile)", fontsize=10)
     return fig
@@ -129,5 +136,5 @@ def forest(table: pd.DataFrame, by: Sequence[str], *, threshold: float,
         ax.set_xlabel("ratio cand / base (log scale)\nthroughput: > 1 is faster; latency: "
                       "< 1 is faster")
         ax.set_title(title, fontsize=11)
-        ax.legend(fontsize=8, loc="best", frameon=True)
+        legend_outside(fig)
     return fig

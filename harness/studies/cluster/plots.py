@@ -35,14 +35,15 @@ def us_bars(table: pd.DataFrame, ops: Sequence[str], setups: Sequence[str],
         ax.bar(xs, mean, width, color=color, label=f"{setup} (n = {n} runs)",
                yerr=_yerr(mean, t["us_low"].to_numpy(float), t["us_high"].to_numpy(float)),
                error_kw={"elinewidth": 0.8, "capsize": 1.5})
-    ax.set_xticks(np.arange(len(ops)), [labels.get(o, o) for o in ops])
+    # Two-word names on two lines: beside the legend the groups are too narrow for one.
+    ax.set_xticks(np.arange(len(ops)), [labels.get(o, o).replace(" ", "\n") for o in ops])
     ax.set_yscale("log")
     plots.log_ms_axis(ax.yaxis)
     ax.set_ylabel("time per object [µs] (log scale)")
     ax.set_xlabel("operation")
     ax.set_title("Time per object, per operation and setup\n(bars: mean over runs; "
                  "whiskers: 95% CI)", fontsize=11)
-    ax.legend(fontsize=7, ncol=2, loc="upper center")
+    plots.legend_outside(ax, fontsize=7)
     return fig
 
 
@@ -86,16 +87,18 @@ def decomposition_bars(table: pd.DataFrame, decomp: pd.DataFrame, ops: Sequence[
         ax.set_ylabel("time per object [µs]")
         ax.set_title(f"{labels.get(op, op)}: where the time goes (n ≥ {n} runs per setup; "
                      "whiskers: 95% CI of the total)", fontsize=10)
-        ax.legend(fontsize=8, loc="upper left")
+    plots.legend_outside(fig)  # the same three parts in every panel
     return fig
 
 
 def growth(points: pd.DataFrame, fit: pd.DataFrame, op_label: str) -> Figure:
     """Left: time per object against the configured round trip, a line per node count,
     with the fitted model. Right: against the node count, a line per round trip."""
-    fig = Figure(figsize=(plots.WIDTH, 3.9), layout="constrained")
+    fig = Figure(figsize=(plots.WIDTH, 4.3), layout="constrained")
     with plots.style():
-        left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        # A subfigure per panel, each with its own legend under it (the two differ).
+        halves = fig.subfigures(1, 2)
+        left, right = halves[0].add_subplot(), halves[1].add_subplot()
         node_counts = sorted(points["nodes"].unique())
         palette = dict(zip(node_counts, sns.color_palette("colorblind", len(node_counts)),
                            strict=True))
@@ -122,7 +125,7 @@ def growth(points: pd.DataFrame, fit: pd.DataFrame, op_label: str) -> Figure:
     left.set_xlabel("configured round trip to each standby [ms]")
     left.set_ylabel(f"{op_label}: time per object [µs]")
     left.set_title("against the round trip\n(dashed: least-squares fit)", fontsize=10)
-    left.legend(fontsize=7)
+    plots.legend_outside(halves[0], fontsize=7, ncols=1)
     for rtt, g in points.groupby("rtt_ms"):
         if rtt == 0:  # loopback: the single node starts the line at one node
             g = g.sort_values("nodes")
@@ -136,5 +139,5 @@ def growth(points: pd.DataFrame, fit: pd.DataFrame, op_label: str) -> Figure:
     right.set_ylabel(f"{op_label}: time per object [µs]")
     right.set_title("against the number of nodes\n(points: mean; whiskers: 95% CI)",
                     fontsize=10)
-    right.legend(fontsize=7)
+    plots.legend_outside(halves[1], fontsize=7, ncols=2)
     return fig

@@ -59,7 +59,7 @@ class Plots(Numbers):
                 if log:
                     ax.set_yscale("log")
             axes[0].set_ylabel(ylabel)
-            axes[-1].legend(fontsize=8, loc="upper right")
+            plots.legend_outside(fig)
             fig.suptitle(f"{title}\n(bars: mean over {unit}; whiskers: 95% CI)", fontsize=11)
         return fig
 
@@ -98,6 +98,7 @@ class Plots(Numbers):
             fig = Figure(figsize=(plots.WIDTH, plots.HEIGHT + 0.4), layout="constrained")
             axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
             for ax, op in zip(axes, names, strict=True):
+                counts: dict[bool, int] = {}
                 for mc in (True, False):
                     sub = ops[(ops["op"] == op) & (ops["memcache"] == mc)]
                     ax.scatter(sub["bytes"], sub["latency_ms"], s=5, alpha=0.3, color=COLORS[mc],
@@ -107,13 +108,16 @@ class Plots(Numbers):
                     mid = np.sqrt(edges[:-1] * edges[1:])
                     ax.plot(mid[med["bin"].to_numpy(int) - 1], med["median_ms"].to_numpy(),
                             color=COLORS[mc], linewidth=1.8, marker="o", markersize=3,
-                            label=f"{mc_label(mc)} (n = {int(agg['count'].sum()):,})")
+                            label=mc_label(mc))
+                    counts[mc] = int(agg["count"].sum())
                 ax.axvline(self.threshold_bytes, color="0.3", linestyle="--", linewidth=0.9)
                 ax.set_xscale("log")
                 ax.set_yscale("log")
-                ax.set_title(op, fontsize=10)
+                # n per panel in its title: one legend below serves every panel.
+                ax.set_title(f"{op}\n(n = {counts[True]:,} on, {counts[False]:,} off)",
+                             fontsize=9)
                 ax.set_xlabel("file size [bytes] (log)")
-                ax.legend(fontsize=7, loc="upper left")
+            plots.legend_outside(fig)
             plots.log_ms_axis(axes[0].yaxis)
             axes[0].set_ylabel("latency per op [ms] (log)")
             drawn = (f"\n(points: one op in {self.loaded.sample_every:,} of each run; lines "
@@ -147,7 +151,7 @@ class Plots(Numbers):
             ax.set_yticks(y, [f"{lab}\nn = {n} runs" for lab, n in zip(labels, st["runs"],
                                                                         strict=True)])
             ax.set_xlabel("median time per op [ms] (mean over runs)")
-            ax.legend(fontsize=8, loc="lower right")
+            plots.legend_outside(fig)
             ax.set_title(f"Op latency beside the round trip to the app, "
                          f"{int(st['threads'].iloc[0])} thread\n(whiskers: 95% CI of the service "
                          "time over runs)", fontsize=11)

@@ -80,7 +80,7 @@ class Plots(Numbers):
                     ax.set_ylabel(f"{name} [ops/s]" if col == 0 else "")
                     ax.set_xlabel("servers (Redis masters)" if row == 1 else "")
                     ax.set_xticks(sorted(tables[value][self.servers].unique()))
-            axes[0][1].legend(fontsize=7, loc="lower right")
+            plots.legend_outside(fig, fontsize=7)
         fig.suptitle(f"Throughput by servers and clients\n(lines: {rate_mean(self.scaling)} "
                      "mean over runs; bands: 95% CI; aggregate = sum over clients)",
                      fontsize=11)
@@ -133,7 +133,7 @@ class Plots(Numbers):
                 _shade_events(ax, events, label=i == 0)
             axes[0].set_ylabel("ops/s")
             axes[0].set_ylim(bottom=0)
-            axes[0].legend(fontsize=7, loc="lower left")
+            plots.legend_outside(fig, fontsize=7)
             axes[1].set_ylabel("redirects/s")
             axes[2].set_ylabel("p99 latency [ms]")
             axes[2].set_yscale("log")

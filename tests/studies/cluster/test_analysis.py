@@ -24,6 +24,7 @@ from harness.results import OK, write_run
 from harness.studies import cluster as cluster_views
 from harness.studies.cluster import analysis as cluster
 from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
+from tests.fixtures.figures import legends_over_axes, published
 from tests.fixtures.rawdata import make_ops, manifest_for
 
 SETUPS = [("single", 1, "none", 0.0), ("local-cluster", 2, "none", 0.0),
@@ -184,6 +185,19 @@ def test_tables_use_the_kits_interval_of_a_mean(runs) -> None:
     est = stats.run_mean_ci(g["us_per_object"])
     assert (row["us_low"], row["us_high"]) == pytest.approx((est.low, est.high))
     assert (t["us_low"] > 0).all()
+
+
+def test_no_legend_covers_a_plot(raw: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51, p.27: the setups' legend sat over the bars; the growth panels' over
+    their points."""
+    drawn = published(monkeypatch)
+    study = cluster_views.analyse(raw)
+    for figure in (study.us_figure, study.decomposition_figure, study.growth_figure):
+        assert figure() is not None
+    assert sorted(drawn) == ["cluster_modes-decomposition", "cluster_modes-insert-growth",
+                             "cluster_modes-us-per-object"]
+    assert [(name, over) for name, fig in drawn.items()
+            for over in legends_over_axes(fig)] == []
 
 
 def test_the_notebook_executes_and_draws(raw: Path, tmp_path: Path) -> None:

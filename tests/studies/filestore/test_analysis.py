@@ -20,6 +20,7 @@ from tests.fixtures.claims import (
     assert_wording_rule,
     stated_ratios,
 )
+from tests.fixtures.figures import legends_over_axes, published
 from tests.fixtures.filestore import write_filestore_runs
 
 NOTEBOOK = paths.notebooks_dir() / "20-filestore.ipynb"
@@ -91,10 +92,15 @@ def test_tables_and_sentences(study: filestore.Study) -> None:
     assert list(st["threads"].unique()) == [1] and len(st) == 6
 
 
-def test_figures_are_saved(study: filestore.Study) -> None:
+def test_figures_are_saved(study: filestore.Study, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = published(monkeypatch)
     for figure in (study.throughput, study.latency, study.latency_by_size,
                    study.baseline, study.ecdf):
         assert figure() is not None
+    # Issue 51: the panels' legends covered their points and bars.
+    assert len(drawn) == 5
+    assert [(name, over) for name, fig in drawn.items()
+            for over in legends_over_axes(fig)] == []
     assert study.figures_dir is not None
     names = {p.name for p in study.figures_dir.glob("*.png")}
     assert names == {f"filestore-memcache-{n}.png" for n in

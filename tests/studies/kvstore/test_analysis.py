@@ -12,6 +12,7 @@ from harness.results import OK, REDIRECT, OpsArrays, new_manifest, write_run
 from harness.studies import kvstore
 from harness.studies.kvstore.analysis import around_events
 from tests.fixtures.claims import assert_prose_matches, assert_wording_rule
+from tests.fixtures.figures import legends_over_axes, published
 
 OPS = ("put", "get")
 
@@ -161,15 +162,20 @@ def test_elastic_series_events_and_redirects(study: kvstore.Study) -> None:
         study.steps_summary().data
 
 
-def test_views_and_figures(study: kvstore.Study) -> None:
+def test_views_and_figures(study: kvstore.Study, monkeypatch: pytest.MonkeyPatch) -> None:
     for view in (study.status, study.scaling_table_html, study.events_table_html,
                  study.redirect_table_html):
         assert "<table" in view().data
     assert "servers" in study.scaling_findings().data
+    drawn = published(monkeypatch)
     for fig in (study.scaling_figure(), study.cache_heatmap(),
                 study.cache_heatmap("p50_ms"),
                 study.elastic_timeline(), study.step_times()):
         assert fig.format == "png"
+    # Issue 51: the scaling and elastic legends sat over their bands and lines.
+    assert len(drawn) == 5
+    assert [(name, over) for name, fig in drawn.items()
+            for over in legends_over_axes(fig)] == []
     assert study.figures_dir is not None
     assert (study.figures_dir / "kvstore-elastic-timeline-1.svg").exists()
 

@@ -33,7 +33,7 @@ them, so a comparison of runs of any size needs no more memory than their summar
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,9 @@ from harness.analysis.checks.registry import Finding, group_checks
 from harness.analysis.checks.runfacts import GroupKey
 from harness.analysis.checks.words import caveat, warning_lines
 from harness.analysis.data import pooling, queries
-from harness.analysis.data.formats import bound_text, ratio_text, unbounded
 from harness.analysis.data.load import Loaded, load, load_runs_only
 from harness.analysis.data.summary_ci import _key, group_intervals
+from harness.analysis.sections.compare_table import render, verdict_text  # noqa: F401
 from harness.analysis.stats import multiplicity, verdict
 from harness.analysis.stats.intervals import RunInterval
 from harness.errors import ResultsError
@@ -185,9 +185,25 @@ def comparison(
         raise ResultsError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     by = list(by)
     (ib, lb), (ic, lc) = _intervals(base, by, include), _intervals(cand, by, include)
+    rows, tests, common = match_rows(ib, ic, by, metrics)
+    judged = judge_rows(rows, tests, alpha=alpha, threshold=threshold, gate=gate)
+    found = {"BASE": group_checks(lb, by), "CAND": group_checks(lc, by)}
+    add_caveats(rows, by, found["BASE"], found["CAND"])
+    table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS])
+    return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out}, judged.family,
+                      {side: {k: v for k, v in f.items() if v and k in common}
+                       for side, f in found.items()})
+
+
+def match_rows(ib: Mapping[tuple[object, ...], Mapping[str, RunInterval]],
+               ic: Mapping[tuple[object, ...], Mapping[str, RunInterval]], by: Sequence[str],
+               metrics: Sequence[str], head: Mapping[str, object] | None = None
+               ) -> tuple[list[dict[str, Any]], list[verdict.LogRatio], list[Any]]:
+    """A row and its test per group both sides have and metric (`head`'s fields first),
+    and the groups in common; ResultsError naming both sides' groups when none is."""
     common = [k for k in ib if k in ic]
     if not common:
-        def names(groups: dict) -> list[str]:
+        def names(groups: Mapping) -> list[str]:
             return sorted("/".join(map(str, k)) for k in groups)
 
         raise ResultsError(
@@ -196,13 +212,20 @@ def comparison(
             "choose other --by keys")
     rows, tests = [], []
     for key in sorted(common, key=str):
-        values = dict(zip(by, key, strict=True))
+        values = {**(head or {}), **dict(zip(by, key, strict=True))}
         for name in metrics:
             m = METRICS[name]
             row, lr = _row(values, m, ib[key][m.field], ic[key][m.field])
             rows.append(row)
             tests.append(lr)
-    # Every row tested is one claim of one family: verdicts and printed intervals agree.
+    return rows, tests, common
+
+
+def judge_rows(rows: list[dict[str, Any]], tests: list[verdict.LogRatio], *, alpha: float,
+               threshold: float, gate: str) -> Any:
+    """Judge every row as one claim of one family (verdicts and printed intervals agree),
+    writing the ratio, its interval, p-values and verdict into each row; the judged
+    family."""
     judged = multiplicity.judge(
         tests, [METRICS[r["metric"]].higher_is_better for r in rows], q=alpha,
         threshold=threshold, method=gate)
@@ -210,15 +233,17 @@ def comparison(
         row.update(ratio=c.ratio, ratio_ci_low=c.low, ratio_ci_high=c.high,
                    ratio_ci_level=c.level, p=c.p, p_adjusted=c.p_adjusted,
                    adjustment=judged.family.name, verdict=c.verdict)
-    found = {"BASE": group_checks(lb, by), "CAND": group_checks(lc, by)}
+    return judged
+
+
+def add_caveats(rows: list[dict[str, Any]], by: Sequence[str],
+                base: Mapping[GroupKey, list[Finding]],
+                cand: Mapping[GroupKey, list[Finding]]) -> None:
+    """Each row's ``caveat``: the failed checks of either side its verdict rests on."""
     for row in rows:
         key = _key([row[k] for k in by])
-        row["caveat"] = "; ".join([*caveat(found["BASE"].get(key, ()), "base", row["metric"]),
-                                   *caveat(found["CAND"].get(key, ()), "cand", row["metric"])])
-    table = pd.DataFrame(rows, columns=[*by, *ROW_FIELDS])
-    return Comparison(table, {"BASE": lb.left_out, "CAND": lc.left_out}, judged.family,
-                      {side: {k: v for k, v in f.items() if v and k in common}
-                       for side, f in found.items()})
+        row["caveat"] = "; ".join([*caveat(base.get(key, ()), "base", row["metric"]),
+                                   *caveat(cand.get(key, ()), "cand", row["metric"])])
 
 
 def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
@@ -229,80 +254,8 @@ def worse_beyond(table: pd.DataFrame, pct: float) -> pd.DataFrame:
     return worse[change > pct / 100]
 
 
-def verdict_text(row: dict[str, Any]) -> str:
-    """The verdict, qualified by the failed checks it rests on ("worse, but the client
-    was saturated in 3 of 5 base runs")."""
-    return f"{row['verdict']}, but {row['caveat']}" if row.get("caveat") else row["verdict"]
-
-
-def _fmt(x: object) -> str:
-    from harness.analysis.sections.tables import human
-
-    return human(x)
-
-
-#: The unit of each metric, shown in the text and Markdown tables.
-UNITS = {"throughput": "ops/s", "latency_mean": "ms", "latency_p50": "ms",
-         "latency_p99": "ms"}
-
-
-def render(table: pd.DataFrame, by: Sequence[str], fmt: str,
-           family: multiplicity.Family | None = None) -> str:
-    """``table``: aligned text; ``markdown``: a pipe table; ``json``: a list of rows. The
-    ratio's column states the level its intervals were printed at, and `family` (how the
-    rows were judged) is said under the table."""
-    if fmt == "json":
-        return table.to_json(orient="records", indent=2)
-    rows = []
-    for r in table.to_dict("records"):
-        def ci(v: float, lo: float, hi: float, n: int, text: Any = _fmt) -> str:
-            if math.isnan(lo):
-                return ""
-            if unbounded(v, lo, hi):  # an interval that bounds nothing says so
-                return f" [{bound_text(n, v, lo, hi)}]"
-            return f" [{text(lo)}, {text(hi)}]"
-
-        unit = UNITS.get(r["metric"])
-        nb, nc = (int(r[k]) if isinstance(r[k], int | float) and r[k] == r[k] else 0
-                  for k in ("n_base", "n_cand"))
-        rows.append([*(_fmt(r[k]) for k in by),
-                     f"{r['metric']} ({unit})" if unit else r["metric"],
-                     _fmt(r["base"]) + ci(r["base"], r["base_ci_low"], r["base_ci_high"], nb),
-                     _fmt(r["cand"]) + ci(r["cand"], r["cand_ci_low"], r["cand_ci_high"], nc),
-                     ratio_text(r["ratio"]) + ci(r["ratio"], r["ratio_ci_low"],
-                                                 r["ratio_ci_high"], min(nb, nc),
-                                                 lambda x: ratio_text(x)[:-1]),
-                     _p(r["p"]), _p(r["p_adjusted"]),
-                     f"{r['n_base']}/{r['n_cand']}", verdict_text(r)])
-    levels = table["ratio_ci_level"].dropna().unique() if len(table) else []
-    level = multiplicity.fmt_level(float(levels[0])) if len(levels) == 1 else "adjusted"
-    name = table["adjustment"].iloc[0] if len(table) else multiplicity.NAMES[
-        multiplicity.FDR]
-    head = [*by, "metric", "base [95% CI]", "cand [95% CI]", f"cand/base [{level} CI]",
-            "p", f"p ({'BH' if name == multiplicity.NAMES[multiplicity.FDR] else name})",
-            "runs", "verdict"]
-    # Why a row has no test (one run, too few ops beyond a percentile), once per reason.
-    notes = sorted({f"{r['metric']}: {r['test'][len('none: '):]}"
-                    for r in table.to_dict("records") if r["test"].startswith("none: ")})
-    if family is not None:
-        notes.insert(0, family.sentence("rows"))
-    if fmt == "markdown":
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(lines + [""] + [f"- {n}" for n in notes] if notes else lines)
-    if fmt != "table":
-        raise ValueError(f"format must be table, json or markdown, not {fmt!r}")
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in [head, *rows]]
-    return "\n".join(lines + [f"note: {n}" for n in notes])
-
-
-def _p(p: float) -> str:
-    return "-" if math.isnan(p) else f"{p:.3g}"
-
-
-def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[str] = ("op",),
+def section(base: str | Path | None, cand: str | Path | None, *,
+            by: Sequence[str] | None = None,
             alpha: float = 0.05, threshold: float = verdict.DEFAULT_THRESHOLD,
             include: Sequence[str] = (), figures_dir: str | Path | None = None) -> Any:
     """The report's comparison section (notebooks/60-compare.ipynb): `section_parts`,
@@ -317,7 +270,7 @@ def section(base: str | Path | None, cand: str | Path | None, *, by: Sequence[st
 
 
 def section_parts(base: str | Path | None, cand: str | Path | None, *,
-                  by: Sequence[str] = ("op",), alpha: float = 0.05,
+                  by: Sequence[str] | None = None, alpha: float = 0.05,
                   threshold: float = verdict.DEFAULT_THRESHOLD, include: Sequence[str] = (),
                   figures_dir: str | Path | None = None) -> list[Any]:
     """The comparison's table with a tally of its verdicts and what each side left out,
@@ -331,6 +284,16 @@ def section_parts(base: str | Path | None, cand: str | Path | None, *,
                          "`compare_base` and `compare_cand` to two raw-results directories "
                          "(`harness report --compare BASE CAND`, or `harness compare BASE "
                          "CAND` on its own).", omit=True)]
+    from harness.analysis.data import likeness
+
+    lb, lc = (load_tree(Path(p), ops=False, include=include) for p in (base, cand))
+    by = list(by) if by else likeness.default_by(lb, lc)
+    found = likeness.differences(lb, lc, by)
+    if found:  # unlike things: said, and no verdict drawn
+        return [markdown(f"`{cand}` against `{base}`: "
+                         + likeness.refusal(found).replace("--allow-different", "`harness "
+                                                           "compare --allow-different`")
+                         + ". Set `compare_by` to match on what differs.")]
     result = comparison(Path(base), Path(cand), by=by, alpha=alpha, threshold=threshold,
                         include=include)
     table = result.table
@@ -388,3 +351,66 @@ def _answers(table: pd.DataFrame, by: Sequence[str], base: str | Path, cand: str
                              tuple(pooled), would_take=planning.would_take_text(
                                  table, threshold), heading=heading)
     return answers.publish(found, [asked])
+
+
+def within(tree: Path, experiment: str | None = None, *,
+           baseline: Mapping[str, str] | None = None, by: Sequence[str] = ("op",),
+           metrics: Sequence[str] = tuple(METRICS), alpha: float = 0.05,
+           threshold: float = verdict.DEFAULT_THRESHOLD, include: Sequence[str] = (),
+           gate: str = multiplicity.FDR) -> Comparison:
+    """`comparison` of each configuration of one experiment's grid against the first (or
+    the one `baseline` names, KEY=VALUE of grid keys), all rows one family; the table's
+    first column ``configuration`` names the candidate ("value_size_bytes=4096")."""
+    loaded = load_tree(Path(tree), include=include)
+    names = sorted(set(loaded.runs["experiment"].astype(str)))
+    if experiment is None and len(names) == 1:
+        experiment = names[0]
+    if experiment not in names:
+        raise ResultsError(f"{tree}: name the experiment to compare within with "
+                           f"--experiment ({', '.join(names) or 'none here'})")
+    loaded = loaded.runs_where(loaded.runs["experiment"].astype(str) == experiment)
+    keys = [k for k in loaded.grid_keys if k not in by and k in loaded.runs
+            and loaded.runs[k].nunique(dropna=True) > 1]
+    if not keys:
+        raise ResultsError(f"{experiment}: one configuration, nothing to compare within it "
+                           "(harness compare BASE CAND compares it with another tree)")
+    configs = [tuple(c) for c in loaded.runs[keys].drop_duplicates().itertuples(index=False)]
+    base = configs[0]
+    if baseline:
+        unknown = sorted(set(baseline) - set(keys))
+        if unknown:
+            raise ResultsError(f"--baseline {unknown[0]}: not a grid key varied in "
+                               f"{experiment} ({', '.join(keys)})")
+        chosen = [c for c in configs if all(str(dict(zip(keys, c, strict=True))[k]) == v
+                                            for k, v in baseline.items())]
+        if not chosen:
+            raise ResultsError(f"--baseline {baseline}: no configuration of {experiment} "
+                               "has those values")
+        base = chosen[0]
+
+    def runs_of(c: tuple[Any, ...]) -> Loaded:
+        mask = pd.Series(True, index=loaded.runs.index)
+        for k, v in zip(keys, c, strict=True):
+            mask &= loaded.runs[k].astype(str) == str(v)
+        return loaded.runs_where(mask)
+
+    lb = runs_of(base)
+    ib = group_intervals(lb, list(by))
+    found_b = group_checks(lb, list(by))
+    rows, tests, found_c = [], [], {}
+    for c in configs:
+        if c == base:
+            continue
+        lc = runs_of(c)
+        label = ", ".join(f"{k}={v}" for k, v in zip(keys, c, strict=True))
+        got, lrs, _ = match_rows(ib, group_intervals(lc, list(by)), list(by), metrics,
+                                 {"configuration": label})
+        cand_found = group_checks(lc, list(by))
+        add_caveats(got, list(by), found_b, cand_found)
+        rows += got
+        tests += lrs
+        found_c.update(cand_found)
+    judged = judge_rows(rows, tests, alpha=alpha, threshold=threshold, gate=gate)
+    table = pd.DataFrame(rows, columns=["configuration", *by, *ROW_FIELDS])
+    return Comparison(table, {"BASE": loaded.left_out}, judged.family,
+                      {"BASE": {k: v for k, v in found_b.items() if v}})

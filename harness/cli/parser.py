@@ -193,9 +193,22 @@ def build_parser() -> argparse.ArgumentParser:
                        "side by side.")
     p.add_argument("base", metavar="BASE",
                    help="the baseline's raw-results (or experiment) directory")
-    p.add_argument("cand", metavar="CAND", help="the candidate's, to judge against BASE")
-    p.add_argument("--by", default="op", help="comma-separated keys to match groups on "
-                   "(default: op)")
+    p.add_argument("cand", metavar="CAND", nargs="?",
+                   help="the candidate's, to judge against BASE; without it, each "
+                   "configuration of one experiment in BASE against its first (--experiment, "
+                   "--baseline)")
+    p.add_argument("--by", help="comma-separated keys to match groups on (default: the op "
+                   "and every grid key both trees share, and the experiment where a tree "
+                   "holds several; within one experiment: op)")
+    p.add_argument("--experiment", help="the experiment to compare (within one tree: "
+                   "needed where it holds several)")
+    p.add_argument("--baseline", action="append", metavar="KEY=VALUE",
+                   help="within one experiment: the configuration the others are judged "
+                   "against (default: the first); repeatable for several grid keys")
+    p.add_argument("--allow-different", metavar="KEY,...", default="",
+                   help="two trees that differ outside --by (workload, servers, a "
+                   "parameter, a client setting) are refused, naming each difference; "
+                   "these may differ (said above the table)")
     p.add_argument("--metric", action="extend", nargs="+",
                    choices=("throughput", "latency_mean", "latency_p50", "latency_p99"),
                    help="metrics to judge (default: all four)")
@@ -224,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the comparison section: CAND against BASE (two raw-results "
                    "trees), its table and a forest plot of every ratio")
     p.add_argument("--by", help="--compare: comma-separated keys to match groups on "
-                   "(default: op)")
+                   "(default: the op and every grid key both trees share)")
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="set a notebook parameter, as papermill's -p (VALUE read as YAML: "
                    "-p alpha 0.01, -p include '[partial]'); repeatable")

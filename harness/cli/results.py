@@ -115,28 +115,75 @@ def unreadable_is_exit_2(what: str) -> Iterator[None]:
                            f"{exc})") from exc
 
 
+def _sides(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The two trees, each narrowed to `--experiment` where given and present."""
+    out = []
+    for side in (Path(args.base), Path(args.cand)):
+        out.append(side / args.experiment if args.experiment and (
+            side / args.experiment).is_dir() else side)
+    return out[0], out[1]
+
+
+def _alike(base: Path, cand: Path, by: list[str] | None, allowed: set[str],
+           include: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The --by keys (given, or `likeness.default_by`) and the differences allowed;
+    HarnessError naming the others."""
+    from harness.analysis.compare import load_tree
+    from harness.analysis.data import likeness
+
+    lb, lc = (load_tree(p, ops=False, include=include) for p in (base, cand))
+    by = by if by is not None else likeness.default_by(lb, lc)
+    found = likeness.differences(lb, lc, by)
+    refused = [(k, v) for k, v in found if k not in allowed]
+    if refused:
+        raise HarnessError(likeness.refusal(refused))
+    return by, found
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare import comparison, render, worse_beyond
+    from harness.analysis.compare import comparison, render, within, worse_beyond
     from harness.analysis.data import pooling
     from harness.analysis.data.load import check_experiments
 
-    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    given = [c.strip() for c in args.by.split(",") if c.strip()] if args.by else None
     metrics = args.metric or ["throughput", "latency_mean", "latency_p50", "latency_p99"]
-    with unreadable_is_exit_2(f"{args.base} or {args.cand}"):
-        for side in (args.base, args.cand):
-            check_experiments(Path(side), None)
-        result = comparison(Path(args.base), Path(args.cand), by=by, metrics=metrics,
-                            alpha=args.alpha, threshold=args.threshold / 100,
-                            include=args.include, gate=args.gate)
+    allowed = {k.strip() for k in args.allow_different.split(",") if k.strip()}
+    head = ""
+    with unreadable_is_exit_2(f"{args.base} or {args.cand}" if args.cand else args.base):
+        if args.cand is None:
+            check_experiments(Path(args.base), None)
+            baseline = dict(_key_value(b) for b in args.baseline or ())
+            by = given or ["op"]
+            result = within(Path(args.base), args.experiment, baseline=baseline, by=by,
+                            metrics=metrics, alpha=args.alpha,
+                            threshold=args.threshold / 100, include=args.include,
+                            gate=args.gate)
+        else:
+            if args.baseline:
+                raise HarnessError("--baseline names a configuration within one tree: "
+                                   "give BASE alone")
+            base, cand = _sides(args)
+            for side in (base, cand):
+                check_experiments(side, None)
+            by, differ = _alike(base, cand, given, allowed, args.include)
+            if differ:
+                head = "allowed differences (--allow-different): " + "; ".join(
+                    f"{k}: {v}" for k, v in differ)
+            result = comparison(base, cand, by=by, metrics=metrics, alpha=args.alpha,
+                                threshold=args.threshold / 100, include=args.include,
+                                gate=args.gate)
         table = result.table
-        text = render(table, by, args.format, result.family)
+        shown = ["configuration", *by] if args.cand is None else by
+        text = render(table, shown, args.format, result.family)
         left = pooling.line(result.left_out, args.include)
         warnings = result.warnings(by)
         bad = worse_beyond(table, args.fail_if_worse) if args.fail_if_worse is not None \
             else ()
-    print(text)
-    # Under the table; json keeps stdout one JSON document, so stderr there.
+    # Above and under the table; json keeps stdout one JSON document, so stderr there.
     under = sys.stderr if args.format == "json" else sys.stdout
+    if head:
+        print(head, file=under)
+    print(text)
     if left:
         print(left, file=under)
     for line in warnings:
@@ -146,6 +193,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
               f"{args.fail_if_worse:g}%", file=sys.stderr)
         return EXIT_REGRESSION
     return EXIT_PASS
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise HarnessError(f"--baseline {text!r}: expected KEY=VALUE, e.g. "
+                           "value_size_bytes=100")
+    return key.strip(), value.strip()
 
 
 def _share(text: str) -> float:

@@ -206,7 +206,11 @@ def test_compare_says_what_it_left_out(pooling_raw: Path, tiny_raw: Path, capsys
     assert cli.main(["compare", str(tiny_raw), str(pooling_raw), "--include", "partial",
                      "--format", "json"]) == 0
     out, err = capsys.readouterr()
-    assert [r["n_cand"] for r in json.loads(out)] == [6] * 4  # json stays json
+    rows = json.loads(out)  # json stays json
+    # Matched on the op and the shared grid key `size` (never pooled across sizes): the
+    # 6 runs with partial ones included are 4 of size 1 and 2 of size 2, per metric.
+    assert sorted((r["size"], r["n_cand"]) for r in rows if r["metric"] == "throughput") == [
+        (1, 4), (2, 2)]
     assert err.startswith("left out: of CAND, pooling: 1 failed and 2 duplicate runs (")
     assert cli.main(["compare", str(tiny_raw), str(tiny_raw)]) == 0
     assert "left out" not in capsys.readouterr().out
@@ -218,8 +222,12 @@ def test_report_section_is_omitted_unless_configured(trees):
 
     assert OMIT_MARKER in section(None, None).metadata
     base, cand = trees
-    shown, figure = section_parts(base, cand)
+    shown, published, figure = section_parts(base, cand)
     assert not shown.metadata and "| op | metric |" in shown.data
+    # The report's summary of findings: each row's verdict and the comparison's question.
+    meta = published._repr_mimebundle_()[1]
+    assert len(meta["harness_answers"]) == len(compare(base, cand))
+    assert meta["harness_questions"][0]["question"].startswith(f"Did {cand} change")
     assert "worse" in shown.data.split("\n")[0]  # the tally names the verdicts
     assert figure.data[:8] == b"\x89PNG\r\n\x1a\n"  # the forest plot
 

@@ -44,8 +44,12 @@ def test_compare_two_real_trees(tmp_path: Path, capsys: pytest.CaptureFixture) -
     base = _run(tmp_path, "base", "{ops: 2400, warmup_ops: 100, rate_ops_s: 4000}")
     cand = _run(tmp_path, "cand", "{ops: 400, warmup_ops: 20, rate_ops_s: 400}")
     capsys.readouterr()
+    # The offered rate differs, and is the point: compare says so only when told.
+    assert cli_main(["compare", str(base), str(cand)]) == 2
+    assert "target_rate_ops_s: 4000 against 400" in capsys.readouterr().err
     code = cli_main(["compare", str(base), str(cand), "--format", "json",
-                     "--metric", "throughput", "latency_mean", "--fail-if-worse", "5"])
+                     "--metric", "throughput", "latency_mean", "--fail-if-worse", "5",
+                     "--allow-different", "target_rate_ops_s"])
     rows = {(r["op"], r["metric"]): r for r in json.loads(capsys.readouterr().out)}
     assert set(rows) == {(op, m) for op in ("get", "set")
                          for m in ("throughput", "latency_mean")}

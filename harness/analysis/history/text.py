@@ -34,7 +34,10 @@ def _g(x: float) -> str:
 
 
 def _reason_kind(reason: str) -> str:
-    return reason.split(":", 1)[0]
+    """A reason's kind, to count by: up to its colon, and never half a parenthesis ("no
+    label commit (labels in this tree: ...)" counts as "no label commit")."""
+    kind = reason.split(":", 1)[0]
+    return kind.split(" (", 1)[0] if kind.count("(") != kind.count(")") else kind
 
 
 def head(h: History) -> str:

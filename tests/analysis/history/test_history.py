@@ -141,3 +141,21 @@ def test_no_progress_bar_frames_where_stderr_is_no_terminal(
     assert cli_main(["history", str(raw), "--by", "commit"]) == 0
     err = capsys.readouterr().err
     assert "reading runs" not in err and "runs read" not in err and "%|" not in err, err
+
+
+def test_the_left_out_line_counts_reasons_with_balanced_parentheses() -> None:
+    """The README's `history --by commit` printed "left out: 372 run(s) (283 no label
+    commit (labels in this tree, 89 no start time (an import))": a reason's kind was cut
+    at its colon, inside a parenthesis."""
+    from types import SimpleNamespace
+
+    from harness.analysis.history.text import left_out_lines
+
+    h = SimpleNamespace(left_out=[
+        {"run_id": "r1", "experiment": "e", "reason": "no label commit (labels in this "
+         "tree: version)"},
+        {"run_id": "r2", "experiment": "e", "reason": "no start time (an import): not in "
+         "time order"}])
+    first = left_out_lines(h)[0]
+    assert first == "left out: 2 run(s) (1 no label commit, 1 no start time (an import))"
+    assert first.count("(") == first.count(")")

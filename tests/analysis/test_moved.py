@@ -29,7 +29,8 @@ def test_the_names_that_became_packages_keep_their_modules_names() -> None:
     from harness.analysis.stats import comparisons
 
     assert checks.CHECKS is registry.CHECKS and stats.compare_two is comparisons.compare_two
-    assert history.gate is changes.gate and explore.explorer is widgets.explorer
+    # The gate grew into a module of its own (issue 49): `history.gate` names it.
+    assert history.history is changes.history and explore.explorer is widgets.explorer
     assert explain.explain is explain_analysis.explain
     assert stats.intervals.__name__ == "harness.analysis.stats.intervals"  # a submodule
     with pytest.raises(AttributeError):

@@ -142,7 +142,7 @@ def test_a_command_service_whose_programs_are_missing_on_its_machine(
     spec = {**BASE, "workload": "kvstore", "hosts": two(machines),
             "services": {"kv": {"kind": "command", "host": "server", "settings": {
                 "command": "no-such-kvserver --port {port}",
-                "setup": "/opt/nowhere/join {nodes}",
+                "setup": "/opt/nowhere/join {members}",
                 "add": "{python} -c pass"}}},
             "params": {"records_per_client": 10}}
     path = tmp_path / "cmd.yaml"

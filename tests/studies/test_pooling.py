@@ -36,7 +36,9 @@ def test_every_study_is_here() -> None:
 
 def add_partial_and_duplicate(raw: Path, experiment: str) -> tuple[str, str]:
     """Copies of the experiment's first run: a partial one of a repetition of its own and
-    a complete one of the same repetition started later. Returns their run_ids."""
+    a complete one of the same repetition started later (and ended after it started: a
+    run that ends before it starts is a damaged one, left out as such). Returns their
+    run_ids."""
     first = sorted((raw / experiment).glob("*/manifest.json"))[0].parent
     made = []
     for suffix, status, rep in (("partial", "partial", 1000), ("dup", "complete", 0)):
@@ -44,7 +46,7 @@ def add_partial_and_duplicate(raw: Path, experiment: str) -> tuple[str, str]:
         shutil.copytree(first, target)
         data = json.loads((target / "manifest.json").read_text())
         data.update(run_id=target.name, status=status, repetition=data["repetition"] + rep,
-                    started_utc="2099-01-01T00:00:00Z")
+                    started_utc="2099-01-01T00:00:00Z", ended_utc="2099-01-01T00:01:00Z")
         (target / "manifest.json").write_text(json.dumps(data))
         made.append(target.name)
     return made[0], made[1]

@@ -55,6 +55,24 @@ def test_unlike_trees_are_refused_naming_each_difference(
     assert out.startswith("allowed differences (--allow-different): "), out[:300]
 
 
+def test_an_experiment_only_the_base_holds_is_left_out_not_a_difference(
+        grid: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The base tree holds a second experiment (another workload, other keys) that the
+    candidate did not re-measure: the shared experiment is compared, the other matches
+    nothing; its workload is no reason to refuse (the report's comparison of a README
+    tree beside a user's Redis experiment was refused for it)."""
+    base = tmp_path / "base"
+    shutil.copytree(grid, base)
+    write_history(base, [1.0] * 3)
+    assert len({read_manifest(d).experiment for d in iter_run_dirs(base)}) == 2
+    cand = tmp_path / "cand"
+    shutil.copytree(grid, cand)
+    assert cli_main(["compare", str(base), str(cand), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["experiment"] for r in rows} == {GRID_EXPERIMENT}
+    assert {r["n_base"] for r in rows} == {3} and {r["n_cand"] for r in rows} == {3}
+
+
 def test_one_experiment_compared_within_itself(
         grid: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["compare", str(grid), "--experiment", GRID_EXPERIMENT, "--format",

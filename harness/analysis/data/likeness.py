@@ -48,8 +48,16 @@ def default_by(base: Loaded, cand: Loaded) -> list[str]:
 
 
 def differences(base: Loaded, cand: Loaded, by: Sequence[str]) -> list[tuple[str, str]]:
-    """(key, "base value(s) against cand value(s)") for each difference outside `by`."""
+    """(key, "base value(s) against cand value(s)") for each difference outside `by`.
+    Matched on the experiment, only the experiments both trees hold are compared: one
+    that a side alone holds matches nothing and is left out as its groups are, and its
+    workload or servers are no difference (a base tree with a Redis experiment beside the
+    memcached one the candidate re-measured)."""
     out: list[tuple[str, str]] = []
+    if "experiment" in by:
+        both = set(base.runs["experiment"].astype(str)) & set(cand.runs["experiment"].astype(str))
+        base, cand = (side.runs_where(side.runs["experiment"].astype(str).isin(both))
+                      for side in (base, cand))
 
     def values(frame: pd.DataFrame, col: str) -> list[str]:
         if col not in frame:

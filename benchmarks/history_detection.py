@@ -26,7 +26,8 @@ runs per point, and runs each tool's gate at every point (`harness.analysis.hist
 decide`, Otava's change points read the same way): fail when the newest level is worse
 than the one before it and began in the open points, either the newest 3 (``window``,
 the kit's default) or those after the last accepted point (``since``: the job's first
-10 points accepted, then every failure accepted when it happens). Printed per scenario,
+10 points accepted, then every failure accepted when it happens, from the point it names
+as its level's start, as the recipe in docs/compare.md accepts one). Printed per scenario,
 runs per point, mode and tool: regressions (worse steps) caught, naming a change within
 ±3 points of the step, of all; the points of delay after the step (median, p90); false
 gate failures (naming no worse step) per 100 points; and the kit's "not yet judgeable"
@@ -264,7 +265,8 @@ def online(h: History, reps: int, rng: np.random.Generator, python: str | None
     """Replays `h` one point at a time from `START` points, as a CI job adds commits, and
     runs each tool's gate at every point in two ways: ``window`` (stateless: the change
     must begin in the newest `WINDOW` points) and ``since`` (the job keeps the last
-    accepted point: the history before `START`, then each failure, accepted at once).
+    accepted point: the history before `START`, then each failure, accepted at once
+    where it says its level began, as docs/compare.md's recipe accepts one).
     `reps` runs per point (each its own noise around the point's value); Otava gets each
     point's mean, one number per commit."""
     runs = (np.repeat(h.values, reps) * np.exp(rng.normal(0, 0.02, h.values.size * reps))
@@ -299,9 +301,9 @@ def online(h: History, reps: int, rng: np.random.Generator, python: str | None
             r.pending += outcome.verdict == PENDING
             if outcome.verdict != FAIL:
                 continue
-            if mode == SINCE:
-                accepted[tool] = n - 1  # seen and accepted: the job moves --since on
             at = int(item.point)
+            if mode == SINCE:  # seen and accepted: --since the point the failure names
+                accepted[tool] = at
             hit = [j for j, s in enumerate(falls) if s < n and abs(at - s) <= TOLERANCE]
             if not hit:
                 r.false += 1
@@ -366,7 +368,8 @@ def replay(histories: int, seed: int, python: str | None,
           f"{START}th as a CI job adds commits, each tool's gate at every point: fail when "
           "the newest level is worse than the one before and began in the open points "
           f"(window: the newest {WINDOW}; since: after the last accepted point, each "
-          "failure accepted at once). caught = regressions (worse steps) the gate failed "
+          "failure accepted at once, from where it says its level began). caught = "
+          "regressions (worse steps) the gate failed "
           f"on, naming a change within ±{TOLERANCE} points; delay = points after the step "
           "(median, p90); false = failures naming no regression, per 100 points; pending = "
           "the kit's 'not yet judgeable', per 100 points; held = a job that accepts "

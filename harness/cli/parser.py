@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")
+    p.add_argument("--metrics", metavar="ADDR:PORT", default=None,
+                   help="serve Prometheus /metrics while the grid runs (a bare PORT: "
+                   "127.0.0.1 only; every interface is never bound); overrides the spec's "
+                   "export: {prometheus: ...}; see docs/live.md")
+    p.add_argument("--metrics-linger", type=float, default=None, metavar="SECONDS",
+                   help="after the grid, keep /metrics up at most this long for a scrape "
+                   "of the final values (default 30; not at all if nothing scraped it)")
     p.add_argument("--search", metavar="SLO", default=None,
                    help="find the highest offered rate meeting SLO, e.g. \"p99 < 1ms and "
                         "p50 < 200us\" (writes OUT/EXPERIMENT/search.json)")

@@ -47,6 +47,24 @@ def no_core_dumps() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
 
 
+def _metrics(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """`--metrics` (or the spec's `export: {prometheus: ...}`) as the Runner's keywords;
+    SpecError naming the option if it is no address to listen at."""
+    from harness.run.metrics import LINGER_S
+    from harness.spec.access import metrics_listen
+
+    where = spec.metrics_at
+    if getattr(args, "metrics", None) is not None:
+        try:
+            where = metrics_listen(args.metrics)
+        except ValueError as exc:
+            raise SpecError([f"--metrics: {exc}"]) from None
+    linger = getattr(args, "metrics_linger", None)
+    if linger is not None and not linger >= 0:
+        raise SpecError(["--metrics-linger: must be 0 or more seconds"])
+    return {"metrics": where, "metrics_linger_s": LINGER_S if linger is None else linger}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.interrupts import Interrupts
     from harness.run.runner import Runner
@@ -63,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if search is not None:
         return _run_search(args, spec, search, interrupts)
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
-                    live=not args.quiet, interrupts=interrupts)
+                    live=not args.quiet, interrupts=interrupts, **_metrics(args, spec))
     plans = runner.plans()
     if args.dry_run:
         if spec.design is not None:

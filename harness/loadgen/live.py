@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.results import ERROR, OUTCOME_STATUS_SHIFT, OUTCOME_WARMUP, TIMEOUT
+from harness.results import (
+    ERROR,
+    OUTCOME_BYTES_SHIFT,
+    OUTCOME_OP_MASK,
+    OUTCOME_STATUS_SHIFT,
+    OUTCOME_WARMUP,
+    STATUSES,
+    TIMEOUT,
+)
 
 if TYPE_CHECKING:
     from harness.loadgen.run import ClientRun
@@ -58,6 +66,13 @@ class Interval:
     #: Sparse latency histogram: [bucket, count] pairs (see `bucket_ns`).
     hist: list[list[int]] = field(default_factory=list)
     final: bool = False
+    #: [op code, status code, records, payload bytes] of every record, per op and status
+    #: (op codes index the workload's ops, status codes `harness.results.STATUSES`).
+    counts: list[list[int]] = field(default_factory=list)
+    #: Sparse latency histogram per op: [op code, bucket, count] triples (the records
+    #: histogrammed as for `hist`), and [op code, latency sum in ns] pairs.
+    op_hist: list[list[int]] = field(default_factory=list)
+    op_sum_ns: list[list[int]] = field(default_factory=list)
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Interval:
@@ -102,10 +117,56 @@ def percentile_ns(hist: Mapping[int, int], q: float) -> float | None:
     return bucket_ns(max(hist))  # unreachable: the counts add up to `total`
 
 
-def summarize(run: ClientRun, first: int, last: int) -> tuple[int, int, int, list[list[int]]]:
+@dataclass
+class Breakdown:
+    """Per-op tallies of one interval (`Interval.counts`, `op_hist`, `op_sum_ns`)."""
+
+    counts: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    hist: dict[tuple[int, int], int] = field(default_factory=dict)
+    sum_ns: dict[int, int] = field(default_factory=dict)
+
+    def add(self, packed: np.ndarray, op_sampled: np.ndarray, latency_ns: np.ndarray,
+            weight: int) -> None:
+        """Every record's `packed` outcome; the sampled ones' ops and latencies."""
+        nst = len(STATUSES)
+        key = (packed & OUTCOME_OP_MASK) * nst + ((packed >> OUTCOME_STATUS_SHIFT) & 0xFF)
+        n = np.bincount(key)
+        nbytes = np.bincount(key, weights=packed >> OUTCOME_BYTES_SHIFT)
+        for k in np.flatnonzero(n):
+            row = self.counts.setdefault((int(k) // nst, int(k) % nst), [0, 0])
+            row[0] += int(n[k])
+            row[1] += int(nbytes[k])
+        if latency_ns.size == 0:
+            return
+        buckets = (np.log2(np.maximum(latency_ns, 1)) * BUCKETS_PER_OCTAVE).astype(np.int64)
+        hkey = op_sampled * HIST_SPAN + buckets
+        for k, c in _nonzero(np.bincount(hkey)):
+            where = divmod(k, HIST_SPAN)
+            self.hist[where] = self.hist.get(where, 0) + c * weight
+        sums = np.bincount(op_sampled, weights=latency_ns.astype(np.float64))
+        for op in np.flatnonzero(sums):
+            self.sum_ns[int(op)] = self.sum_ns.get(int(op), 0) + int(sums[op]) * weight
+
+    def fields(self) -> dict[str, list[list[int]]]:
+        return {"counts": [[o, s, n, b] for (o, s), (n, b) in sorted(self.counts.items())],
+                "op_hist": [[o, b, c] for (o, b), c in sorted(self.hist.items())],
+                "op_sum_ns": [[o, t] for o, t in sorted(self.sum_ns.items())]}
+
+
+#: Histogram buckets per op in `Breakdown`'s keys: above any bucket of an int64 latency.
+HIST_SPAN = 64 * BUCKETS_PER_OCTAVE
+
+
+def _nonzero(counts: np.ndarray) -> list[tuple[int, int]]:
+    return [(int(k), int(counts[k])) for k in np.flatnonzero(counts)]
+
+
+def summarize(run: ClientRun, first: int, last: int, by_op: Breakdown | None = None
+              ) -> tuple[int, int, int, list[list[int]]]:
     """(ops, errors, warm-up ops, histogram) of records [first, last) of the run (run
     indices: `Recorder.segments` finds them in sealed chunks and the current columns).
-    Latency as `Recorder.to_arrays` has it: end - start, or end - intended in open loop."""
+    Latency as `Recorder.to_arrays` has it: end - start, or end - intended in open loop.
+    `by_op`, if given, gets the per-op tallies too."""
     rec = run.rec
     if last <= first:
         return 0, 0, 0, []
@@ -122,8 +183,11 @@ def summarize(run: ClientRun, first: int, last: int) -> tuple[int, int, int, lis
         errors += int(np.count_nonzero(status == ERROR) + np.count_nonzero(status == TIMEOUT))
         warm += int(np.count_nonzero(packed.astype(np.uint8) & OUTCOME_WARMUP))
         ops += hi - lo
-        hists.append(histogram(end - begin, step))
-        del end, begin, packed
+        latency = end - begin
+        hists.append(histogram(latency, step))
+        if by_op is not None:
+            by_op.add(packed, packed[::step] & OUTCOME_OP_MASK, latency, step)
+        del end, begin, packed, latency
     merged = merge(hists)
     return ops, errors, warm, [[b, merged[b]] for b in sorted(merged)]
 
@@ -187,7 +251,8 @@ class Sampler:
     def sample(self, final: bool) -> None:
         cpu0 = time.thread_time_ns()
         now, n = time.perf_counter_ns(), self.run.published()
-        ops, errors, warm, hist = summarize(self.run, self.prev_n, n)
+        by_op = Breakdown()
+        ops, errors, warm, hist = summarize(self.run, self.prev_n, n, by_op)
         if final and n > self.prev_n:
             # The last interval ends with its last reply, not with the teardown after it
             # (closing connections): its rate is the rate the ops ran at.
@@ -196,7 +261,8 @@ class Sampler:
                 now = max(self.prev_ns + 1, min(now, last_end))
         self.k += 1
         self.intervals.append(json.dumps(asdict(Interval(self.k, now - self.prev_ns, ops,
-                                                         errors, warm, hist, final)),
+                                                         errors, warm, hist, final,
+                                                         **by_op.fields())),
                                          allow_nan=False))  # counts only: no NaN
         del self.intervals[:-KEEP]
         self.prev_n, self.prev_ns = n, now

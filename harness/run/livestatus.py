@@ -57,9 +57,15 @@ def format_line(k: int, intervals: list[Interval], clients: int, warmup_s: float
 class LiveStatus:
     """Polls a started `ClientGroup`'s live files and `say`s one line per second."""
 
-    def __init__(self, group: ClientGroup, say: Callable[[str], None]) -> None:
+    def __init__(self, group: ClientGroup, say: Callable[[str], None],
+                 sink: Callable[[str, str, Interval], None] | None = None,
+                 lines: bool = True) -> None:
+        """`sink(live file, host name, interval)` gets each interval once, as it comes
+        (`harness.run.metrics`); `lines=False` prints no status line (--quiet)."""
         self.group = group
         self.say = say
+        self.sink = sink
+        self.print_lines = lines
         self.warmup_s = group.plan.size.warmup_s or 0.0
         self.workers: list[Worker] = [w for w in group.workers if w.files.get("live")]
         #: live file -> interval number -> its interval.
@@ -67,6 +73,7 @@ class LiveStatus:
         #: live file -> number of its final interval; -> the newest number it sent.
         self.final: dict[str, int] = {}
         self.seen: dict[str, int] = {path: 0 for path in self.got}
+        self.host_of = {w.files["live"]: w.host.name for w in self.workers}
         self.next_k = 1
         self.lines = 0
         self._t0 = 0.0
@@ -133,6 +140,8 @@ class LiveStatus:
             for item in items:
                 with contextlib.suppress(KeyError, TypeError, ValueError):
                     iv = Interval.from_dict(item)
+                    if self.sink is not None and iv.k > self.seen[path]:  # new
+                        self.sink(path, self.host_of[path], iv)
                     if iv.k >= self.next_k:  # not printed yet
                         self.got[path][iv.k] = iv
                     self.seen[path] = max(self.seen[path], iv.k)
@@ -157,7 +166,7 @@ class LiveStatus:
             # line: a rate over a fraction of a second reads like a drop, and the run's
             # own line follows at once.
             stub = have and all(i.final and i.dt_ns < PARTIAL_S * 1e9 for i in have)
-            if have and not stub:
+            if have and not stub and self.print_lines:
                 self.say(format_line(k, have, clients, self.warmup_s))
                 self.lines += 1
             self.next_k += 1

@@ -36,6 +36,7 @@ from harness.run.inflight import ExperimentLock
 from harness.run.interrupts import Interrupts, StopNow
 from harness.run.livestatus import LiveStatus
 from harness.run.machines import Prepared, RunMachines
+from harness.run.metrics import LINGER_S, LiveMetrics, MetricsEndpoint
 from harness.run.recollect import collect_pending
 from harness.run.recovery import recover
 from harness.run.runwrite import RunWriting
@@ -61,12 +62,19 @@ class Runner(RunMachines, RunWriting):
     def __init__(self, spec: Spec, out_dir: Path, *, resume: bool = False,
                  progress: bool = True, stream: IO[str] | None = None, live: bool = False,
                  on_run_start: Callable[[RunPlan, dict[str, RunningService]], None]
-                 | None = None, interrupts: Interrupts | None = None) -> None:
+                 | None = None, interrupts: Interrupts | None = None,
+                 metrics: tuple[str, int] | None = None,
+                 metrics_linger_s: float = LINGER_S) -> None:
         """`on_run_start` is called as each run's clients are released: fault-injection
         tests use it to kill or pause servers mid-run. `interrupts`: the signal state of
         `harness run` (the CLI installs its handlers); without one, Ctrl-C is a plain
-        KeyboardInterrupt."""
+        KeyboardInterrupt. `metrics`: (address, port) of a live /metrics endpoint
+        (`harness.run.metrics`), kept up at the end until it was scraped or for
+        `metrics_linger_s`."""
         self.on_run_start = on_run_start
+        self.metrics_at = metrics
+        self.metrics_linger_s = metrics_linger_s
+        self.metrics: LiveMetrics | None = None
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.resume = resume
@@ -138,6 +146,8 @@ class Runner(RunMachines, RunWriting):
             if not plans and self.spec.until is None:
                 self.say(f"{self.spec.name}: every run is complete already; nothing to do")
                 return outcomes
+            if self.metrics_at is not None:  # closed last: after the servers stopped
+                stack.enter_context(self._serve_metrics(plans))
             scratch = mark_local(tempfile.mkdtemp(prefix="harness-collect-"),
                                  lock.state.owner)
             lock.add_scratch(scratch)
@@ -176,6 +186,28 @@ class Runner(RunMachines, RunWriting):
                 stopped = self._execute(more, ctx, bar, outcomes)
         return outcomes
 
+    @contextlib.contextmanager
+    def _serve_metrics(self, plans: list[RunPlan]) -> Iterator[MetricsEndpoint]:
+        assert self.metrics_at is not None
+        self.metrics = LiveMetrics(self.spec.name, self.workload.ops)
+        self.metrics.plan_grid(plans, self.spec.clients.hosts)
+        endpoint = MetricsEndpoint(self.metrics, *self.metrics_at,
+                                   linger_s=self.metrics_linger_s)
+        try:
+            endpoint.start()
+        except OSError as exc:
+            raise HarnessError(f"--metrics {self.metrics_at[0]}:{self.metrics_at[1]}: cannot "
+                               f"listen there: {exc.strerror or exc}") from None
+        self.say(f"{self.spec.name}: metrics (Prometheus) at {endpoint.url}")
+        try:
+            yield endpoint
+        finally:
+            scraped = endpoint.close()
+            self.say(f"{self.spec.name}: metrics at {endpoint.url} " + (
+                "served their final values to a scrape" if scraped else
+                "stopped; no scrape of the final values" if endpoint.scrapes else
+                "stopped; nothing scraped them"))
+
     def _execute(self, plans: list[RunPlan], ctx: RunContext, bar: tqdm,
                  outcomes: list[RunOutcome]) -> bool:
         """Run `plans` in their order, each on the server set its configuration needs
@@ -206,6 +238,17 @@ class Runner(RunMachines, RunWriting):
                 return True
             self._track_servers(ctx, running)  # a timeline may have added some
         return False
+
+    def _live_status(self, plan: RunPlan, run_id: str, group: ClientGroup
+                     ) -> LiveStatus | None:
+        """The status line (unless --quiet), feeding the /metrics figures if served."""
+        metrics = self.metrics
+        if metrics is None:
+            return LiveStatus(group, self.say).start() if self.live else None
+        metrics.run_started(plan, run_id)
+        return LiveStatus(group, self.say, lines=self.live,
+                          sink=lambda path, host, iv: metrics.take(plan, path, host, iv)
+                          ).start()
 
     def _more_repetitions(self, next_index: int) -> list[RunPlan]:
         """One more repetition of every configuration whose 95% CI of throughput (over
@@ -251,7 +294,8 @@ class Runner(RunMachines, RunWriting):
         interrupted = False
         group = ClientGroup(plan, ctx.client_hosts, ctx.workdirs, endpoints,
                             self.workload.ops, spec_path=str(self.spec.path),
-                            agents=ctx.agents, live=self.live, scratch=ctx.scratch)
+                            agents=ctx.agents, live=self.live or self.metrics is not None,
+                            scratch=ctx.scratch)
         telemetry = RunTelemetry(ctx.hosts, running, group, ctx.agents, ctx.snapshot_links)
         live: LiveStatus | None = None
         baseline: Prepared | None = None
@@ -267,6 +311,8 @@ class Runner(RunMachines, RunWriting):
                                        "no clients started")
                 baseline = self._prepare(plan, endpoints, sset, run_id)
                 telemetry.before_clients()  # the servers' counters: prepare's excluded
+                if self.metrics is not None:
+                    self.metrics.server_counters(plan, telemetry.counters_start)
                 try:
                     group.start()
                 finally:  # every process that started is listed, with its record files
@@ -274,7 +320,7 @@ class Runner(RunMachines, RunWriting):
                 group.wait_ready()
                 telemetry.start()  # every machine's /proc, as close to the start as can be
                 start_ns = group.go()
-                live = LiveStatus(group, self.say).start() if self.live else None
+                live = self._live_status(plan, run_id, group)
                 if self.spec.timeline:
                     timeline = Timeline(self.spec.timeline, running, start_ns,
                                         say=self.say if self.live else None).start()

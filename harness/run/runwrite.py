@@ -24,6 +24,7 @@ from harness.run.clients import ClientGroup, Collected
 from harness.run.context import RunContext, RunOutcome, utcnow
 from harness.run.inflight import InFlight, WorkerEntry
 from harness.run.livestatus import LiveStatus
+from harness.run.metrics import LiveMetrics
 from harness.run.runstatus import finish_manifest, quick_stats, target_met
 from harness.run.telemetry import RunTelemetry
 from harness.run.timeline import Timeline
@@ -34,6 +35,9 @@ from harness.spec import RunPlan, recorded_spec
 
 class RunWriting:
     """The `Runner`'s methods that write a run (a mixin: they use its `spec`, `say`, ...)."""
+
+    #: The live /metrics figures (`harness run --metrics`), if served.
+    metrics: LiveMetrics | None = None
 
     def _draft(self, plan: RunPlan, run_id: str, started: str, ctx: RunContext,
                sinfo: dict[str, Any]) -> Manifest:
@@ -71,6 +75,9 @@ class RunWriting:
         telemetry.end()  # first: the clients have exited, nothing else has run since
         if live is not None:
             live.stop()
+        if self.metrics is not None:
+            self.metrics.server_counters(plan, telemetry.counters_end)
+            self.metrics.run_ended(plan)
         if timeline is not None:
             timeline.finish()
             errors += timeline.errors

@@ -219,3 +219,31 @@ def unverified_tls_line(name: str, service: Any) -> str:
     return (f"warning: services.{name}: tls.verify is false: the server's certificate is "
             f"not checked, so these runs cannot tell the server {where} from anyone else "
             "answering there; its manifests and the report say 'certificate NOT verified'")
+
+
+#: Where `harness run --metrics PORT` listens when no address is given.
+METRICS_DEFAULT_HOST = "127.0.0.1"
+
+
+def metrics_listen(text: str) -> tuple[str, int]:
+    """`PORT`, `ADDR:PORT` or `[IPv6]:PORT` of the live /metrics endpoint (`harness run
+    --metrics`, a spec's `export: {prometheus: ...}`) as (address, port); a bare port
+    listens on loopback only. ValueError saying why: the address is checked as servers'
+    are (`listen_problem`): every interface is never bound, an address is spelled out."""
+    raw = str(text).strip()
+    if raw.isdigit():
+        host, port = METRICS_DEFAULT_HOST, int(raw)
+    else:
+        m = _ADDRESS.match(raw)
+        if m is None:
+            raise ValueError(f"{printable(raw)!r} is not PORT or ADDRESS:PORT (e.g. 9464 "
+                             "or 127.0.0.1:9464; [::1]:9464 for IPv6)")
+        host, port = m.group(1).strip("[]"), int(m.group(2))
+        problem = listen_problem(host)
+        if problem is not None:
+            raise ValueError(f"{problem.split(';')[0]}; the endpoint binds one address: "
+                             "give 127.0.0.1 (this machine only) or the address your "
+                             "Prometheus scrapes it at")
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} is not between 1 and 65535")
+    return host, port

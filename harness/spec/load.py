@@ -49,6 +49,7 @@ from harness.spec.sections import (
     is_number,
     sweep_values,
     validate_exclude,
+    validate_export,
     validate_hosts,
     validate_timeline,
     validate_until,
@@ -414,6 +415,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             for problem in exc.problems:
                 bad("search", problem.removeprefix("search: ").removeprefix("search."))
 
+    metrics_at = validate_export(data.get("export"), bad)
     labels = data.get("labels") or {}
     for problem in labels_problems(labels):
         bad("labels", problem)
@@ -434,5 +436,5 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         order_seed=order_seed,
         servers=servers if servers in SERVER_MODES else "shared",
         labels=dict(labels) if isinstance(labels, Mapping) else {},
-        design=design,
+        design=design, metrics_at=metrics_at,
     )

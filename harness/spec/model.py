@@ -58,6 +58,8 @@ TOP_LEVEL = {
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
     "labels": "name -> text written into every run's manifest (commit, version); "
               "`harness run --label KEY=VALUE` adds or replaces one",
+    "export": "{prometheus: PORT | ADDRESS:PORT}: serve live /metrics while the grid runs "
+              "(as `harness run --metrics`; docs/live.md)",
 }
 
 
@@ -259,6 +261,8 @@ class Spec:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: A fractional factorial over the grid (`harness.spec.design`); None: every point.
     design: Design | None = None
+    #: `export: {prometheus: ...}`: where the live /metrics endpoint listens, if anywhere.
+    metrics_at: tuple[str, int] | None = None
 
 
 ORDERS = ("interleaved", "random", "grouped", "rounds")

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.hosts.hostspec import HostSpec
 from harness.settings import Setting, check_settings, did_you_mean, resolve
-from harness.spec.access import listen_problem
+from harness.spec.access import listen_problem, metrics_listen
 from harness.spec.files import (
     MAX_INVENTORY_BYTES,
     BadYaml,
@@ -73,6 +73,30 @@ def validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | None:
         bad("until.max_repetitions", f"must be at least repetitions ({reps}) and 2")
         return None
     return UntilRule(float(pct), most)
+
+
+def validate_export(raw: Any, bad: Any) -> tuple[str, int] | None:
+    """`export: {prometheus: PORT | ADDRESS:PORT}`: the live /metrics endpoint
+    (`harness.run.metrics`); every interface is never bound."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        bad("export", "expected a mapping, e.g. {prometheus: 127.0.0.1:9464}")
+        return None
+    for key in raw:
+        if key != "prometheus":
+            bad(f"export.{key}", f"unknown field{did_you_mean(str(key), ['prometheus'])}")
+    where = raw.get("prometheus")
+    if where is None:
+        return None
+    if not isinstance(where, (str, int)) or isinstance(where, bool):
+        bad("export.prometheus", "expected PORT or ADDRESS:PORT, e.g. 127.0.0.1:9464")
+        return None
+    try:
+        return metrics_listen(str(where))
+    except ValueError as exc:
+        bad("export.prometheus", str(exc))
+        return None
 
 
 def validate_exclude(raw: Any, grid: Mapping[str, tuple[Any, ...]], bad: Any

@@ -1,0 +1,254 @@
+"""The live /metrics endpoint of `harness run --metrics` (`harness.run.metrics`): its bucket
+layout and its refusals here, and, against a REAL Prometheus (Debian's `prometheus`)
+scraping a real grid on a real memcached, that what Prometheus stored at the end is what
+the runs' ops files hold: op counts equal, and the p99 PromQL computes from the buckets
+within one bucket of the exact p99 of the run's ops."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.cli import main as cli_main
+from harness.errors import SpecError
+from harness.hosts import LocalHost
+from harness.loadgen import live
+from harness.loadgen.live import Interval
+from harness.results import iter_run_dirs, read_manifest, read_ops
+from harness.run.metrics import (
+    BOUNDS_S,
+    BUCKETS_PER_OCTAVE,
+    LiveMetrics,
+    MetricsEndpoint,
+    bucket_of,
+)
+from harness.spec import load_spec
+from harness.spec.access import metrics_listen
+from tests.fixtures.servers import require_service
+
+
+def test_one_bucket_layout_at_most_ten_percent_wide_holding_whole_live_buckets() -> None:
+    widths = [b / a - 1 for a, b in itertools.pairwise(BOUNDS_S)]
+    assert max(widths) <= 0.10
+    assert BOUNDS_S[0] < 1.1e-6 and BOUNDS_S[-1] > 60
+    # Each live bucket [2^(b/16), 2^((b+1)/16)) ns lies in the exported bucket it is put in.
+    for b in range(16 * 10, 16 * 36):
+        i = bucket_of(b)
+        lo, hi = 2 ** (b / live.BUCKETS_PER_OCTAVE) / 1e9, 2 ** ((b + 1) / 16) / 1e9
+        assert hi <= BOUNDS_S[i] * (1 + 1e-12)
+        assert i == 0 or lo >= BOUNDS_S[i - 1] * (1 - 1e-12)
+    assert bucket_of(0) == 0 and bucket_of(16 * 60) == len(BOUNDS_S)
+
+
+def _plan(cid: str, point: dict[str, Any], rate: float | None = None) -> Any:
+    return SimpleNamespace(config_id=cid, grid_point=point, repetition=1,
+                           size=SimpleNamespace(rate_ops_s=rate))
+
+
+def test_exposition_adds_processes_and_escapes_untrusted_labels() -> None:
+    """Two processes' intervals add up bucket by bucket; a hostile experiment name and grid
+    value are label values, escaped, and the text parses back to the same values."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    plan = _plan("c1", {"x": 'a"}\nfake_metric 1'}, 100.0)
+    m = LiveMetrics('exp"\n', ("get", "set"))
+    m.plan_grid([plan], ["h"])
+    m.run_started(plan, "run-1")
+    for path in ("p0", "p1"):
+        m.take(plan, path, "h", Interval(1, 10**9, 4, 1, 0, counts=[[0, 0, 3, 300],
+                                                                    [0, 2, 1, 0]],
+                                         op_hist=[[0, 240, 3], [0, 300, 1]],
+                                         op_sum_ns=[[0, 4 * 50_000]]))
+    with MetricsEndpoint(m, "127.0.0.1", 0, linger_s=0) as ep:
+        text = urllib.request.urlopen(ep.url, timeout=10).read().decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert "fake_metric" not in fams
+    ops = {(s.labels["op"], s.labels["status"]): s.value for s in fams["kvbench_ops"].samples
+           if s.name == "kvbench_ops_total"}
+    assert ops[("get", "ok")] == 6 and ops[("get", "error")] == 2 and ops[("set", "ok")] == 0
+    sample = fams["kvbench_ops"].samples[0]
+    assert sample.labels["experiment"] == 'exp"\n'
+    assert sample.labels["configuration"] == 'x=a"}\nfake_metric 1'
+    buckets = {s.labels["le"]: s.value for s in fams["kvbench_latency_seconds"].samples
+               if s.name.endswith("_bucket") and s.labels["op"] == "get"}
+    assert buckets["+Inf"] == 8
+    assert buckets[repr(BOUNDS_S[bucket_of(240)])] == 6
+    assert buckets[repr(BOUNDS_S[bucket_of(240) - 1])] == 0
+    rate = [s.value for s in fams["kvbench_achieved_ops_per_second"].samples]
+    assert rate == [8.0]
+    done = [s.value for s in fams["kvbench_grid_finished"].samples]
+    assert done == [0.0]
+
+
+@pytest.mark.parametrize("where", ["0.0.0.0:9464", "[::]:9464", "*:9464", "9464x", "70000"])
+def test_every_interface_and_nonsense_are_refused(where: str) -> None:
+    with pytest.raises(ValueError):
+        metrics_listen(where)
+    assert metrics_listen("9464") == ("127.0.0.1", 9464)
+    assert metrics_listen("[::1]:9464") == ("::1", 9464)
+
+
+def test_validate_names_the_export_field(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.format(name="bad", port="0.0.0.0:9464", run="{ops: 10}"))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert "export.prometheus" in str(err.value) and "every interface" in str(err.value)
+    path.write_text(SPEC.format(name="ok", port="127.0.0.1:9464", run="{ops: 10}"))
+    assert load_spec(path).metrics_at == ("127.0.0.1", 9464)
+
+
+# -- against a real Prometheus -------------------------------------------------------------
+
+SPEC = """\
+name: {name}
+workload: memcache_mix
+hosts:
+  server: localhost
+  client: localhost
+services:
+  cache: {{kind: memcached, host: server}}
+clients: {{hosts: [client], processes: 2, connections: 2}}
+params: {{key_space: 1000}}
+grid: {{run.rate_ops_s: [2000, 3000]}}
+run: {run}
+export: {{prometheus: "{port}"}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Prometheus:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def wait(self, promql: str, what: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """Poll until `promql` returns something (a safety bound, not an assertion)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                got = self.query(promql)
+            except OSError:
+                got = []
+            if got or time.monotonic() > deadline:
+                assert got, f"Prometheus never had {what} ({promql})"
+                return got
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[_Prometheus, int]]:
+    """Debian's prometheus on loopback, scraping 127.0.0.1:<kit port> every second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        msg = "prometheus not installed: apt-get install prometheus (.ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    kit_port, prom_port = _free_port(), _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - {{job_name: kvbench, static_configs: [{{targets: ['127.0.0.1:{kit_port}']}}]}}\n")
+    log = (tmp_path / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=log, stderr=subprocess.STDOUT)
+    prom = _Prometheus(prom_port)
+    try:
+        prom.wait("vector(1)", "its query API up")
+        yield prom, kit_port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _bucket_index(seconds: float) -> int:
+    """The exported bucket holding `seconds` (upper bounds 2^(j/8) ns)."""
+    return math.ceil(math.log2(seconds * 1e9) * BUCKETS_PER_OCTAVE)
+
+
+@pytest.mark.integration
+def test_prometheus_scrapes_what_the_ops_files_hold(
+        tmp_path: Path, prometheus: tuple[_Prometheus, int],
+        capsys: pytest.CaptureFixture) -> None:
+    require_service("memcached", LocalHost())
+    prom, port = prometheus
+    path = tmp_path / "metrics.yaml"
+    # From the spec's export:, every second of a 3 s open-loop run at two offered rates.
+    path.write_text(SPEC.format(name="metrics", port=f"127.0.0.1:{port}",
+                                run="{duration_s: 3}"))
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(path), "--out", str(raw), "--no-progress", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert f"metrics (Prometheus) at http://127.0.0.1:{port}/metrics" in err
+    # The event, not a time: the endpoint stayed up until a scrape of the final values.
+    assert "served their final values to a scrape" in err, err
+    # What Prometheus stored: polled until the grid's end is in it.
+    prom.wait('kvbench_grid_finished{experiment="metrics"} == 1', "the grid's end")
+
+    runs = {}
+    for run_dir in iter_run_dirs(raw):
+        manifest = read_manifest(run_dir)
+        runs[manifest.config_id] = (manifest, read_ops(run_dir).to_pandas())
+    assert len(runs) == 2
+    got = Counter()
+    for row in prom.query('sum by (config_id, op, status) (kvbench_ops_total'
+                          '{experiment="metrics"})'):
+        m = row["metric"]
+        got[(m["config_id"], m["op"], m["status"])] = int(float(row["value"][1]))
+    want = Counter()
+    for cid, (_, ops) in runs.items():
+        for (op, status), n in ops.groupby(["op", "status"], observed=True).size().items():
+            want[(cid, str(op), str(status))] = int(n)
+    assert +got == +want and sum(want.values()) > 1000
+
+    # The second configuration's series were at zero from the grid's start (scraped
+    # during the first run), so increase() over the grid counts all of its run.
+    second = max(runs, key=lambda cid: runs[cid][0].started_utc)
+    latency = runs[second][1]["latency_ns"].to_numpy()
+    exact_s = float(np.percentile(latency, 99, method="inverted_cdf")) / 1e9
+    [row] = prom.query(
+        'histogram_quantile(0.99, sum by (le) (increase(kvbench_latency_seconds_bucket'
+        f'{{experiment="metrics", config_id="{second}"}}[10m])))')
+    from_prom_s = float(row["value"][1])
+    assert abs(_bucket_index(from_prom_s) - _bucket_index(exact_s)) <= 1, (from_prom_s,
+                                                                           exact_s)
+    # The offered rates are the grid's.
+    rates = {r["metric"]["config_id"]: float(r["value"][1]) for r in prom.query(
+        'kvbench_target_ops_per_second{experiment="metrics"}')}
+    assert sorted(rates.values()) == [2000.0, 3000.0]

@@ -34,6 +34,7 @@ from harness.report import sanitize
 from harness.report.execute import execute_notebook, venv_kernel
 from harness.report.findings import findings_html
 from harness.report.render import Section, render_notebook
+from harness.report.wrapping import keep_names_whole
 from harness.text import printable, raw_stream
 
 NOTEBOOK_GLOB = "[0-9][0-9]-*.ipynb"
@@ -71,25 +72,23 @@ def _git_commit(root: Path) -> str:
 
 
 def appendix_html(raw_dir: Path) -> str:
-    """Every run, one line each; then the runs that were skipped, and why."""
+    """Every run, by configuration (`provenance.run_index`); then the runs that were
+    skipped, and why."""
     from harness.analysis.data.load import SkippedRunWarning
     from harness.analysis.sections import provenance, tables
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = provenance.load_all_runs(raw_dir)
-    listing = provenance.run_listing(runs)
-    # One table per experiment: the experiment column would only repeat, and the page
-    # is too narrow for it beside long run ids.
-    parts = [f"<p>{len(runs)} runs under <code>{html.escape(str(raw_dir))}</code>.</p>"]
-    for exp, group in listing.groupby("experiment", sort=True):
+    index = provenance.run_index(runs)
+    # One table per experiment: the experiment column would only repeat.
+    parts = [f"<p>{len(runs)} runs in {len(index)} configurations under "
+             f"<code>{html.escape(str(raw_dir))}</code>.</p>"]
+    for exp, group in index.groupby("experiment", sort=True):
         parts.append(f"<h3>{html.escape(str(exp))}</h3>")
-        parts.append(tables.to_html(
-            group.drop(columns=["experiment"]),
-            headers={"config_id": "configuration", "repetition": "rep.",
-                     "started_utc": "started (UTC)"},
-            css_class="kv-table runs",
-        ))
+        parts.append(tables.to_html(group.drop(columns=["experiment"]),
+                                    numeric=["runs", "measured ops", "errors"],
+                                    css_class="kv-table runs"))
     table = "\n".join(parts)
     for w in caught:  # listed in the report, and still told to whoever ran it
         warnings.warn(w.message if isinstance(w.message, Warning) else str(w.message),
@@ -119,7 +118,7 @@ def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path, *,
         css = (template_dir / "style.css").read_text()
     except (jinja2.TemplateNotFound, FileNotFoundError) as exc:
         raise ReportError(f"report template missing in {template_dir}: {exc}") from None
-    return template.render(
+    return keep_names_whole(template.render(
         title=REPORT_TITLE,
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         raw_dir=str(raw_dir),
@@ -130,7 +129,7 @@ def assemble_html(sections: list[Section], raw_dir: Path, template_dir: Path, *,
         appendix=sanitize.clean(appendix_html(raw_dir) + "".join(
             part for s in sections for part in s.appendix)),
         css=css,
-    )
+    ))
 
 
 def write_pdf(html_text: str, pdf_path: Path, base_url: Path) -> Path:

@@ -106,7 +106,9 @@ def test_provenance_tables(dsmc_raw: Path, tiny_raw: Path):
     assert list(hosts["hostname"]) == ["bench-client"]
     services = provenance.services_table(dsmc_raw)
     assert set(services["kind"]) == {"postgres", "memcached"}
-    assert len(provenance.run_listing(runs)) == 50
+    index = provenance.run_index(runs)  # the appendix: a row per configuration
+    assert index["runs"].sum() == 50 and len(index) == runs["config_id"].nunique()
+    assert sum(len(ids.split()) for ids in index["run ids"]) == 50
     assert provenance.load_all_runs(dsmc_raw / "absent").empty
 
 

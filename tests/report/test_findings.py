@@ -1,5 +1,6 @@
-"""Page 3, the summary of findings, answers every question in the tree (issue 51 item
-1): the README's own experiment (a grid of value sizes), an experiment of one
+"""The summary of findings, the report's first chapter (page 3 once; now on the title
+page, after the contents), answers every question in the tree (issue 51 item 1): the
+README's own experiment (a grid of value sizes), an experiment of one
 configuration ("how fast is my Redis?") and a comparison of two trees, all measured for
 real, each with its question and its answer; read back from the PDF with pdftotext."""
 
@@ -51,7 +52,7 @@ def _page_text(pdf: Path, page: int) -> str:
                           check=True).stdout
 
 
-def test_page_three_answers_the_readme_experiment_one_configuration_and_a_compare(
+def test_the_summary_answers_the_readme_experiment_one_configuration_and_a_compare(
         tmp_path: Path) -> None:
     require_service("memcached", LocalHost())
     require_service("redis", LocalHost())
@@ -72,10 +73,13 @@ def test_page_three_answers_the_readme_experiment_one_configuration_and_a_compar
                          figures_dir=tmp_path / "figures", progress=False,
                          parameters={"compare_base": str(raw), "compare_cand": str(cand)})
     assert built.failures == []
-    # The summary follows the contents, and may go on over the next page (three
-    # experiments, each with its figures and qualifications, and the comparison).
-    text = " ".join((_page_text(built["pdf"], 2) + _page_text(built["pdf"], 3)).split())
-    assert text.startswith("Summary of findings"), text[:200]
+    # The summary follows the contents on the first page and may go on over the next
+    # (three experiments, each with its figures and qualifications, and the comparison);
+    # nothing comes before it but the title and the contents.
+    text = " ".join((_page_text(built["pdf"], 1) + _page_text(built["pdf"], 2)).split())
+    start = text.find("Summary of findings Per experiment, the question it asked")
+    assert start > 0 and "Setup and overview" not in text[:start].split("Contents")[0], text
+    text = text[start:]
     # The README's grid: its question, its comparisons, and a verdict or what it would take.
     assert "Asked: does a 4 KiB value cost memcached more than a 100-byte one?" in text
     assert re.search(r"Experiment value_sizes ?: \d+ comparisons, \d+ decided", text), text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,10 @@ from tests.fixtures.claims import assert_wording_rule
 
 
 def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
+    import re
+
+    from harness.results import iter_run_dirs
+
     out = build_report(dsmc_raw, tmp_path / "report", pdf=True,
                        figures_dir=tmp_path / "figures")
     html = out["html"].read_text()
@@ -29,8 +34,10 @@ def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
     assert "datastore_memcache.analyse(" not in html  # code cells hidden
     assert html.count('<tr><td class="num">') == 0  # sanity of table markup
     appendix = html[html.index('id="appendix"'):]
-    assert appendix.count("op=store_write</td>") == 10  # every run listed
-    assert "50 runs under" in appendix
+    # Every run listed, in the row of its configuration (one per op here).
+    listing = appendix.split("Measurement checks")[0]
+    assert all(re.search(rf"\b{d.name}\b", listing) for d in iter_run_dirs(dsmc_raw))
+    assert "50 runs in 5 configurations under" in appendix
     assert out["pdf"].read_bytes()[:5] == b"%PDF-"
     for nb in discover_notebooks(paths.notebooks_dir()):
         assert out[nb.stem].exists()
@@ -42,12 +49,19 @@ def test_full_report_from_fixture_data(dsmc_raw: Path, tmp_path: Path):
     assert "never disagree" not in html and "Holm-adjusted together" not in html
     # The summary of findings opens the report with the study's seed claims first, each
     # linked to the part that argues it.
-    import re
-
     findings = html[html.index('id="findings"'):html.index('id="sec-1"')]
     [argued] = re.findall(r'<h3 id="(sec-\d+-\d+)">What the data support</h3>', html)
     assert re.search(f'<a href="#{argued}"[^>]*>datastore reads against memcache reads '
                      r"\(hits\): mean time per op</a>", findings)
+
+
+def _unmarked(html: str) -> str:
+    """`html` without the marks that keep names on one line (`harness.report.wrapping`):
+    what the tests look for is the text, wherever a line may break."""
+    import re
+
+    return re.sub(r'<span class="name">(.*?)</span>', r"\1", html).replace(
+        '<code class="name">', "<code>")
 
 
 def _text(html: str) -> str:
@@ -132,13 +146,13 @@ def test_overview_says_what_every_number_left_out(pooling_raw: Path, tmp_path: P
     nbs.mkdir()
     shutil.copy(paths.notebooks_dir() / "00-overview.ipynb", nbs)
     kw = dict(pdf=False, notebooks_dir=nbs, figures_dir=tmp_path / "figures", progress=False)
-    html = build_report(pooling_raw, tmp_path / "r1", **kw)["html"].read_text()
+    html = _unmarked(build_report(pooling_raw, tmp_path / "r1", **kw)["html"].read_text())
     assert "<code>pooling</code>: 2 partial, 1 failed and 1 duplicate run left out" in html
     assert "--include partial" in html  # how to add them
-    html = build_report(pooling_raw, tmp_path / "r2", include=["partial"], **kw)[
-        "html"].read_text()
+    html = _unmarked(build_report(pooling_raw, tmp_path / "r2", include=["partial"], **kw)[
+        "html"].read_text())
     assert "<code>pooling</code>: 1 failed and 2 duplicate runs left out" in html
-    assert "9 runs under" in html  # the appendix still lists every run
+    assert re.search(r"9 runs in \d+ configurations under", html)  # every run listed
 
 
 def test_report_command_passes_include(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -244,6 +258,107 @@ def test_wide_tables_fit_the_page(tiny_raw: Path, tmp_path: Path, browser):
     assert tables >= 3 and over == []
 
 
+def page_fill(pdf: Path) -> list[float]:
+    """Per page, how far down its text area (A4, the stylesheet's top and bottom margins)
+    anything is drawn, text or figure, as a share of the area's height: the pages
+    rendered at 20 dpi (poppler's pdftoppm), the running head and page number left
+    out."""
+    import subprocess
+
+    from PIL import Image
+
+    out = pdf.parent / "fill"
+    out.mkdir(exist_ok=True)
+    subprocess.run(["pdftoppm", "-gray", "-r", "20", "-png", str(pdf), str(out / "p")],
+                   check=True)
+    fills = []
+    for page in sorted(out.glob("p-*.png")):
+        img = Image.open(page).convert("L")
+        px_mm = img.height / 297
+        top, bottom = round(18 * px_mm), round((297 - 20) * px_mm)
+        data = img.load()
+        inked = [y for y in range(top, bottom)
+                 if any(data[x, y] < 200 for x in range(img.width))]
+        fills.append((inked[-1] - top + 1) / (bottom - top) if inked else 0.0)
+    return fills
+
+
+def pdf_words(pdf: Path) -> list[str]:
+    """The words of `pdf` as pdftotext -bbox splits them: at spaces and at line ends, so
+    a name broken across two lines is two words."""
+    import html as html_lib
+    import re
+    import subprocess
+
+    out = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True,
+                         text=True, check=True).stdout
+    return [html_lib.unescape(w) for w in re.findall(r"<word [^>]*>([^<]*)</word>", out)]
+
+
+#: Names of the kinds a table cut in two in the demo's report (issue 51), each under
+#: `harness.report.wrapping.NAME_CHARS` characters.
+NAMES = ["Store/W", "Mem/R-hit", "kv_cache", "seed001-datastore-memcache",
+         "6.18.44-fc-v782", "services.db.mode=network-cluster,", "mem_read_miss",
+         "x86_64"]
+
+
+def test_the_pages_keep_names_whole_fill_up_and_list_runs_compactly(tmp_path: Path):
+    """Issue 51, rendered and read back with pdftotext: names were cut over lines in
+    tables ("seed00 1-datastore-memcache", "Store/ W"), the contents spilled onto a
+    near-empty page, and the appendix took 25 pages of run ids cut mid-word. A narrow
+    table of names, the overview of runs with kit-like ids, and the appendix."""
+    import re
+
+    import numpy as np
+
+    from harness.results import STATUS_CODE, write_run
+    from tests.fixtures.rawdata import make_ops, manifest_for
+
+    raw = tmp_path / "raw"
+    ids = []
+    for op in ("mem_read_miss", "store_write"):
+        for rep in (1, 2, 3):
+            run_id = (f"20261128T23303{rep}Z-op={op},services.db.mode=network-cluster,"
+                      f"services.kv.cache_size=1000-r00{rep}-{rep}c{op[:4].encode().hex()}")
+            ids.append(run_id)
+            write_run(raw, manifest_for(
+                run_id=run_id, experiment="seed001-datastore-memcache", workload="w",
+                grid_point={"op": op, "services.db.mode": "network-cluster",
+                            "services.kv.cache_size": 1000}, repetition=rep),
+                make_ops(op, np.full(50, 2_000_000, np.int64),
+                         np.full(50, STATUS_CODE["ok"]), np.zeros(50, bool)))
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(paths.notebooks_dir() / "00-overview.ipynb", nbs)
+    # Names beside six columns of numbers: narrow columns, as in the demo's tables; then
+    # a table too wide for its names kept whole, which must still fit the page.
+    narrow = (
+        "import pandas as pd\nfrom harness.analysis.sections.tables import show\n"
+        f"names = {NAMES!r}\n"
+        "show(pd.DataFrame({'name': names, 'what': ['a name'] * 8,"
+        " **{f'n{i}': [123456.789] * 8 for i in range(6)}}))\n"
+        "show(pd.DataFrame({f'name{i}': names for i in range(4)}))")
+    _notebook(nbs / "10-names.ipynb", [new_markdown_cell("# Names"), new_code_cell(narrow)])
+    out = build_report(raw, tmp_path / "r", pdf=True, notebooks_dir=nbs,
+                       figures_dir=tmp_path / "f", progress=False)
+    words = pdf_words(out["pdf"])
+    broken = [name for name in NAMES if not any(name in w for w in words)]
+    assert broken == [], broken
+    assert words_past_the_margin(out["pdf"]) == []
+    # No page but the last under 10% full (the contents and each chapter's last lines
+    # had pages of their own).
+    fills = page_fill(out["pdf"])
+    assert len(fills) >= 3 and [f for f in fills[:-1] if f < 0.10] == [], fills
+    # The appendix: a row per configuration, each run by the end of its id; no run id
+    # spelled out whole over several lines.
+    appendix = out["html"].read_text().split('id="appendix"')[1]
+    rows = re.findall(r"<tr><td.*?</tr>", appendix.split("Measurement checks")[0])
+    assert len(rows) == 2, rows
+    assert all(run_id.rsplit("-", 1)[1] in appendix for run_id in ids)
+    assert "20261128T233031Z" not in appendix
+    assert "6 runs in 2 configurations under" in appendix
+
+
 def test_report_compare_and_p_reach_the_notebooks(monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path, tiny_raw: Path,
                                                   capsys: pytest.CaptureFixture):
@@ -286,7 +401,7 @@ def test_the_comparison_section_has_its_table_and_a_forest_plot(tiny_raw: Path,
                        figures_dir=tmp_path / "f", progress=False,
                        parameters={"compare_base": str(tiny_raw),
                                    "compare_cand": str(other), "compare_by": ["size"]})
-    html = out["html"].read_text()
+    html = _unmarked(out["html"].read_text())
     section = html[html.index("Comparison of two result trees"):]
     assert "groups matched on size" in section and "throughput (ops/s)" in section
     assert "<img" in section  # the forest plot, after the table
@@ -346,6 +461,7 @@ def test_the_summary_of_findings_opens_the_report_and_links_each_answer(
         new_markdown_cell("## Part `two`"), publish])
     html = build_report(tiny_raw, tmp_path / "report", pdf=False, notebooks_dir=nbs,
                         figures_dir=tmp_path / "figures", progress=False)["html"].read_text()
+    html = _unmarked(html)
     findings = html[html.index('id="findings"'):html.index('id="sec-1"')]
     assert html.index('href="#findings"') < html.index('id="findings"')
     assert "<script>alert(1)" not in html

@@ -76,8 +76,10 @@ class Overview:
         return _markdown(text)
 
     def experiments_table(self):
+        # "configs": the header's one long word made the table wider than the page.
         return _html(tables.to_html(provenance.experiments_table(self.runs),
-                                    caption="Experiments: runs by status and measured ops."))
+                                    caption="Experiments: runs by status and measured ops.",
+                                    headers={"configurations": "configs"}))
 
     def hosts_table(self):
         return _html(tables.to_html(

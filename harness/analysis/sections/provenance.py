@@ -3,6 +3,7 @@ all read from the manifests (the overview notebook and the report's appendix).""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +40,22 @@ def hosts_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.D
                          columns=["host", "address", *HOST_FIELDS, "experiments"])
     for col in ("host", "experiments"):
         table[col] = table[col].map(lambda s: ", ".join(sorted(s)))
+    table["os"] = [_platform_words(o, k) for o, k in zip(table["os"], table["kernel"],
+                                                         strict=True)]
     return table.sort_values(["host", "hostname"]).reset_index(drop=True)
+
+
+def _platform_words(platform: object, kernel: object) -> object:
+    """Python's platform string as words: ``Linux 6.18.44-fc-v782 x86_64 with
+    glibc2.36`` for ``Linux-6.18.44-fc-v782-x86_64-with-glibc2.36``. It joins its parts
+    with the hyphens its kernel release has too, so a narrow column cut it at any of
+    them, the release among them; the release (the kernel column) finds the parts."""
+    if not isinstance(platform, str) or not isinstance(kernel, str) or not kernel:
+        return platform
+    head, sep, rest = platform.partition(f"-{kernel}-")
+    if not sep:
+        return platform
+    return f"{head} {kernel} {rest.replace('-with-', ' with ')}"
 
 
 def services_table(raw_dir: Path, experiments: Sequence[str] | None = None) -> pd.DataFrame:
@@ -93,7 +109,10 @@ def experiments_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _span(first: str, last: str) -> str:
-    """``2024-03-01 10:00 – 10:04`` (the date once when both ends share it)."""
+    """``2024-03-01 10:00 – 10:04`` (the date once when both ends share it); ``–`` when
+    the runs have no times (imported ones)."""
+    if not (isinstance(first, str) and first.strip()):
+        return "–"
     a = str(first).replace("T", " ")[:16]
     b = str(last).replace("T", " ")[:16]
     return f"{a} – {b[11:]}" if a[:10] == b[:10] else f"{a} – {b}"
@@ -147,24 +166,58 @@ def measured_by(runs: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
-def run_listing(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every run, for the report's appendix."""
-    cols = ["experiment", "run_id", "config_id", "repetition", "status", "started_utc",
-            "measured ops", "errors"]
+#: The end of a run id that names its run among its configuration's (its directory
+#: ``<experiment>/<run id>`` ends with it): the kit's ids end ``-r001-<6 hex digits>``.
+_ID_TAIL = re.compile(r"-([0-9a-f]{6,})$")
+
+
+def short_id(run_id: str) -> str:
+    """``784d07`` for ``20261128T233307Z-op=...-r001-784d07``; an id without such an end
+    (one written by hand, an old import) whole."""
+    m = _ID_TAIL.search(str(run_id))
+    return m.group(1) if m else str(run_id)
+
+
+def run_index(runs: pd.DataFrame) -> pd.DataFrame:
+    """The report's appendix: one row per experiment and configuration, with how many
+    runs it has, their measured ops and errors, when they ran, and every run by the end
+    of its id (`short_id`), in repetition order, a run that did not complete marked with
+    its status. A run per line took 25 pages of run ids, each cut
+    over several lines (issue 51); the configuration and the repetition they spelled out
+    are columns here, and the id's end finds the run's directory."""
+    cols = ["experiment", "configuration", "runs", "measured ops", "errors", "when (UTC)",
+            "run ids"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
-    listing = runs.assign(
-        started_utc=runs["started_utc"].astype(str).str.replace("T", " ").str[:19],
-        **{"measured ops": _count(runs, "count_measured").astype(int),
-           "errors": (_count(runs, "count_error") + _count(runs, "count_timeout")).astype(int)}
-    )
-    return listing[cols].sort_values(["experiment", "config_id", "repetition"]).reset_index(
-        drop=True
-    )
+    r = runs.assign(_measured=_count(runs, "count_measured"),
+                    _errors=_count(runs, "count_error") + _count(runs, "count_timeout"))
+    rows = []
+    for (exp, config), g in r.groupby(["experiment", "config_id"], sort=True):
+        g = g.sort_values(["repetition", "started_utc", "run_id"])
+        ids = [short_id(rid) + ("" if st == "complete" else f" ({st})")
+               for rid, st in zip(g["run_id"], g["status"].astype(str), strict=True)]
+        label = g["configuration"].iloc[0] if "configuration" in g else str(config)
+        rows.append({
+            "experiment": exp,
+            "configuration": label or "all runs",  # an experiment without a grid
+            "runs": len(g),
+            "measured ops": int(g["_measured"].sum()),
+            "errors": int(g["_errors"].sum()),
+            "when (UTC)": _span(g["started_utc"].min(), g["ended_utc"].max()),
+            "run ids": " ".join(ids),
+        })
+    return pd.DataFrame(rows, columns=cols).sort_values(
+        ["experiment", "configuration"], kind="stable").reset_index(drop=True)
 
 
 def load_all_runs(raw_dir: Path, experiments: Sequence[str] | None = None,
                   skipped: list[SkippedRun] | None = None) -> pd.DataFrame:
     """The runs table (every run, not pooled), or an empty one when `raw_dir` does not
-    exist (nothing ran yet); the runs skipped are appended to `skipped` if given."""
-    return runs_frame(_pairs(raw_dir, experiments, skipped))
+    exist (nothing ran yet); the runs skipped are appended to `skipped` if given. Its
+    ``configuration`` column is each run's grid point, ``k=v, k=v``."""
+    pairs = _pairs(raw_dir, experiments, skipped)
+    runs = runs_frame(pairs)
+    labels = {m.run_id: ", ".join(f"{k}={v}" for k, v in m.grid_point.items())
+              for _, m in pairs}
+    return runs.assign(configuration=runs["run_id"].map(labels).fillna("")) \
+        if len(runs) else runs.assign(configuration=pd.Series(dtype=object))

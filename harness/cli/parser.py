@@ -57,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "commit=$(git rev-parse --short HEAD) --label version=7.2.4 (repeatable; "
                    "adds to or replaces the spec's labels:); `harness history --by KEY` "
                    "orders runs by it")
+    p.add_argument("--until", choices=("decided",), default=None,
+                   help="decided: after the first round, more rounds only for the "
+                   "configurations whose comparison with the first is still open "
+                   "(a sequential test valid at every look; overrides the spec's until:)")
+    p.add_argument("--budget", default=None, metavar="TIME",
+                   help="with --until decided: the wall time the runs may take, e.g. 10m")
+    p.add_argument("--equivalence", default=None, metavar="MARGIN",
+                   help="with --until decided: the margin of \"equivalent\", e.g. 5%%")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no live status line (ops/s, p50, p99, errors each second of a run)")

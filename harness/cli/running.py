@@ -65,6 +65,18 @@ def _metrics(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
     return {"metrics": where, "metrics_linger_s": LINGER_S if linger is None else linger}
 
 
+def _until(args: argparse.Namespace) -> dict[str, Any]:
+    """`--until decided [--budget T] [--equivalence M]` as an override of `until`."""
+    until = getattr(args, "until", None)
+    extra = {k: v for k in ("budget", "equivalence")
+             if (v := getattr(args, k, None)) is not None}
+    if until is None:
+        if extra:
+            raise SpecError([f"--{next(iter(extra))}: goes with --until decided"])
+        return {}
+    return {"until": {"decided": True, **extra}}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.interrupts import Interrupts
     from harness.run.runner import Runner
@@ -72,16 +84,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.spec.access import unverified_tls, unverified_tls_line
 
     labels = _labels(args.label)
-    spec = load_spec(args.spec, _overrides(args.set), labels)
+    spec = load_spec(args.spec, {**_overrides(args.set), **_until(args)}, labels)
     no_core_dumps()
     for name in unverified_tls(spec.services, spec.grid):
         print(unverified_tls_line(name, spec.services[name]), file=sys.stderr, flush=True)
     interrupts = Interrupts(say=lambda msg: print(msg, file=sys.stderr, flush=True))
     search = capacity.settings_from(spec.raw.get("search"), args.search, args.resolution)
+    metrics = _metrics(args, spec)
     if search is not None:
+        if metrics["metrics"] is not None:
+            raise SpecError(["--metrics / export.prometheus: a capacity search serves no "
+                             "/metrics endpoint (its steps are separate grids); drop one"])
         return _run_search(args, spec, search, interrupts)
     runner = Runner(spec, Path(args.out), resume=args.resume, progress=not args.no_progress,
-                    live=not args.quiet, interrupts=interrupts, **_metrics(args, spec))
+                    live=not args.quiet, interrupts=interrupts, **metrics)
     plans = runner.plans()
     if args.dry_run:
         if spec.design is not None:

@@ -33,7 +33,6 @@ from harness.results import (
     OUTCOME_OP_MASK,
     OUTCOME_STATUS_SHIFT,
     OUTCOME_WARMUP,
-    STATUSES,
     TIMEOUT,
 )
 
@@ -128,24 +127,34 @@ class Breakdown:
     def add(self, packed: np.ndarray, op_sampled: np.ndarray, latency_ns: np.ndarray,
             weight: int) -> None:
         """Every record's `packed` outcome; the sampled ones' ops and latencies."""
-        nst = len(STATUSES)
-        key = (packed & OUTCOME_OP_MASK) * nst + ((packed >> OUTCOME_STATUS_SHIFT) & 0xFF)
+        # The low 16 bits are the op, the warm-up flag and the status: one key per record.
+        key = packed & 0xFFFF & ~OUTCOME_WARMUP
         n = np.bincount(key)
-        nbytes = np.bincount(key, weights=packed >> OUTCOME_BYTES_SHIFT)
-        for k in np.flatnonzero(n):
-            row = self.counts.setdefault((int(k) // nst, int(k) % nst), [0, 0])
-            row[0] += int(n[k])
-            row[1] += int(nbytes[k])
+        where = np.flatnonzero(n)
+        nbytes = np.bincount(key, weights=packed >> OUTCOME_BYTES_SHIFT)[where]
+        for k, c, b in zip(where.tolist(), n[where].tolist(), nbytes.tolist(), strict=True):
+            row = self.counts.setdefault((k & OUTCOME_OP_MASK, k >> OUTCOME_STATUS_SHIFT),
+                                         [0, 0])
+            row[0] += c
+            row[1] += int(b)
         if latency_ns.size == 0:
             return
         buckets = (np.log2(np.maximum(latency_ns, 1)) * BUCKETS_PER_OCTAVE).astype(np.int64)
-        hkey = op_sampled * HIST_SPAN + buckets
-        for k, c in _nonzero(np.bincount(hkey)):
-            where = divmod(k, HIST_SPAN)
-            self.hist[where] = self.hist.get(where, 0) + c * weight
-        sums = np.bincount(op_sampled, weights=latency_ns.astype(np.float64))
-        for op in np.flatnonzero(sums):
-            self.sum_ns[int(op)] = self.sum_ns.get(int(op), 0) + int(sums[op]) * weight
+        counts = np.bincount(op_sampled * HIST_SPAN + buckets)
+        where = np.flatnonzero(counts)
+        for k, c in zip(where.tolist(), counts[where].tolist(), strict=True):
+            at = divmod(k, HIST_SPAN)
+            self.hist[at] = self.hist.get(at, 0) + c * weight
+        sums = np.bincount(op_sampled, weights=latency_ns)
+        for op in np.flatnonzero(sums).tolist():
+            self.sum_ns[op] = self.sum_ns.get(op, 0) + int(sums[op]) * weight
+
+    def whole_hist(self) -> dict[int, int]:
+        """The histogram of every op together."""
+        out: dict[int, int] = {}
+        for (_, b), c in self.hist.items():
+            out[b] = out.get(b, 0) + c
+        return out
 
     def fields(self) -> dict[str, list[list[int]]]:
         return {"counts": [[o, s, n, b] for (o, s), (n, b) in sorted(self.counts.items())],
@@ -155,10 +164,6 @@ class Breakdown:
 
 #: Histogram buckets per op in `Breakdown`'s keys: above any bucket of an int64 latency.
 HIST_SPAN = 64 * BUCKETS_PER_OCTAVE
-
-
-def _nonzero(counts: np.ndarray) -> list[tuple[int, int]]:
-    return [(int(k), int(counts[k])) for k in np.flatnonzero(counts)]
 
 
 def summarize(run: ClientRun, first: int, last: int, by_op: Breakdown | None = None
@@ -184,11 +189,12 @@ def summarize(run: ClientRun, first: int, last: int, by_op: Breakdown | None = N
         warm += int(np.count_nonzero(packed.astype(np.uint8) & OUTCOME_WARMUP))
         ops += hi - lo
         latency = end - begin
-        hists.append(histogram(latency, step))
-        if by_op is not None:
+        if by_op is None:
+            hists.append(histogram(latency, step))
+        else:  # its per-op histograms add up to the whole one: one log2 pass, not two
             by_op.add(packed, packed[::step] & OUTCOME_OP_MASK, latency, step)
         del end, begin, packed, latency
-    merged = merge(hists)
+    merged = merge(hists) if by_op is None else by_op.whole_hist()
     return ops, errors, warm, [[b, merged[b]] for b in sorted(merged)]
 
 

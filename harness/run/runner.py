@@ -32,6 +32,7 @@ from harness.run.context import (
     run_id_for,
     utcnow,
 )
+from harness.run.decide import Decider
 from harness.run.inflight import ExperimentLock
 from harness.run.interrupts import Interrupts, StopNow
 from harness.run.livestatus import LiveStatus
@@ -52,7 +53,7 @@ from harness.run.until import (
     until_met,
 )
 from harness.services.base import Endpoint, RunningService
-from harness.spec import RunPlan, Spec, expand, ordered, records_per_run
+from harness.spec import DecideRule, RunPlan, Spec, expand, ordered, records_per_run
 from harness.spec.access import backends
 from harness.text import printable, raw_stream
 from harness.workloads import WORKLOADS
@@ -85,6 +86,9 @@ class Runner(RunMachines, RunWriting):
         self.workload = WORKLOADS.get(spec.workload)
         self.interrupts = interrupts or Interrupts()
         self._gave_up: set[str] = set()
+        #: `until: decided`: its clock (the budget) starts with the Runner.
+        self._decider = Decider(spec.until, spec.repetitions, self.say) \
+            if isinstance(spec.until, DecideRule) else None
 
     @property
     def exp_dir(self) -> Path:
@@ -257,6 +261,8 @@ class Runner(RunMachines, RunWriting):
         `until.max_repetitions`. Says which converged and which not."""
         until = self.spec.until
         assert until is not None
+        if isinstance(until, DecideRule):
+            return self._more_decided(next_index)
         by_config = completed_throughputs(self.exp_dir, self.spec.labels)
         more: list[RunPlan] = []
         for plan in expand(self.spec):
@@ -281,6 +287,17 @@ class Runner(RunMachines, RunWriting):
                 continue
             more.append(replace(plan, repetition=last + 1, index=next_index + len(more)))
         return more
+
+    def _more_decided(self, next_index: int) -> list[RunPlan]:
+        """`until: decided`: one more repetition of each configuration whose comparison
+        with the first is still open, and of the first while any is (`harness.run.decide`)."""
+        assert self._decider is not None
+        templates = [p for p in expand(self.spec) if p.repetition == 1]
+        by_config = completed_throughputs(self.exp_dir, self.spec.labels)
+        want = self._decider.more(templates, by_config)
+        chosen = [p for p in templates if p.config_id in want]
+        return [replace(p, repetition=max(by_config.get(p.config_id, {}), default=0) + 1,
+                        index=next_index + i) for i, p in enumerate(chosen)]
 
     def _run_one(self, plan: RunPlan, ctx: RunContext, endpoints: dict[str, Endpoint],
                  sinfo: dict[str, Any], running: dict[str, RunningService],

@@ -20,6 +20,7 @@ from harness.spec.model import (
     TOP_LEVEL,
     UNTIL_FIELDS,
     ClientSpec,
+    DecideRule,
     RunPlan,
     RunSize,
     ServiceSpec,
@@ -42,7 +43,8 @@ __all__ = [
     "CLIENT_FIELDS", "DOTTED_KEY_FIELDS", "GRID_CLIENT_FIELDS", "GRID_RUN_FIELDS",
     "HOST_FIELDS", "MAX_CLOSED_OPS_S_PER_PROCESS", "MAX_RUNS", "MAX_SWEEP_VALUES", "ORDERS",
     "RUN_FIELDS", "SERVER_MODES", "TIMELINE_FIELDS", "TOP_LEVEL", "UNTIL_FIELDS",
-    "ClientSpec", "RunPlan", "RunSize", "ServiceSpec", "Spec", "TimelineEvent", "UntilRule",
+    "ClientSpec", "DecideRule", "RunPlan", "RunSize", "ServiceSpec", "Spec", "TimelineEvent",
+    "UntilRule",
     "check_grid", "check_plans", "config_id", "expand", "load_spec", "ordered",
     "recorded_spec", "records_per_run", "sweep_values",
 ]

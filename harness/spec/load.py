@@ -415,7 +415,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
             for problem in exc.problems:
                 bad("search", problem.removeprefix("search: ").removeprefix("search."))
 
-    metrics_at = validate_export(data.get("export"), bad)
+    metrics_at = validate_export(data.get("export"), bad, search="search" in data)
     labels = data.get("labels") or {}
     for problem in labels_problems(labels):
         bad("labels", problem)

@@ -52,7 +52,9 @@ TOP_LEVEL = {
     "servers": "shared (default: one server set per configuration, kept between its "
                "runs) | fresh (restarted before every run)",
     "until": "{ci_within_pct, max_repetitions}: add repetitions until the 95% CI of "
-             "throughput is that tight",
+             "throughput is that tight; or decided ({decided: true, budget: 10m, "
+             "equivalence: 5%, max_repetitions: 20}): rounds only for the comparisons "
+             "with the first configuration still open",
     "search": "{slo, resolution, max_steps}: `harness run` finds the highest offered rate "
               "that meets the SLO, e.g. {slo: \"p99 < 1ms\"} (harness.run.capacity)",
     "exclude": "list of partial grid points ({grid key: value, ...}) left out of the grid",
@@ -150,6 +152,20 @@ UNTIL_FIELDS: dict[str, Setting] = {
                                high=MAX_RUNS, why="the most runs a spec may have"),
 }
 
+#: `until: decided` (or `until: {decided: true, ...}`): rounds for the comparisons still
+#: open (`harness.run.decide`).
+DECIDE_FIELDS: dict[str, Setting] = {
+    "decided": Setting((bool,), True, "add rounds until every comparison with the first "
+                       "configuration is decided or equivalent"),
+    "budget": Setting((str, int, float, type(None)), None, "wall time the runs may take, "
+                      "e.g. 10m, 90s, 1h (a number: seconds); none: max_repetitions bounds",
+                      low=0, low_open=True, high=MAX_SECONDS, why=_DAYS),
+    "equivalence": Setting((str, float, type(None)), "5%", "margin of \"equivalent\": "
+                           "e.g. 5% (or 0.05)"),
+    "max_repetitions": Setting((int,), 20, "never more repetitions than this",
+                               high=MAX_RUNS, why="the most runs a spec may have"),
+}
+
 
 @dataclass(frozen=True)
 class AuthSpec:
@@ -235,6 +251,18 @@ class UntilRule:
 
 
 @dataclass(frozen=True)
+class DecideRule:
+    """`until: decided`: after the first round (`repetitions`), rounds only for the
+    configurations whose comparison with the first is still open, by the sequential test
+    of `harness.analysis.stats.sequential`, until all are decided or equivalent within
+    ±`equivalence`, `budget_s` of wall time is spent, or `max_repetitions` is reached."""
+
+    budget_s: float | None
+    equivalence: float
+    max_repetitions: int
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     name: str
@@ -248,7 +276,7 @@ class Spec:
     repetitions: int
     size: RunSize
     on_failure: str = "continue"
-    until: UntilRule | None = None
+    until: UntilRule | DecideRule | None = None
     timeline: tuple[TimelineEvent, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: Partial grid points to leave out: a point matching every key of one is skipped.

@@ -11,6 +11,7 @@ from typing import Any
 from harness.hosts.hostspec import HostSpec
 from harness.settings import Setting, check_settings, did_you_mean, resolve
 from harness.spec.access import listen_problem, metrics_listen
+from harness.spec.decided import validate_decided
 from harness.spec.files import (
     MAX_INVENTORY_BYTES,
     BadYaml,
@@ -32,6 +33,7 @@ from harness.spec.model import (
     TARGET_RE,
     TIMELINE_FIELDS,
     UNTIL_FIELDS,
+    DecideRule,
     ServiceSpec,
     TimelineEvent,
     UntilRule,
@@ -54,9 +56,16 @@ def check_pause(pause: Any, grid: Mapping[str, tuple[Any, ...]], run_d: Mapping[
                    "clients.pause_us or search")
 
 
-def validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | None:
-    """`until`: `repetitions` becomes the minimum; more follow while the CI is wide."""
+def validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | DecideRule | None:
+    """`until`: `repetitions` becomes the minimum; more follow while the CI is wide, or
+    (`decided`) while a comparison with the first configuration is open."""
     if raw is None:
+        return None
+    if raw == "decided" or (isinstance(raw, Mapping) and "decided" in raw):
+        return validate_decided({} if raw == "decided" else raw, reps, bad)
+    if isinstance(raw, str):
+        bad("until", f"expected decided or a mapping {{ci_within_pct, max_repetitions}}, "
+                     f"got {raw!r}")
         return None
     problems = check_settings("until", raw, UNTIL_FIELDS)
     for m in problems:
@@ -75,9 +84,10 @@ def validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | None:
     return UntilRule(float(pct), most)
 
 
-def validate_export(raw: Any, bad: Any) -> tuple[str, int] | None:
+def validate_export(raw: Any, bad: Any, search: bool = False) -> tuple[str, int] | None:
     """`export: {prometheus: PORT | ADDRESS:PORT}`: the live /metrics endpoint
-    (`harness.run.metrics`); every interface is never bound."""
+    (`harness.run.metrics`); every interface is never bound, and a capacity search
+    (`search`) serves none."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -91,6 +101,10 @@ def validate_export(raw: Any, bad: Any) -> tuple[str, int] | None:
         return None
     if not isinstance(where, (str, int)) or isinstance(where, bool):
         bad("export.prometheus", "expected PORT or ADDRESS:PORT, e.g. 127.0.0.1:9464")
+        return None
+    if search:
+        bad("export.prometheus", "a capacity search (search:) serves no /metrics "
+                                 "endpoint; drop one of the two")
         return None
     try:
         return metrics_listen(str(where))

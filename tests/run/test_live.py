@@ -104,6 +104,19 @@ def test_sampler_intervals_add_up_to_the_records(memcached_server: RunningServic
     ops = run.rec.to_arrays(wl.ops, 0, 0)
     assert sum(i.ops for i in intervals) == len(ops) == run.rec.n
     assert sum(i.errors for i in intervals) == int(np.isin(ops.status, [ERROR, TIMEOUT]).sum())
+    # Per op and status (what /metrics serves): the records' counts and bytes exactly.
+    by = Counter()
+    for i in intervals:
+        for op, status, n, nbytes in i.counts:
+            by[(op, status, "n")] += n
+            by[(op, status, "bytes")] += nbytes
+    want = Counter()
+    for op, status, nbytes in zip(ops.op, ops.status, ops.nbytes, strict=True):
+        want[(int(op), int(status), "n")] += 1
+        want[(int(op), int(status), "bytes")] += int(nbytes)
+    assert +by == +want
+    assert sum(c for i in intervals for _, _, c in i.op_hist) == pytest.approx(
+        len(ops), rel=0.01)
     # Each second's rate is the run's, within a generous factor (a busy machine).
     overall = len(ops) / 3.0
     for i in full:

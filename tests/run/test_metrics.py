@@ -104,14 +104,24 @@ def test_every_interface_and_nonsense_are_refused(where: str) -> None:
     assert metrics_listen("[::1]:9464") == ("::1", 9464)
 
 
-def test_validate_names_the_export_field(tmp_path: Path) -> None:
+def test_validate_names_the_export_field(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(SPEC.format(name="bad", port="0.0.0.0:9464", run="{ops: 10}"))
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert "export.prometheus" in str(err.value) and "every interface" in str(err.value)
+    assert cli_main(["validate", str(path), "--out", str(tmp_path / "raw")]) != 0
+    said = capsys.readouterr()
+    assert "export.prometheus" in said.err + said.out
     path.write_text(SPEC.format(name="ok", port="127.0.0.1:9464", run="{ops: 10}"))
     assert load_spec(path).metrics_at == ("127.0.0.1", 9464)
+    # Refused before anything starts.
+    assert cli_main(["run", str(path), "--out", str(tmp_path / "raw"),
+                     "--metrics", "[::]:9464"]) != 0
+    said = capsys.readouterr()
+    assert "--metrics: '::' means every interface" in said.err + said.out
+    assert not (tmp_path / "raw").exists()
 
 
 # -- against a real Prometheus -------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_a_spent_budget_stops_the_rounds_naming_what_is_open(tmp_path: Path) -> 
 
 
 @pytest.mark.integration
-def test_a_clearly_slower_configuration_is_decided_after_the_first_round(
+def test_a_clearly_slower_configuration_is_decided_within_a_few_looks(
         tmp_path: Path) -> None:
     require_service("memcached", LocalHost())
     raw = tmp_path / "raw"
@@ -132,9 +132,12 @@ def test_a_clearly_slower_configuration_is_decided_after_the_first_round(
     with contextlib.redirect_stderr(err):
         assert cli_main(["run", str(path), "--out", str(raw), "--no-progress", "-q"]) == 0
     runs = [read_manifest(d) for d in iter_run_dirs(raw / "dec")]
-    assert len(runs) == 6  # the first round only: 3 repetitions of each
+    assert all(m.status == "complete" for m in runs)
+    # The first round (3 repetitions of each) and at most two more looks, far from 8.
+    assert 6 <= len(runs) <= 10
     said = err.getvalue()
     assert "clients.pause_us=1000 against clients.pause_us=0: worse" in said
+    assert "max_repetitions)" not in said
 
 
 @pytest.mark.integration

@@ -22,7 +22,6 @@ import math
 import re
 import signal
 import sys
-import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -218,7 +217,7 @@ def test_binary_junk_is_an_import_format_error(fmt: str, tmp_path: Path) -> None
 # --- damaged real files: every outcome counted -------------------------------------------
 
 DAMAGE_EXAMPLES = 150
-#: CPU or wall seconds one input may take; real files parse in milliseconds.
+#: CPU seconds one input may take; real files parse in milliseconds.
 BOUND_S = 2.0
 DAMAGE = settings(FUZZ, max_examples=DAMAGE_EXAMPLES)
 _NUMBER = re.compile(rb"\d+(?:\.\d+)?")
@@ -347,8 +346,7 @@ def _outcome(fmt: str, path: Path, data: bytes) -> tuple[str, str]:
     """(outcome, detail): error, parsed, traceback, hang, unnamed error or invalid run."""
     path.write_bytes(data)
     options = ImportOptions(requests=FUZZ_REQUESTS.get(fmt))
-    t0 = time.monotonic()
-    try:
+    try:  # CPU time, not wall time: a shared machine stretches the wall clock
         with _cpu_bound(BOUND_S):
             result = import_file(fmt, path, options)
     except _Hang:
@@ -359,8 +357,6 @@ def _outcome(fmt: str, path: Path, data: bytes) -> tuple[str, str]:
         return "clean errors", ""
     except Exception as exc:  # noqa: BLE001 - counted: what this test is here to find
         return "tracebacks", "".join(traceback.format_exception_only(exc)).strip()[:300]
-    if time.monotonic() - t0 > BOUND_S:
-        return "hangs", f"{time.monotonic() - t0:.1f} s of wall time"
     problem = _invariant_problem(result)
     return ("invalid runs", problem) if problem else ("parsed", "")
 

@@ -161,7 +161,9 @@ def test_network_cluster_in_namespaces(cluster) -> None:
         assert node.proc is not None and str(node.proc.pid) in pids
         assert node.host.address == member.address and member.address.startswith("10.231.")
     # Replication crosses the link: each synchronous commit waits a round trip (4 ms).
-    assert 3.8 <= statistics.median(commit_ms(svc, 15)) <= 8.0
+    # No upper bound: a loaded machine stretches a commit, never shortens the link's
+    # delay below its round trip.
+    assert statistics.median(commit_ms(svc, 15)) >= 3.8
     hba = Path(svc.nodes[0].data, "pg_hba.conf").read_text()
     assert "0.0.0.0" not in hba and "/24" not in hba and "/16" not in hba
     if c["emulation"] == "netem":  # standbys connect directly: exactly their /32s trusted

@@ -218,13 +218,18 @@ def _needs(*binaries: str) -> None:
             pytest.skip(f"{b} is not installed (apt-get install {b})")
 
 
-@pytest.mark.parametrize("example", ["datastore_pgbouncer.yaml", "datastore_pgpool.yaml"])
+#: The kit's examples of a pooler or proxy before PostgreSQL, and the program each needs.
+EXAMPLES = {"datastore_pgbouncer.yaml": "pgbouncer", "datastore_pgpool.yaml": "pgpool",
+            "datastore_haproxy.yaml": "haproxy"}
+
+
+@pytest.mark.parametrize("example", list(EXAMPLES))
 def test_the_kits_poolers_run_the_datastore_example(example: str, tmp_path: Path) -> None:
-    _needs("pgbouncer" if "pgbouncer" in example else "pgpool")
+    _needs(EXAMPLES[example])
     require_service("postgres", LocalHost())
     require_service("memcached", LocalHost())
     mans = _run_all(_example(example, tmp_path), tmp_path / "raw")
-    assert len(mans) == (6 if "pgbouncer" in example else 2)
+    assert len(mans) == {"datastore_pgbouncer.yaml": 6}.get(example, 2)
     for m in mans:
         config = m.services["pool"]["config"]
         assert config["statements"] == "unnamed: a pooler or proxy the kit started is between"
@@ -248,14 +253,14 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("example", ["datastore_pgbouncer.yaml", "datastore_pgpool.yaml"])
+@pytest.mark.parametrize("example", list(EXAMPLES))
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_the_cluster_and_ycsb_workloads_run_through_the_kits_poolers(
         example: str, workload: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Every op of both in every pooling mode, but the cluster workload's sequential
     scan in statement pooling: its cursor lives in a transaction, which statement
     pooling refuses; that run fails at once with one line saying so."""
-    _needs("pgbouncer" if "pgbouncer" in example else "pgpool")
+    _needs(EXAMPLES[example])
     require_service("postgres", LocalHost())
     data = dict(WORKLOADS[workload])
     services = yaml.safe_load((DEPLOYMENT / example).read_text())["services"]

@@ -28,6 +28,8 @@ POLL_TIMEOUT_S = 0.8
 PARTIAL_S = 0.95 * INTERVAL_S
 #: A second is printed this long after it ended even if some process has not sent it.
 LATE_S = 3.0
+#: With a sink (/metrics), how long `stop` keeps asking for the processes' last intervals.
+FINAL_WAIT_S = 5.0
 
 
 def format_line(k: int, intervals: list[Interval], clients: int, warmup_s: float = 0.0) -> str:
@@ -97,6 +99,13 @@ class LiveStatus:
             self._thread.join()
             try:
                 self.poll()
+                # The /metrics counts are only whole with every process's last interval:
+                # a busy machine that missed this poll is asked again, for a while.
+                deadline = time.monotonic() + FINAL_WAIT_S
+                while (self.sink is not None and len(self.final) < len(self.got)
+                       and time.monotonic() < deadline):
+                    time.sleep(0.1)
+                    self.poll()
                 self.emit(flush=True)
             except Exception as exc:  # noqa: BLE001 - the run's records come next
                 self.say(f"  live numbers stopped: {type(exc).__name__}: {exc}")

@@ -85,7 +85,7 @@ class _Config:
     plan: RunPlan
     series: dict[tuple[str, str], _Series] = field(default_factory=dict)  # (op, host)
     target_ops_s: float | None = None
-    #: live file -> (host, ops/s of its last interval); emptied when a run ends.
+    #: live file -> (host, ops/s of its last interval); 0 once the run ended.
     rates: dict[str, tuple[str, float]] = field(default_factory=dict)
     run_id: str = ""
     servers: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -123,8 +123,8 @@ class LiveMetrics:
     def run_ended(self, plan: RunPlan) -> None:
         with self._lock:
             cfg = self.configs.get(plan.config_id)
-            if cfg is not None:
-                cfg.rates.clear()
+            if cfg is not None:  # between runs: 0 ops/s, not no series
+                cfg.rates = {path: (host, 0.0) for path, (host, _) in cfg.rates.items()}
             self.current = None
 
     def server_counters(self, plan: RunPlan, counters: Mapping[str, Mapping[str, float]]

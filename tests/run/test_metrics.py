@@ -94,6 +94,10 @@ def test_exposition_adds_processes_and_escapes_untrusted_labels() -> None:
     assert rate == [8.0]
     done = [s.value for s in fams["kvbench_grid_finished"].samples]
     assert done == [0.0]
+    m.run_ended(plan)  # between runs: no run in progress, 0 ops/s
+    after = {f.name: f for f in m.collect()}
+    assert [s.value for s in after["kvbench_achieved_ops_per_second"].samples] == [0.0]
+    assert after["kvbench_run"].samples == []
 
 
 @pytest.mark.parametrize("where", ["0.0.0.0:9464", "[::]:9464", "*:9464", "9464x", "70000"])

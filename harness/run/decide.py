@@ -47,6 +47,10 @@ class Decider:
     told: set[tuple[str, str]] = field(default_factory=set)
     #: Rounds asked per configuration: one whose runs keep failing stops at the cap too.
     asked: dict[str, int] = field(default_factory=dict)
+    #: When the last round was asked for and how many runs it had (None: the first
+    #: round, which the clock started with): what a run takes, to see whether the next
+    #: round fits in the budget.
+    last: tuple[float, int] | None = None
 
     def more(self, templates: list[RunPlan],
              by_config: Mapping[str, Mapping[int, tuple[float, float]]]) -> list[str]:
@@ -81,21 +85,27 @@ class Decider:
             self._once("end", "until decided: every comparison with "
                        f"{_label(base)} is answered or at max_repetitions")
             return []
-        spent = time.monotonic() - self.started
-        budget = self.rule.budget_s
-        if budget is not None and spent >= budget:
-            self._once("budget", f"until decided: budget {budget:.0f} s spent "
-                       f"({spent:.0f} s); {len(open_)} comparison(s) still open: "
+        want = [p.config_id for p, _ in open_]
+        longest = max(len(rates[p.config_id]) for p, _ in open_)
+        if len(rates[base.config_id]) <= longest and len(rates[base.config_id]) < most:
+            want.insert(0, base.config_id)
+        now = time.monotonic()
+        spent, budget = now - self.started, self.rule.budget_s
+        since, runs = self.last or (self.started, sum(len(r) for r in rates.values()))
+        per_run = (now - since) / runs if runs else 0.0
+        if budget is not None and spent + per_run * len(want) > budget:
+            why = (f"spent ({spent:.0f} s)" if spent >= budget else
+                   f"nearly spent ({spent:.0f} s; the next round of {len(want)} run(s) "
+                   f"would take about {per_run * len(want):.0f} s)")
+            self._once("budget", f"until decided: budget {budget:.0f} s {why}; "
+                       f"{len(open_)} comparison(s) still open: "
                        + "; ".join(f"{_label(p)}: {w}" for p, w in open_))
             return []
         left = f", {budget - spent:.0f} s of budget left" if budget is not None else ""
         self.say(f"until decided: {len(open_)} of {len(others)} comparison(s) with "
                  f"{_label(base)} open{left}: "
                  + "; ".join(f"{_label(p)}: {w}" for p, w in open_))
-        want = [p.config_id for p, _ in open_]
-        longest = max(len(rates[p.config_id]) for p, _ in open_)
-        if len(rates[base.config_id]) <= longest and len(rates[base.config_id]) < most:
-            want.insert(0, base.config_id)
+        self.last = (now, len(want))
         for cid in want:
             self.asked[cid] = self.asked.get(cid, 0) + 1
         return want

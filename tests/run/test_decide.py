@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,22 @@ def test_a_spent_budget_stops_the_rounds_naming_what_is_open(tmp_path: Path) -> 
             templates[1].config_id: _rates(1000, 3, 2, 0.3)}
     assert decider.more(templates, runs) == []
     assert "budget 1 s spent" in said[-1] and "1 comparison(s) still open" in said[-1]
+
+
+def test_a_round_that_would_not_fit_in_the_budget_is_not_started(tmp_path: Path) -> None:
+    """6 runs took 10 s: a round of 2 more (about 3.3 s) does not fit in 2 s left."""
+    spec = load_spec(write(tmp_path, "until: {decided: true, budget: 12s}\n"))
+    templates = [p for p in expand(spec) if p.repetition == 1]
+    said: list[str] = []
+    decider = Decider(spec.until, 3, said.append,  # type: ignore[arg-type]
+                      started=time.monotonic() - 10)
+    runs = {templates[0].config_id: _rates(1000, 3, 1, 0.3),
+            templates[1].config_id: _rates(1000, 3, 2, 0.3)}
+    assert decider.more(templates, runs) == []
+    assert "budget 12 s nearly spent" in said[-1] and "next round of 2 run(s)" in said[-1]
+    roomy = Decider(spec.until, 3, said.append,  # type: ignore[arg-type]
+                    started=time.monotonic() - 1)
+    assert len(roomy.more(templates, runs)) == 2
 
 
 @pytest.mark.integration

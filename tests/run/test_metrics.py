@@ -146,6 +146,9 @@ export: {{prometheus: "{port}"}}
 """
 
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "kvbench-live.json"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -156,8 +159,9 @@ class _Prometheus:
     def __init__(self, port: int) -> None:
         self.base = f"http://127.0.0.1:{port}"
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        args = {"query": promql, **({"time": repr(at)} if at is not None else {})}
+        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode(args)
         with urllib.request.urlopen(url, timeout=10) as r:
             body = json.load(r)
         assert body["status"] == "success", body
@@ -266,3 +270,17 @@ def test_prometheus_scrapes_what_the_ops_files_hold(
     rates = {r["metric"]["config_id"]: float(r["value"][1]) for r in prom.query(
         'kvbench_target_ops_per_second{experiment="metrics"}')}
     assert sorted(rates.values()) == [2000.0, 3000.0]
+
+    # The example dashboard's queries run in this Prometheus, at the grid's last scrape;
+    # its throughput panel has the grid's two configurations.
+    [end] = prom.query('timestamp(kvbench_grid_finished{experiment="metrics"} == 1)')
+    at = float(end["value"][1])
+    dashboard = json.loads(DASHBOARD.read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = (target["expr"].replace("$experiment", "metrics")
+                    .replace("$__rate_interval", "5s"))
+            got_rows = prom.query(expr, at=at)
+            if panel["id"] == 1:
+                assert {r["metric"]["configuration"] for r in got_rows} == {
+                    "run.rate_ops_s=2000", "run.rate_ops_s=3000"}, expr

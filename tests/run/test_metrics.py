@@ -258,6 +258,11 @@ def test_prometheus_scrapes_what_the_ops_files_hold(
     # The second configuration's series were at zero from the grid's start (scraped
     # during the first run), so increase() over the grid counts all of its run.
     second = max(runs, key=lambda cid: runs[cid][0].started_utc)
+    [low] = prom.query(f'min(min_over_time(kvbench_latency_seconds_count{{config_id="{second}"'
+                       '}[10m]))')
+    assert float(low["value"][1]) == 0
+    hosts = {r["metric"]["host"] for r in prom.query("kvbench_ops_total")}
+    assert hosts == {"client"}  # the spec's name of the client machine
     latency = runs[second][1]["latency_ns"].to_numpy()
     exact_s = float(np.percentile(latency, 99, method="inverted_cdf")) / 1e9
     [row] = prom.query(

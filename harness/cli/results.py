@@ -188,11 +188,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(left, file=under)
     for line in warnings:
         print(line, file=under)
+    if args.cand is None:  # the verdicts `until: decided` stopped on, if it ran
+        for line in _decided(Path(args.base), args.experiment):
+            print(line, file=under)
     if len(bad):
         print(f"{len(bad)} metric(s) significantly worse by more than "
               f"{args.fail_if_worse:g}%", file=sys.stderr)
         return EXIT_REGRESSION
     return EXIT_PASS
+
+
+def _decided(tree: Path, experiment: str | None) -> list[str]:
+    """The lines of the one decided.json of `tree` (or of its `experiment`)."""
+    from harness.run.decide import decided_lines, read_decided
+
+    dirs = [tree / experiment] if experiment else [tree, *(
+        d for d in sorted(tree.iterdir()) if d.is_dir())] if tree.is_dir() else []
+    found = [data for d in dirs if (data := read_decided(d)) is not None]
+    return decided_lines(found[0]) if len(found) == 1 else []
 
 
 def _key_value(text: str) -> tuple[str, str]:

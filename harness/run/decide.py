@@ -9,15 +9,59 @@ comparisons are one family at alpha 0.05, Bonferroni over them (`family_alpha`).
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
+from harness import paths
 from harness.analysis.stats import sequential
 from harness.spec import DecideRule, RunPlan
 
 #: The family's level: the chance that any comparison of the grid ends on a false verdict.
 ALPHA = 0.05
+#: What a run with `until: decided` leaves beside its runs (`Decider.write`).
+DECIDED_FILE = "decided.json"
+DECIDED_VERSION = 1
+
+
+def _finite(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN or infinity: None in their place."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in d.items()}
+
+
+def read_decided(exp_dir: Path) -> dict[str, Any] | None:
+    """The decided.json of an experiment directory, or None (none, unreadable, or of a
+    version this kit does not know)."""
+    try:
+        data = json.loads((exp_dir / DECIDED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != DECIDED_VERSION:
+        return None
+    return data
+
+
+def decided_lines(data: dict[str, Any]) -> list[str]:
+    """What `harness compare --experiment E` prints of a decided.json: the verdicts the
+    rounds stopped on, each with its repeated CI."""
+    out = [f"until decided ({data['method']}; {data['family']} over "
+           f"{len(data['comparisons'])} comparison(s) at {data['alpha']:g}; equivalent: "
+           f"within ±{data['equivalence']:.0%}): {data['ended']}"]
+    for c in data["comparisons"]:
+        last = c["looks"][-1] if c["looks"] else None
+        if last is None or last["low"] is None or last["high"] is None:
+            out.append(f"  {c['configuration']} vs {data['base']}: {c['state']}, no "
+                       "interval")
+            continue
+        out.append(f"  {c['configuration']} vs {data['base']}: {c['state']} "
+                   f"{last['ratio']:.3f}x [{last['low']:.3f}, {last['high']:.3f}] "
+                   f"at look {last['look']}, {last['n_cand']} runs a side")
+    return out
 
 
 def _label(plan: RunPlan) -> str:
@@ -51,6 +95,11 @@ class Decider:
     #: round, which the clock started with): what a run takes, to see whether the next
     #: round fits in the budget.
     last: tuple[float, int] | None = None
+    #: The latest looks of each comparison (its configuration's label first), and why
+    #: the rounds ended: what `write` puts in decided.json.
+    looks: dict[str, tuple[str, list[sequential.Look]]] = field(default_factory=dict)
+    base: str = ""
+    ended: str = ""
 
     def more(self, templates: list[RunPlan],
              by_config: Mapping[str, Mapping[int, tuple[float, float]]]) -> list[str]:
@@ -59,6 +108,7 @@ class Decider:
             self._once("one", "until decided: one configuration, nothing to compare")
             return []
         base, others = templates[0], templates[1:]
+        self.base = _label(base)
         rates = {p.config_id: [by_config.get(p.config_id, {})[r][1]
                                for r in sorted(by_config.get(p.config_id, {}))]
                  for p in templates}
@@ -71,6 +121,7 @@ class Decider:
                                        margin=self.rule.equivalence)
                      if min(len(b), len(c)) >= self.first else [])
             look = looks[-1] if looks else None
+            self.looks[plan.config_id] = (_label(plan), looks)
             what = _said(look, min(len(b), len(c)), self.first)
             if look is not None and look.decided:
                 self._once(plan.config_id, f"until decided: {_label(plan)} against "
@@ -82,6 +133,7 @@ class Decider:
                 continue
             open_.append((plan, what))
         if not open_:
+            self.ended = "answered or at max_repetitions"
             self._once("end", "until decided: every comparison with "
                        f"{_label(base)} is answered or at max_repetitions")
             return []
@@ -97,6 +149,7 @@ class Decider:
             why = (f"spent ({spent:.0f} s)" if spent >= budget else
                    f"nearly spent ({spent:.0f} s; the next round of {len(want)} run(s) "
                    f"would take about {per_run * len(want):.0f} s)")
+            self.ended = f"budget {budget:.0f} s {why.split(' (')[0]}"
             self._once("budget", f"until decided: budget {budget:.0f} s {why}; "
                        f"{len(open_)} comparison(s) still open: "
                        + "; ".join(f"{_label(p)}: {w}" for p, w in open_))
@@ -109,6 +162,29 @@ class Decider:
         for cid in want:
             self.asked[cid] = self.asked.get(cid, 0) + 1
         return want
+
+    def write(self, exp_dir: Path) -> Path | None:
+        """`<exp_dir>/decided.json`: the rule, the family, and each comparison's looks
+        (ratio and repeated CI at each), written whole or not at all; None before any
+        round was judged."""
+        if not self.looks:
+            return None
+        data = {
+            "version": DECIDED_VERSION, "method": sequential.METHOD,
+            "family": "Bonferroni", "alpha": ALPHA,
+            "equivalence": self.rule.equivalence, "first": self.first,
+            "max_repetitions": self.rule.max_repetitions, "budget_s": self.rule.budget_s,
+            "ended": self.ended or "stopped", "base": self.base,
+            "comparisons": [
+                {"config_id": cid, "configuration": label,
+                 "state": looks[-1].state if looks else sequential.OPEN,
+                 "looks": [_finite(asdict(look)) for look in looks]}
+                for cid, (label, looks) in self.looks.items()]}
+        path = exp_dir / DECIDED_FILE
+        with paths.created(path, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+        return path
 
     def _once(self, key: str, line: str) -> None:
         if ("said", key) not in self.told:

@@ -188,6 +188,10 @@ class Runner(RunMachines, RunWriting):
                 bar.total += len(more)
                 bar.refresh()
                 stopped = self._execute(more, ctx, bar, outcomes)
+            if self._decider is not None and not stopped:
+                written = self._decider.write(self.exp_dir)
+                if written is not None:
+                    self.say(f"until decided: the looks are in {written}")
         return outcomes
 
     @contextlib.contextmanager
@@ -203,6 +207,7 @@ class Runner(RunMachines, RunWriting):
             raise HarnessError(f"--metrics {self.metrics_at[0]}:{self.metrics_at[1]}: cannot "
                                f"listen there: {exc.strerror or exc}") from None
         self.say(f"{self.spec.name}: metrics (Prometheus) at {endpoint.url}")
+        self.metrics_url = endpoint.url
         try:
             yield endpoint
         finally:
@@ -251,8 +256,8 @@ class Runner(RunMachines, RunWriting):
             return LiveStatus(group, self.say).start() if self.live else None
         metrics.run_started(plan, run_id)
         return LiveStatus(group, self.say, lines=self.live,
-                          sink=lambda path, host, iv: metrics.take(plan, path, host, iv)
-                          ).start()
+                          sink=lambda path, host, iv: metrics.take(plan, path, host, iv),
+                          note=f"  (metrics: {self.metrics_url})").start()
 
     def _more_repetitions(self, next_index: int) -> list[RunPlan]:
         """One more repetition of every configuration whose 95% CI of throughput (over

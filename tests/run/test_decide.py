@@ -18,7 +18,7 @@ from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest
-from harness.run.decide import Decider
+from harness.run.decide import Decider, decided_lines, read_decided
 from harness.spec import DecideRule, expand, load_spec
 from tests.fixtures.servers import require_service
 
@@ -110,6 +110,16 @@ def test_rounds_go_only_to_the_comparisons_still_open(tmp_path: Path) -> None:
     assert decider.more(templates, full) == []
     assert decider.more(templates, full) == []
     assert "\n".join(said).count("(max_repetitions)") == 2
+    # What the rounds stopped on is written whole, every look with its interval.
+    data = read_decided(Path(decider.write(tmp_path) or tmp_path).parent)
+    assert data is not None and data["ended"] == "answered or at max_repetitions"
+    states = {c["configuration"]: c["state"] for c in data["comparisons"]}
+    assert states["clients.pause_us=10"] == "worse"
+    assert [look["look"] for look in data["comparisons"][1]["looks"]] == list(range(1, 9))
+    lines = decided_lines(data)
+    assert "Bonferroni over 3 comparison(s)" in lines[0]
+    assert any(line.startswith("  clients.pause_us=10 vs clients.pause_us=0: worse")
+               for line in lines)
 
 
 def test_a_spent_budget_stops_the_rounds_naming_what_is_open(tmp_path: Path) -> None:
@@ -155,6 +165,12 @@ def test_a_clearly_slower_configuration_is_decided_within_a_few_looks(
     said = err.getvalue()
     assert "clients.pause_us=1000 against clients.pause_us=0: worse" in said
     assert "max_repetitions)" not in said
+    # The looks are kept beside the runs, and `harness compare` within the tree says them.
+    assert (raw / "dec" / "decided.json").is_file()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["compare", str(raw), "--experiment", "dec"]) in (0, 1)
+    assert "clients.pause_us=1000 vs clients.pause_us=0: worse" in out.getvalue()
 
 
 @pytest.mark.integration

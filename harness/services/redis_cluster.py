@@ -1,10 +1,12 @@
-"""Redis Cluster: N masters (no replicas) spread over the spec's hosts, and scaling.
+"""Redis Cluster: N masters (each with r replicas) spread over the spec's hosts, and scaling.
 
 Each master is a redis-server in cluster mode on a free port of its host, with its own
 directory and log under the host's workdir. Three or more masters are joined with
 `redis-cli --cluster create`; redis-cli refuses fewer than three, so one or two masters
 get their slots (CLUSTER ADDSLOTS) and meet (CLUSTER MEET) directly. The cache settings
-are each master's `maxmemory` and `maxmemory-policy`.
+are each master's `maxmemory` and `maxmemory-policy`. With `replicas_per_master: r`
+(three masters or more) the cluster has r replicas per master, started and stopped with
+it (`harness.services.redis_cluster_replicas`: which replicates which, in the manifest).
 
 Timeline actions (run while clients run, see the spec's `timeline`):
 * `add_node` (args: `host`, a spec host name): start a master, `redis-cli --cluster
@@ -37,6 +39,7 @@ from harness.drivers.redis import MAX_SLOT_MAP_BYTES, MAX_SLOT_MAP_ITEMS, RespEr
 from harness.errors import HostError, ServiceError
 from harness.hosts import Host, Process
 from harness.hosts.endpoint import Credentials, TLSConfig, split_hostport
+from harness.services import redis_cluster_replicas as cluster_replicas
 from harness.services._util import (
     DEFAULT_READY_TIMEOUT_S,
     Launch,
@@ -62,6 +65,7 @@ from harness.services.ownbuild import (
     binary_record,
 )
 from harness.services.packages import REDIS_SERVER, REDIS_TOOLS
+from harness.services.portpair import free_port_pair
 from harness.services.redis import (
     AUTH_MODE,
     GAUGES,
@@ -85,38 +89,10 @@ CLI_TIMEOUT_S = 600.0
 _MOVING = re.compile(r"Moving (\d+) slots from")
 
 
-# Prints a port p such that p and p + 10000 (the cluster bus port, which must stay
-# below 65536) were both free a moment ago on the address in argv[1].
-_PAIR = """
-import random, socket, sys
-def free(p):
-    with socket.socket() as s:
-        try:
-            s.bind((sys.argv[1], p))
-        except OSError:
-            return False
-    return True
-rng = random.SystemRandom()
-for _ in range(500):
-    p = rng.randint(20000, 55535)
-    if free(p) and free(p + 10000):
-        print(p)
-        break
-"""
-
-
 def cli(host: Host, auth: Credentials | None, *args: str) -> str:
     """redis-cli on `host`, the password in its environment (REDISCLI_AUTH), not argv."""
     env = {"REDISCLI_AUTH": auth.password} if auth is not None else None
     return host.run(["redis-cli", *args], timeout=CLI_TIMEOUT_S, env=env).stdout
-
-
-def free_port_pair(host: Host) -> int:
-    """A free port whose cluster bus port (+10000) is free too, on `host`'s address."""
-    out = host.run([host.python, "-c", _PAIR, host.address]).stdout.strip()
-    if not out:
-        raise ServiceError(f"{host.name}: no free port pair (p, p + 10000) found")
-    return int(out)
 
 
 @dataclass
@@ -159,6 +135,8 @@ class RedisClusterService(RunningService):
     """A running cluster; `nodes` are the current masters, in the order they joined."""
 
     nodes: list[Node] = field(default_factory=list)
+    #: Each replica with the master it replicates (`replicas_per_master`).
+    replicas: list[tuple[Node, Node]] = field(default_factory=list)
     launches: dict[str, Launch] = field(default_factory=dict)
     hosts: dict[str, Host] = field(default_factory=dict)
     launcher: RedisCluster | None = None
@@ -172,14 +150,19 @@ class RedisClusterService(RunningService):
         out = super().info()
         out["nodes"] = [{"host": n.host.name, "address": n.addr, "id": n.node_id}
                         for n in self.nodes]
-        out["pids"] = [n.process.pid for n in self.nodes]
+        out["pids"] = [n.process.pid for n in self.all_nodes()]
+        if self.replicas:
+            out["replicas"] = cluster_replicas.record(self.replicas)
         return out
 
+    def all_nodes(self) -> list[Node]:
+        return [*self.nodes, *(r for r, _ in self.replicas)]
+
     def alive(self) -> bool:
-        return all(n.host.is_alive(n.process) for n in self.nodes)
+        return all(n.host.is_alive(n.process) for n in self.all_nodes())
 
     def server_processes(self) -> list[Process]:
-        return [n.process for n in self.nodes]
+        return [n.process for n in self.all_nodes()]
 
     def stop(self) -> None:
         if self._stopped:
@@ -255,9 +238,10 @@ class RedisCluster(Service):
     action_args = NODE_ACTION_ARGS
     gauges = GAUGES
     settings: Mapping[str, Setting] = {
-        "masters": Setting((int,), 3, "master nodes at the start (no replicas)", low=1,
+        "masters": Setting((int,), 3, "master nodes at the start", low=1,
                            high=1000, why="each a server process; Redis Cluster's "
                                           "documented size"),
+        "replicas_per_master": cluster_replicas.SETTING,
         "maxmemory": Setting((str, int), "0",
                              "each master's memory limit, the cache size, e.g. '64mb'; "
                              "'0' means unlimited", low=0),
@@ -288,12 +272,13 @@ class RedisCluster(Service):
                  behind: Sequence[str] = ()) -> list[str]:
         s = self.resolve(settings)
         problem = maxmemory_problem(s["maxmemory"])
-        return ([problem] if problem else []) + binary_problems(s["binary"])
+        return (([problem] if problem else []) + binary_problems(s["binary"])
+                + cluster_replicas.problems(s))
 
     def check_steps(self, name: str, host: str, settings: Mapping[str, Any],
                     steps: list[Step]) -> list[tuple[Step, str, str]]:
-        return check_node_steps(name, settings["masters"], list(settings["hosts"] or [host]),
-                                steps)
+        return (check_node_steps(name, settings["masters"], list(settings["hosts"] or [host]),
+                                 steps) + cluster_replicas.step_problems(settings, steps))
 
     def start(self, host: Host, name: str, settings: Mapping[str, Any], *,
               hosts: Mapping[str, Host] | None = None) -> RunningService:
@@ -307,17 +292,22 @@ class RedisCluster(Service):
             raise ServiceError(f"redis_cluster {name!r}: hosts {missing} are not connected "
                                f"(known: {sorted(known)})")
         launch = Launch(host, self.kind, name)
+        r = s["replicas_per_master"]
         svc = RedisClusterService(
             name=name, kind=self.kind, host=host,
             endpoint=Endpoint(self.provides(s), host.address, 0), version="", config={},
             processes=[], workdir=None, launches={host.name: launch}, hosts=dict(known),
-            launcher=self, settings=s, _next_host=s["masters"],
+            launcher=self, settings=s, _next_host=s["masters"] * (1 + r),
             auth=Credentials(None, secrets.token_urlsafe(24)))
         try:
-            for i in range(s["masters"]):
+            for i in range(s["masters"] * (1 + r)):
                 svc.nodes.append(self.start_node(svc, known[names[i % len(names)]]))
             self._create(svc)
             self.wait_agreed(svc, len(svc.nodes))
+            if r:
+                cluster_replicas.assign(svc, r, self.ready_timeout_s)
+                cluster_replicas.wait_synced(svc.replicas, svc.auth, redis_read,
+                                             self.ready_timeout_s, name)
             first = svc.nodes[0]
             svc.version = redis_version(first.address, first.port, svc.auth)
             svc.config = {**redis_config(first.address, first.port,
@@ -325,6 +315,8 @@ class RedisCluster(Service):
                                           "save", "cluster-node-timeout", "bind",
                                           "protected-mode"], svc.auth),
                           "masters": s["masters"], "hosts": names, "auth": AUTH_MODE,
+                          "replicas_per_master": r,
+                          "replicas": cluster_replicas.record(svc.replicas),
                           "binary": binary_record(host, binary_for(s, host, "redis-server"))}
         except BaseException as exc:
             # Read the failing node's log before cleanup removes it, then stop every node
@@ -369,7 +361,14 @@ class RedisCluster(Service):
             for k, v in redis_counters(address, port, svc.endpoint.auth,
                                        svc.endpoint.tls).items():
                 total[k] = total.get(k, 0) + v
+        for i, (replica, _) in enumerate(getattr(svc, "replicas", [])):
+            total.update((f"replica{i}.{k}", v) for k, v in redis_counters(
+                replica.address, replica.port, svc.endpoint.auth, svc.endpoint.tls).items())
         return total
+
+    def replication(self, svc: RunningService) -> dict[str, Any] | None:
+        """Each master's replicas against it (`redis_cluster_replicas.state`)."""
+        return cluster_replicas.state(svc, redis_read)
 
     def start_node(self, svc: RedisClusterService, host: Host) -> Node:
         """Start one cluster-mode redis-server on `host` and wait until it answers."""
@@ -408,7 +407,8 @@ class RedisCluster(Service):
         auth = svc.auth
         if len(nodes) >= 3:
             cli(svc.host, auth, "--cluster", "create", *(n.addr for n in nodes),
-                "--cluster-replicas", "0", "--cluster-yes")
+                "--cluster-replicas", str(svc.settings["replicas_per_master"]),
+                "--cluster-yes")
             return
         for i, n in enumerate(nodes):
             slots = range(i * SLOTS // len(nodes), (i + 1) * SLOTS // len(nodes))

@@ -176,8 +176,12 @@ class KeyValueMix(Workload):
         sizes = mix_dists.value_sizes(params, np.random.default_rng([cls.seed, 1 << 32]),
                                       len(keys), self.max_value_bytes)
         tails = value_tails(sizes, cls.set_tail)
-        await mix_preload.preload(cls, self.server, endpoints[self.requires[0]], keys,
-                                  sizes, tails)
+        await self.preload(endpoints[self.requires[0]], keys, sizes, tails)
+
+    async def preload(self, endpoint: Endpoint, keys: list[bytes], sizes: Any,
+                      tails: list[bytes]) -> None:
+        """Store `keys` (`mix_preload.preload`; a subclass may spread them over servers)."""
+        await mix_preload.preload(self.client_class, self.server, endpoint, keys, sizes, tails)
 
 
 class MixClient(WorkloadClient):

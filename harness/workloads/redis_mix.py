@@ -13,7 +13,9 @@ The client (`kv_mix.MixClient`) encodes every command once and offers the load
 generator's callback path. With `read_from: replicas` (a grid key) the gets go to the
 primary's replicas, spread over them, and the sets to the primary
 (`harness.workloads.replica_reads`); a preload on a primary with replicas waits (WAIT)
-until every replica has it.
+until every replica has it. Against a Redis Cluster (a `redis_cluster` with `provides:
+redis`) each op goes to its key's node, and `read_from: replicas` reads from the replicas
+of the key's master (`harness.workloads.cluster_reads`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from harness.drivers import redis as resp
 from harness.errors import WorkloadError
 from harness.services.base import Endpoint
 from harness.settings import Setting
+from harness.workloads import cluster_reads
+from harness.workloads.cluster_reads import ClusterRouted, is_cluster
 from harness.workloads.kv_mix import KeyValueMix
 from harness.workloads.kv_mix import MixClient as MixClientBase
 from harness.workloads.kv_mix import key_of as key_of_prefix
@@ -73,6 +77,16 @@ class ReplicaReadsClient(ReadsFromReplicas, RedisMixClient):
     """`RedisMixClient` whose gets go to the primary's replicas."""
 
 
+class ClusterMixClient(ClusterRouted, RedisMixClient):
+    """`RedisMixClient` on a Redis Cluster: each op to its key's master."""
+
+
+class ClusterReplicaReads(ClusterRouted, RedisMixClient):
+    """`RedisMixClient` on a Redis Cluster: gets from the key's master's replicas."""
+
+    from_replicas = True
+
+
 class RedisMix(KeyValueMix):
     name = "redis_mix"
     description = "Redis GET/SET mix over a preloaded key space, drawn keys and sizes"
@@ -99,6 +113,11 @@ class RedisMix(KeyValueMix):
         mine = [s for n, s in plan.services.items() if n not in behind]
         if any(s.kind == "redis" and s.settings.get("replicas") for s in mine):
             return []
+        if any(s.kind == "redis_cluster" for s in mine):
+            if any(s.settings.get("replicas_per_master") or s.address for s in mine):
+                return []  # (at an address: its layout says, when a client connects)
+            return ["read_from: replicas needs a redis_cluster service with replicas "
+                    "(settings: {replicas_per_master: N})"]
         return ["read_from: replicas needs a redis service with replicas (settings: "
                 "{replicas: N}, or at an address the replicas' addresses); a proxy in front "
                 "decides where reads go itself"]
@@ -106,8 +125,23 @@ class RedisMix(KeyValueMix):
     def client(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any],
                client_id: int) -> RedisMixClient:
         self.check(params)
-        cls = ReplicaReadsClient if params.get("read_from") == "replicas" else RedisMixClient
-        return cls(endpoints[self.requires[0]], params, client_id)
+        ep, replicas = endpoints[self.requires[0]], params.get("read_from") == "replicas"
+        cls: type[RedisMixClient] = ReplicaReadsClient if replicas else RedisMixClient
+        if is_cluster(ep):
+            cls = ClusterReplicaReads if replicas else ClusterMixClient
+        return cls(ep, params, client_id)
+
+    async def preload(self, endpoint: Endpoint, keys: list[bytes], sizes: Any,
+                      tails: list[bytes]) -> None:
+        """On a cluster, each master's keys on it, then on its replicas."""
+        if not is_cluster(endpoint):
+            return await super().preload(endpoint, keys, sizes, tails)
+        found = await cluster_reads.read_layout(endpoint)
+        for master, mine in zip(found.masters, cluster_reads.shares(found, keys),
+                                strict=True):
+            await super().preload(cluster_reads.endpoint_at(endpoint, master),
+                                  [keys[i] for i in mine], sizes[mine], [tails[i] for i in mine])
+        await cluster_reads.replicas_have_it(endpoint, found, REPLICA_WAIT_MS)
 
     async def prepare(self, endpoints: Mapping[str, Endpoint], params: Mapping[str, Any]) -> None:
         await super().prepare(endpoints, params)
@@ -135,6 +169,8 @@ class RedisMix(KeyValueMix):
 
     @staticmethod
     def items(endpoint: Endpoint) -> int:
+        if is_cluster(endpoint):
+            return cluster_reads.items(endpoint)
         from harness.services.redis import redis_command
 
         return int(redis_command(endpoint.host, endpoint.port, "DBSIZE", auth=endpoint.auth,

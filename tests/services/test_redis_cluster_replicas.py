@@ -1,0 +1,98 @@
+"""A Redis Cluster with replicas started by the kit (`replicas_per_master`), and
+`redis_mix` reading from them (`read_from: replicas`), against real redis-server nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main as cli_main
+from harness.hosts import LocalHost
+from harness.results import iter_run_dirs, read_manifest
+from tests.services.test_redis_cluster import require_redis_cluster
+
+pytestmark = pytest.mark.integration
+
+MASTERS = 3
+
+
+def _spec(tmp_path: Path, settings: str, grid: str = "read_from: [primary, replicas]",
+          extra: str = "") -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: mine\nworkload: redis_mix\nhosts: {client: localhost}\n"
+                    "services:\n  kv: {kind: redis_cluster, host: client, settings: "
+                    f"{{provides: redis, {settings}}}}}\nclients: {{hosts: [client], "
+                    "processes: 1, connections: 4}\nparams: {key_space: 500, get_ratio: 0.8}\n"
+                    f"grid: {{{grid}}}\nrepetitions: 1\nrun: {{ops: 3000, warmup_ops: 100}}\n"
+                    + extra)
+    return path
+
+
+def test_gets_land_on_the_replicas_of_each_keys_master_and_sets_on_the_masters(
+        tmp_path: Path) -> None:
+    require_redis_cluster(LocalHost())
+    spec = _spec(tmp_path, f"masters: {MASTERS}, replicas_per_master: 1")
+    raw = tmp_path / "raw"
+    assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+    mans = {m.grid_point["read_from"]: m for m in map(read_manifest, iter_run_dirs(raw))}
+    assert set(mans) == {"primary", "replicas"}
+    for where, m in mans.items():
+        assert m.status == "complete", m.status
+        assert m.counts["error"] == m.counts["timeout"] == m.counts["miss"] == 0, m.counts
+        kv = m.services["kv"]
+        replicas = kv["config"]["replicas"]
+        # One replica per master, each master replicated once, none a master itself.
+        assert len(replicas) == MASTERS
+        masters = {r["master"] for r in replicas}
+        assert len(masters) == MASTERS and not masters & {r["address"] for r in replicas}
+        delta = m.telemetry["counters"]["kv"]["delta"]
+        gets = [delta.get(f"{k}cmdstat_get_calls", 0)
+                for k in ("", *(f"replica{i}." for i in range(MASTERS)))]
+        hits = [delta.get(f"{k}keyspace_hits", 0)
+                for k in ("", *(f"replica{i}." for i in range(MASTERS)))]
+        sets = [delta.get(f"{k}cmdstat_set_calls", 0)
+                for k in ("", *(f"replica{i}." for i in range(MASTERS)))]
+        # The sets on the masters (summed), each applied by its master's replica.
+        assert sets[0] > 0 and sum(sets[1:]) == sets[0] and min(sets[1:]) > 0, sets
+        if where == "primary":
+            assert gets[0] >= 0.7 * m.counts["total"] and gets[1:] == [0] * MASTERS, gets
+            assert hits[0] == gets[0] and hits[1:] == [0] * MASTERS, hits
+        else:  # every replica takes its master's share of the reads
+            assert gets[0] == 0 and hits[0] == 0, (gets, hits)
+            assert sum(gets[1:]) >= 0.7 * m.counts["total"], gets
+            assert min(gets[1:]) > 0.2 * sum(gets[1:]) and hits[1:] == gets[1:], gets
+            assert delta.get("cmdstat_readonly_calls", 0) == 0
+            assert sum(delta.get(f"replica{i}.cmdstat_readonly_calls", 0)
+                       for i in range(MASTERS)) >= 4 * MASTERS
+        shards = m.telemetry["replication"]["kv"]["end"]["shards"]
+        assert sorted(s["primary"] for s in shards) == sorted(masters)
+        assert all(r["link"] == "up" for s in shards for r in s["replicas"])
+    assert not any(True for _ in (tmp_path / "raw").glob("**/nodes.conf"))
+
+
+def test_read_from_replicas_on_a_cluster_without_replicas_is_refused_by_validate(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    spec = _spec(tmp_path, "masters: 3")
+    assert cli_main(["validate", str(spec)]) == 2
+    assert "read_from: replicas needs a redis_cluster service with replicas" in (
+        capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("action", ["add_node", "remove_node"])
+def test_scaling_a_cluster_with_replicas_is_refused_by_validate(
+        tmp_path: Path, capsys: pytest.CaptureFixture, action: str) -> None:
+    spec = _spec(tmp_path, "masters: 3, replicas_per_master: 1", grid="read_from: [primary]",
+                 extra=f"timeline: [{{at_s: 1, service: kv, action: {action}}}]\n")
+    spec.write_text(spec.read_text().replace("run: {ops: 3000, warmup_ops: 100}",
+                                             "run: {duration_s: 5}"))
+    assert cli_main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("replicas_per_master" in line and action in line for line in err), err
+
+
+def test_replicas_with_fewer_than_three_masters_are_refused_by_validate(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    spec = _spec(tmp_path, "masters: 2, replicas_per_master: 1", grid="read_from: [primary]")
+    assert cli_main(["validate", str(spec)]) == 2
+    assert "replicas_per_master: 1 needs masters: 3 or more" in capsys.readouterr().err

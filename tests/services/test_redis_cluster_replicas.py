@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.checks.replicas import behind, run_figures
 from harness.cli import main as cli_main
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest
@@ -68,6 +69,8 @@ def test_gets_land_on_the_replicas_of_each_keys_master_and_sets_on_the_masters(
         shards = m.telemetry["replication"]["kv"]["end"]["shards"]
         assert sorted(s["primary"] for s in shards) == sorted(masters)
         assert all(r["link"] == "up" for s in shards for r in s["replicas"])
+        # The replica_lag check judges each master's replica: none fell behind.
+        assert behind(m.telemetry) == [] and run_figures(m.telemetry)["up"] == MASTERS
     assert not any(True for _ in (tmp_path / "raw").glob("**/nodes.conf"))
 
 

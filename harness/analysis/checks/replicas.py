@@ -1,6 +1,7 @@
 """Did a replica fall behind its primary during the run? The replica_lag check's reading
 of a run's `telemetry.replication` (`harness.run.telemetry`: the primary's replication
-offset and each replica's, link and lag, at the run's two edges).
+offset and each replica's, link and lag, at the run's two edges; a Redis Cluster's
+masters each with their replicas).
 
 A replica fell behind when, at the run's end (every client gone, the primary read just
 before it), its link to the primary was not up; or it had applied less than the
@@ -86,6 +87,25 @@ def _why(replica: Mapping[str, Any], before: Mapping[str, Any] | None,
     return None
 
 
+def _edges(repl: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
+    """(service, start, end) of each primary read at both edges; a Redis Cluster's
+    `shards` (one per master, `redis_cluster_replicas.state`) each as its own primary."""
+    out = []
+    for service, edges in repl.items():
+        start, end = (edges.get(k) if isinstance(edges, Mapping) else None
+                      for k in ("start", "end"))
+        if not isinstance(start, Mapping) or not isinstance(end, Mapping):
+            continue
+        if "shards" not in end:
+            out.append((service, start, end))
+            continue
+        before = {s.get("primary"): s for s in start.get("shards") or ()
+                  if isinstance(s, Mapping)}
+        out += [(service, before[s.get("primary")], s) for s in end.get("shards") or ()
+                if isinstance(s, Mapping) and s.get("primary") in before]
+    return out
+
+
 def behind(telemetry: Mapping[str, Any]) -> list[Behind] | None:
     """The replicas of a run that fell behind (see the module); None where the run has
     no replication read at both edges to judge."""
@@ -95,11 +115,7 @@ def behind(telemetry: Mapping[str, Any]) -> list[Behind] | None:
     window = telemetry.get("window_s")
     window_s = float(window) if isinstance(window, int | float) and window > 0 else None
     judged, out = False, []
-    for service, edges in repl.items():
-        start, end = (edges.get(k) if isinstance(edges, Mapping) else None
-                      for k in ("start", "end"))
-        if not isinstance(start, Mapping) or not isinstance(end, Mapping):
-            continue
+    for service, start, end in _edges(repl):
         judged = True
         o0, o1 = _int(start.get("offset")), _int(end.get("offset"))
         replicated = o1 - o0 if o0 is not None and o1 is not None else None
@@ -137,11 +153,7 @@ def run_figures(telemetry: Mapping[str, Any]) -> dict[str, float] | None:
     out = {"stream_bytes_s": 0.0, "behind_bytes": 0.0, "lag_s": 0.0, "up": 0.0,
            "replicas": 0.0}
     found = False
-    for edges in repl.values():
-        start, end = (edges.get(k) if isinstance(edges, Mapping) else None
-                      for k in ("start", "end"))
-        if not isinstance(start, Mapping) or not isinstance(end, Mapping):
-            continue
+    for _, start, end in _edges(repl):
         found = True
         o0, o1 = _int(start.get("offset")), _int(end.get("offset"))
         if o0 is not None and o1 is not None:

@@ -165,6 +165,27 @@ def test_replica_lag_skips_runs_without_replicas_or_without_both_edges() -> None
     assert f is not None and f.judged == 1 and "1 of 1 runs judged (of 2)" in f.detail
 
 
+def test_replica_lag_judges_each_master_of_a_cluster_against_its_own_replicas() -> None:
+    """A Redis Cluster's replication is a shard per master (`redis_cluster_replicas`):
+    a replica is behind its own master's offset, at its own master's stream's rate."""
+    def shard(i: int, offsets: tuple[int, int], end: dict) -> tuple[dict, dict]:
+        one = replication([UP], [end], offsets=offsets)["replication"]["kv"]
+        for edge in one.values():
+            edge["primary"] = f"10.0.1.{i}:6379"
+            edge["replicas"][0]["address"] = f"10.0.2.{i}:6379"
+        return one["start"], one["end"]
+
+    # Master 1 streamed 10 MB in 2 s, master 2 only 100 kB: 60 kB is 1.2 s of its stream.
+    a, b = shard(1, (0, 10_000_000), UP), shard(2, (0, 100_000), {**UP, "behind_bytes": 60_000})
+    cluster = {"window_s": 2.0, "replication": {"kv": {
+        "start": {"shards": [a[0], b[0]]}, "end": {"shards": [a[1], b[1]]}}}}
+    f = checks.replica_lag([run(0, telemetry=cluster)])
+    assert f is not None and f.as_dict()["replicas"] == ["kv replica 10.0.2.2:6379"]
+    assert "60,000 bytes behind" in f.detail
+    cluster["replication"]["kv"]["end"]["shards"][1]["replicas"][0]["behind_bytes"] = 0
+    assert checks.replica_lag([run(0, telemetry=cluster)]) is None
+
+
 def test_errors_fail_a_run_past_the_bar_and_name_the_commonest_kinds_first_message(
         ) -> None:
     def workers(*tallies: list[dict]) -> dict:

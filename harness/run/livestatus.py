@@ -61,13 +61,15 @@ class LiveStatus:
 
     def __init__(self, group: ClientGroup, say: Callable[[str], None],
                  sink: Callable[[str, str, Interval], None] | None = None,
-                 lines: bool = True) -> None:
+                 lines: bool = True, note: str = "") -> None:
         """`sink(live file, host name, interval)` gets each interval once, as it comes
-        (`harness.run.metrics`); `lines=False` prints no status line (--quiet)."""
+        (`harness.run.metrics`); `lines=False` prints no status line (--quiet); `note`
+        ends the run's first line (where its /metrics are served)."""
         self.group = group
         self.say = say
         self.sink = sink
         self.print_lines = lines
+        self.note = note
         self.warmup_s = group.plan.size.warmup_s or 0.0
         self.workers: list[Worker] = [w for w in group.workers if w.files.get("live")]
         #: live file -> interval number -> its interval.
@@ -176,6 +178,7 @@ class LiveStatus:
             # own line follows at once.
             stub = have and all(i.final and i.dt_ns < PARTIAL_S * 1e9 for i in have)
             if have and not stub and self.print_lines:
-                self.say(format_line(k, have, clients, self.warmup_s))
+                line = format_line(k, have, clients, self.warmup_s)
+                self.say(line + self.note if self.note and not self.lines else line)
                 self.lines += 1
             self.next_k += 1

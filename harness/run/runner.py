@@ -207,6 +207,7 @@ class Runner(RunMachines, RunWriting):
             raise HarnessError(f"--metrics {self.metrics_at[0]}:{self.metrics_at[1]}: cannot "
                                f"listen there: {exc.strerror or exc}") from None
         self.say(f"{self.spec.name}: metrics (Prometheus) at {endpoint.url}")
+        self.metrics_url = endpoint.url
         try:
             yield endpoint
         finally:
@@ -255,8 +256,8 @@ class Runner(RunMachines, RunWriting):
             return LiveStatus(group, self.say).start() if self.live else None
         metrics.run_started(plan, run_id)
         return LiveStatus(group, self.say, lines=self.live,
-                          sink=lambda path, host, iv: metrics.take(plan, path, host, iv)
-                          ).start()
+                          sink=lambda path, host, iv: metrics.take(plan, path, host, iv),
+                          note=f"  (metrics: {self.metrics_url})").start()
 
     def _more_repetitions(self, next_index: int) -> list[RunPlan]:
         """One more repetition of every configuration whose 95% CI of throughput (over

@@ -38,6 +38,7 @@ class RunWriting:
 
     #: The live /metrics figures (`harness run --metrics`), if served.
     metrics: LiveMetrics | None = None
+    metrics_url: str | None = None
 
     def _draft(self, plan: RunPlan, run_id: str, started: str, ctx: RunContext,
                sinfo: dict[str, Any]) -> Manifest:
@@ -64,7 +65,9 @@ class RunWriting:
             extra={"spec": recorded_spec(self.spec.raw),
                    "order": {"mode": self.spec.order, "servers": self.spec.servers,
                              **({"seed": self.spec.order_seed}
-                                if self.spec.order == "random" else {})}})
+                                if self.spec.order == "random" else {})},
+                   # Where the run was watched live (`harness run --metrics`).
+                   **({"live_metrics": self.metrics_url} if self.metrics_url else {})})
 
     def _finish(self, plan: RunPlan, ctx: RunContext, group: ClientGroup, draft: Manifest,
                 running: dict[str, RunningService], gone: list[str], errors: list[str],

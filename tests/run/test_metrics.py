@@ -231,9 +231,13 @@ def test_prometheus_scrapes_what_the_ops_files_hold(
     path.write_text(SPEC.format(name="metrics", port=f"127.0.0.1:{port}",
                                 run="{duration_s: 3}"))
     raw = tmp_path / "raw"
-    assert cli_main(["run", str(path), "--out", str(raw), "--no-progress", "-q"]) == 0
+    assert cli_main(["run", str(path), "--out", str(raw), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert f"metrics (Prometheus) at http://127.0.0.1:{port}/metrics" in err
+    # Each run's first status line says it too.
+    noted = [line for line in err.splitlines() if " ops/s " in line and line.endswith(
+        f"(metrics: http://127.0.0.1:{port}/metrics)")]
+    assert len(noted) == 2, err
     # The event, not a time: the endpoint stayed up until a scrape of the final values.
     assert "served their final values to a scrape" in err, err
     # What Prometheus stored: polled until the grid's end is in it.
@@ -244,6 +248,9 @@ def test_prometheus_scrapes_what_the_ops_files_hold(
         manifest = read_manifest(run_dir)
         runs[manifest.config_id] = (manifest, read_ops(run_dir).to_pandas())
     assert len(runs) == 2
+    # Each run's manifest says where it was served.
+    assert {m.extra["live_metrics"] for m, _ in runs.values()} == {
+        f"http://127.0.0.1:{port}/metrics"}
     got = Counter()
     for row in prom.query('sum by (config_id, op, status) (kvbench_ops_total'
                           '{experiment="metrics"})'):

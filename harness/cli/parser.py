@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from harness import paths
+from harness.cli import plan
 from harness.cli.catalogue import cmd_gen_files, cmd_list, cmd_netem_cleanup
 from harness.cli.results import (
     cmd_compare,
@@ -26,7 +27,7 @@ from harness.cli.running import (
 )
 from harness.importers.numbers import DEFAULT_MAX_OPS
 
-DESCRIPTION = ("`harness` command line: run | validate | summary | compare | history | "
+DESCRIPTION = ("`harness` command line: run | validate | plan | summary | compare | history | "
                "explain | "
                "report | import "
                "| export | hosts | verify | list.")
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field, as `harness run --set` does")
     p.set_defaults(func=cmd_cleanup)
+
+    plan.add(sub)  # a command in one module: its arguments and its work
 
     p = sub.add_parser("summary", help="one row per configuration")
     p.add_argument("raw_dir", nargs="*", default=[str(paths.raw_results_dir())],

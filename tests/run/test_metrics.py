@@ -13,6 +13,8 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -296,3 +298,73 @@ def test_prometheus_scrapes_what_the_ops_files_hold(
             if panel["id"] == 1:
                 assert {r["metric"]["configuration"] for r in got_rows} == {
                     "run.rate_ops_s=2000", "run.rate_ops_s=3000"}, expr
+
+
+class _Scraper:
+    """Fetches a /metrics page every 0.3 s from a thread, keeping the last body."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.last = ""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(0.3):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    self.last = r.read().decode()
+            except OSError:
+                pass  # not up yet, or gone
+
+
+@pytest.mark.integration
+def test_two_client_machines_add_up_bucket_by_bucket(tmp_path: Path, sshd,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """Client processes on this machine and on another (over SSH): per host, the counts
+    are that host's ops in the ops file, and the histograms' buckets, added over hosts
+    and processes, are exactly the ops file's latencies bucketed in the same layout."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    require_service("memcached", LocalHost())
+    remote = (f"{{target: '{sshd.target}', python: '{sys.executable}', "
+              f"known_hosts: '{sshd.known_hosts}', identity_file: '{sshd.identity_file}'}}")
+    port = _free_port()
+    spec = (SPEC.format(name="hosts", port=f"127.0.0.1:{port}", run="{duration_s: 3}")
+            .replace("  client: localhost\n", f"  client: localhost\n  remote: {remote}\n")
+            .replace("hosts: [client]", "hosts: [client, remote]")
+            .replace("[2000, 3000]", "[3000]"))
+    path = tmp_path / "hosts.yaml"
+    path.write_text(spec)
+    scraper = _Scraper(f"http://127.0.0.1:{port}/metrics")
+    scraper.thread.start()
+    try:
+        assert cli_main(["run", str(path), "--out", str(tmp_path / "raw"), "--no-progress",
+                         "-q"]) == 0
+    finally:
+        scraper.stop.set()
+        scraper.thread.join()
+    assert "served their final values to a scrape" in capsys.readouterr().err
+    [run_dir] = list(iter_run_dirs(tmp_path / "raw"))
+    manifest = read_manifest(run_dir)
+    host_of = {w["client"]: w["host"] for w in manifest.loadgen["workers"]}
+    ops = read_ops(run_dir).to_pandas()
+    ops["host"] = ops["client"].map(host_of)
+    want = {(str(h), str(o), str(s)): int(n) for (h, o, s), n in
+            ops.groupby(["host", "op", "status"], observed=True).size().items()}
+    assert {h for h, _, _ in want} == {"client", "remote"}
+    fams = {f.name: f for f in text_string_to_metric_families(scraper.last)}
+    got = {(s.labels["host"], s.labels["op"], s.labels["status"]): int(s.value)
+           for s in fams["kvbench_ops"].samples if s.value}
+    assert got == want
+    # Added over hosts and processes, bucket by bucket: the ops file's own histogram.
+    summed: Counter[str] = Counter()
+    for s in fams["kvbench_latency_seconds"].samples:
+        if s.name.endswith("_bucket"):
+            summed[s.labels["le"]] += int(s.value)
+    lat = ops["latency_ns"].to_numpy()
+    live_buckets = (np.log2(np.maximum(lat, 1)) * live.BUCKETS_PER_OCTAVE).astype(np.int64)
+    exported = np.bincount([bucket_of(int(b)) for b in live_buckets],
+                           minlength=len(BOUNDS_S) + 1).cumsum()
+    assert summed["+Inf"] == len(ops)
+    assert [summed[repr(b)] for b in BOUNDS_S] == exported[:-1].tolist()

@@ -55,13 +55,23 @@ def decided_lines(data: dict[str, Any]) -> list[str]:
     for c in data["comparisons"]:
         last = c["looks"][-1] if c["looks"] else None
         if last is None or last["low"] is None or last["high"] is None:
-            out.append(f"  {c['configuration']} vs {data['base']}: {c['state']}, no "
+            out.append(f"  {c['configuration']} vs {c['base']}: {c['state']}, no "
                        "interval")
             continue
-        out.append(f"  {c['configuration']} vs {data['base']}: {c['state']} "
+        out.append(f"  {c['configuration']} vs {c['base']}: {c['state']} "
                    f"{last['ratio']:.3f}x [{last['low']:.3f}, {last['high']:.3f}] "
                    f"at look {last['look']}, {last['n_cand']} runs a side")
     return out
+
+
+def comparisons(templates: list[RunPlan]) -> list[tuple[RunPlan, RunPlan]]:
+    """(base, candidate) pairs: each configuration against the first, within each `op`
+    when the grid varies it (as `harness compare` within a tree pairs them: ops differ in
+    what they measure, not in how well)."""
+    groups: dict[Any, list[RunPlan]] = {}
+    for plan in templates:
+        groups.setdefault(plan.grid_point.get("op"), []).append(plan)
+    return [(group[0], plan) for group in groups.values() for plan in group[1:]]
 
 
 def _label(plan: RunPlan) -> str:
@@ -97,31 +107,30 @@ class Decider:
     last: tuple[float, int] | None = None
     #: The latest looks of each comparison (its configuration's label first), and why
     #: the rounds ended: what `write` puts in decided.json.
-    looks: dict[str, tuple[str, list[sequential.Look]]] = field(default_factory=dict)
-    base: str = ""
+    looks: dict[str, tuple[str, str, list[sequential.Look]]] = field(default_factory=dict)
     ended: str = ""
 
     def more(self, templates: list[RunPlan],
              by_config: Mapping[str, Mapping[int, tuple[float, float]]]) -> list[str]:
-        """The config_ids to repeat once more this round (the base first, when any is)."""
-        if len(templates) < 2:
-            self._once("one", "until decided: one configuration, nothing to compare")
+        """The config_ids to repeat once more this round (each base first, when any of
+        its comparisons is open)."""
+        pairs = comparisons(templates)
+        if not pairs:
+            self._once("one", "until decided: no two configurations to compare")
             return []
-        base, others = templates[0], templates[1:]
-        self.base = _label(base)
         rates = {p.config_id: [by_config.get(p.config_id, {})[r][1]
                                for r in sorted(by_config.get(p.config_id, {}))]
                  for p in templates}
-        alpha = sequential.family_alpha(ALPHA, len(others))
+        alpha = sequential.family_alpha(ALPHA, len(pairs))
         most = self.rule.max_repetitions
-        open_: list[tuple[RunPlan, str]] = []
-        for plan in others:
+        open_: list[tuple[RunPlan, RunPlan, str]] = []
+        for base, plan in pairs:
             b, c = rates[base.config_id], rates[plan.config_id]
             looks = (sequential.replay(b, c, first=self.first, max_n=most, alpha=alpha,
                                        margin=self.rule.equivalence)
                      if min(len(b), len(c)) >= self.first else [])
             look = looks[-1] if looks else None
-            self.looks[plan.config_id] = (_label(plan), looks)
+            self.looks[plan.config_id] = (_label(plan), _label(base), looks)
             what = _said(look, min(len(b), len(c)), self.first)
             if look is not None and look.decided:
                 self._once(plan.config_id, f"until decided: {_label(plan)} against "
@@ -131,36 +140,44 @@ class Decider:
                 self._once(plan.config_id, f"until decided: {_label(plan)}: still open "
                            f"after {most} repetitions (max_repetitions): {what}")
                 continue
-            open_.append((plan, what))
+            open_.append((base, plan, what))
         if not open_:
             self.ended = "answered or at max_repetitions"
-            self._once("end", "until decided: every comparison with "
-                       f"{_label(base)} is answered or at max_repetitions")
+            self._once("end", f"until decided: all {len(pairs)} comparison(s) answered "
+                       "or at max_repetitions")
             return []
-        want = [p.config_id for p, _ in open_]
-        longest = max(len(rates[p.config_id]) for p, _ in open_)
-        if len(rates[base.config_id]) <= longest and len(rates[base.config_id]) < most:
-            want.insert(0, base.config_id)
+        want = self._wanted(open_, rates)
         now = time.monotonic()
         spent, budget = now - self.started, self.rule.budget_s
         since, runs = self.last or (self.started, sum(len(r) for r in rates.values()))
         per_run = (now - since) / runs if runs else 0.0
+        still = "; ".join(f"{_label(p)} vs {_label(b)}: {w}" for b, p, w in open_)
         if budget is not None and spent + per_run * len(want) > budget:
             why = (f"spent ({spent:.0f} s)" if spent >= budget else
                    f"nearly spent ({spent:.0f} s; the next round of {len(want)} run(s) "
                    f"would take about {per_run * len(want):.0f} s)")
             self.ended = f"budget {budget:.0f} s {why.split(' (')[0]}"
             self._once("budget", f"until decided: budget {budget:.0f} s {why}; "
-                       f"{len(open_)} comparison(s) still open: "
-                       + "; ".join(f"{_label(p)}: {w}" for p, w in open_))
+                       f"{len(open_)} comparison(s) still open: {still}")
             return []
         left = f", {budget - spent:.0f} s of budget left" if budget is not None else ""
-        self.say(f"until decided: {len(open_)} of {len(others)} comparison(s) with "
-                 f"{_label(base)} open{left}: "
-                 + "; ".join(f"{_label(p)}: {w}" for p, w in open_))
+        self.say(f"until decided: {len(open_)} of {len(pairs)} comparison(s) open{left}: "
+                 f"{still}")
         self.last = (now, len(want))
         for cid in want:
             self.asked[cid] = self.asked.get(cid, 0) + 1
+        return want
+
+    def _wanted(self, open_: list[tuple[RunPlan, RunPlan, str]],
+                rates: Mapping[str, list[float]]) -> list[str]:
+        """Each open comparison's candidate, and its base while the base has no more
+        runs than the longest of its open candidates (and is below the cap)."""
+        want: list[str] = []
+        for base in dict.fromkeys(b.config_id for b, _, _ in open_):
+            longest = max(len(rates[p.config_id]) for b, p, _ in open_ if b.config_id == base)
+            if len(rates[base]) <= longest and len(rates[base]) < self.rule.max_repetitions:
+                want.append(base)
+            want += [p.config_id for b, p, _ in open_ if b.config_id == base]
         return want
 
     def write(self, exp_dir: Path) -> Path | None:
@@ -174,12 +191,12 @@ class Decider:
             "family": "Bonferroni", "alpha": ALPHA,
             "equivalence": self.rule.equivalence, "first": self.first,
             "max_repetitions": self.rule.max_repetitions, "budget_s": self.rule.budget_s,
-            "ended": self.ended or "stopped", "base": self.base,
+            "ended": self.ended or "stopped",
             "comparisons": [
-                {"config_id": cid, "configuration": label,
+                {"config_id": cid, "configuration": label, "base": base,
                  "state": looks[-1].state if looks else sequential.OPEN,
                  "looks": [_finite(asdict(look)) for look in looks]}
-                for cid, (label, looks) in self.looks.items()]}
+                for cid, (label, base, looks) in self.looks.items()]}
         path = exp_dir / DECIDED_FILE
         with paths.created(path, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, allow_nan=False)

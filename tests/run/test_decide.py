@@ -10,6 +10,7 @@ import contextlib
 import io
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from harness.cli import main as cli_main
 from harness.errors import SpecError
 from harness.hosts import LocalHost
 from harness.results import iter_run_dirs, read_manifest
-from harness.run.decide import Decider, decided_lines, read_decided
+from harness.run.decide import Decider, comparisons, decided_lines, read_decided
 from harness.spec import DecideRule, expand, load_spec
 from tests.fixtures.servers import require_service
 
@@ -102,7 +103,8 @@ def test_rounds_go_only_to_the_comparisons_still_open(tmp_path: Path) -> None:
     assert decider.more(templates, runs) == [ids[0], ids[2], ids[3]]
     text = "\n".join(said)
     assert "clients.pause_us=10 against clients.pause_us=0: worse" in text
-    assert "2 of 3 comparison(s) with clients.pause_us=0 open" in text
+    assert "2 of 3 comparison(s) open" in text
+    assert "clients.pause_us=20 vs clients.pause_us=0: " in text
     assert "neither excludes 1 nor lies within the margin" in text
     # At max_repetitions nothing more is asked, and it is said once.
     full = {**runs, ids[2]: _rates(1000, 10, 3, noise=0.3), ids[3]: _rates(1005, 10, 4, 0.3),
@@ -120,6 +122,17 @@ def test_rounds_go_only_to_the_comparisons_still_open(tmp_path: Path) -> None:
     assert "Bonferroni over 3 comparison(s)" in lines[0]
     assert any(line.startswith("  clients.pause_us=10 vs clients.pause_us=0: worse")
                for line in lines)
+
+
+def test_with_ops_in_the_grid_each_is_compared_within_its_op() -> None:
+    """As `harness compare` within a tree pairs them: a set is not a slower get."""
+    plans = [SimpleNamespace(config_id=f"{op}-{v}", grid_point={"op": op, "v": v})
+             for op in ("get", "set") for v in (1, 2, 3)]
+    pairs = [(b.config_id, c.config_id) for b, c in comparisons(plans)]  # type: ignore[arg-type]
+    assert pairs == [("get-1", "get-2"), ("get-1", "get-3"), ("set-1", "set-2"),
+                     ("set-1", "set-3")]
+    flat = [SimpleNamespace(config_id=str(v), grid_point={"v": v}) for v in (1, 2)]
+    assert [(b.config_id, c.config_id) for b, c in comparisons(flat)] == [("1", "2")]  # type: ignore[arg-type]
 
 
 def test_a_spent_budget_stops_the_rounds_naming_what_is_open(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.drivers.redis import SLOTS, RespError
+from harness.drivers.redis import MAX_MASTERS, SLOTS, RespError
 
 _GONE = ("fail", "handshake", "noaddr")
+#: Nodes a layout may name: `MAX_MASTERS`, each with a few replicas.
+MAX_NODES = MAX_MASTERS * 4
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,11 @@ class Layout:
 
 def node_lines(text: str, asked_host: str) -> list[NodeLine]:
     """CLUSTER NODES' lines; a node that does not know its own host is `asked_host`."""
-    out = []
+    out: list[NodeLine] = []
     for line in text.splitlines():
         parts = line.split()
+        if len(out) >= MAX_NODES:
+            raise RespError(f"CLUSTER NODES names more than {MAX_NODES} nodes")
         if len(parts) < 8:
             continue
         addr = parts[1].split("@", 1)[0].split(",", 1)[0]
@@ -52,7 +56,8 @@ def node_lines(text: str, asked_host: str) -> list[NodeLine]:
             if item.startswith("["):
                 continue
             first, _, last = item.partition("-")
-            a, b = int(first), int(last or first)
+            last = last or first
+            a, b = (int(first), int(last)) if first.isdigit() and last.isdigit() else (-1, -1)
             if not 0 <= a <= b < SLOTS:
                 raise RespError(f"CLUSTER NODES: {item!r} is not a slot range")
             slots.append((a, b))

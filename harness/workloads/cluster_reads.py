@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from harness.drivers import redis as resp
+from harness.drivers.redis import RespError
 from harness.drivers.redis_nodes import Layout, layout
 from harness.errors import WorkloadError
 from harness.hosts.endpoint import Endpoint, split_hostport
@@ -51,7 +52,11 @@ async def read_layout(endpoint: Endpoint) -> Layout:
         finally:
             conn.close()
         if isinstance(text, bytes | str):
-            found = layout(text.decode() if isinstance(text, bytes) else text, host)
+            try:
+                found = layout(text.decode() if isinstance(text, bytes) else text, host)
+            except (RespError, UnicodeDecodeError) as exc:
+                last = exc
+                continue
             if -1 not in found.owner:
                 return found
             last = WorkloadError(f"{seed}: CLUSTER NODES does not name every slot's master")

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from harness.analysis.checks.replicas import behind, run_figures
 from harness.cli import main as cli_main
+from harness.errors import WorkloadError
 from harness.hosts import LocalHost
+from harness.hosts.endpoint import Endpoint
 from harness.results import iter_run_dirs, read_manifest
+from harness.workloads.cluster_reads import read_layout
+from tests.fixtures.hostile import bulk, scripted
 from tests.services.test_redis_cluster import require_redis_cluster
 
 pytestmark = pytest.mark.integration
@@ -99,3 +104,17 @@ def test_replicas_with_fewer_than_three_masters_are_refused_by_validate(
     spec = _spec(tmp_path, "masters: 2, replicas_per_master: 1", grid="read_from: [primary]")
     assert cli_main(["validate", str(spec)]) == 2
     assert "replicas_per_master: 1 needs masters: 3 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("reply", "says"), [
+    (b":7\r\n", "CLUSTER NODES answered 7"),
+    (bulk(b"id 127.0.0.1:7000@17000 master - 0 0 1 connected 0-99999\n"), "not a slot range"),
+    (bulk(b"id 127.0.0.1:7000@17000 master - 0 0 1 connected 0-100\n"), "every slot's master"),
+    (bulk(b"id nohost master - 0 0 1 connected 0-16383\n"), "is not host:port"),
+])
+def test_a_layout_that_is_not_one_is_refused_in_words(reply: bytes, says: str) -> None:
+    """What a client reads when it first connects: refused with a WorkloadError."""
+    with scripted(lambda words: reply) as front:
+        ep = Endpoint("redis", "127.0.0.1", front.port, {"protocol": "redis_cluster"})
+        with pytest.raises(WorkloadError, match=says):
+            asyncio.run(read_layout(ep))

@@ -48,7 +48,15 @@ def read_decided(exp_dir: Path) -> dict[str, Any] | None:
 
 def decided_lines(data: dict[str, Any]) -> list[str]:
     """What `harness compare --experiment E` prints of a decided.json: the verdicts the
-    rounds stopped on, each with its repeated CI."""
+    rounds stopped on, each with its repeated CI (one warning line for a file this kit
+    did not write: fields missing or of the wrong kind)."""
+    try:
+        return _lines(data)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return [f"warning: {DECIDED_FILE} is not one `until: decided` wrote; left out"]
+
+
+def _lines(data: dict[str, Any]) -> list[str]:
     out = [f"until decided ({data['method']}; {data['family']} over "
            f"{len(data['comparisons'])} comparison(s) at {data['alpha']:g}; equivalent: "
            f"within ±{data['equivalence']:.0%}): {data['ended']}"]

@@ -122,6 +122,8 @@ def test_rounds_go_only_to_the_comparisons_still_open(tmp_path: Path) -> None:
     assert "Bonferroni over 3 comparison(s)" in lines[0]
     assert any(line.startswith("  clients.pause_us=10 vs clients.pause_us=0: worse")
                for line in lines)
+    assert decided_lines({**data, "comparisons": [{"looks": "x"}]})[0].startswith(
+        "warning: decided.json is not one")
 
 
 def test_with_ops_in_the_grid_each_is_compared_within_its_op() -> None:

@@ -103,8 +103,10 @@ class ClusterRouted(MixClient):
         super().__init__(endpoint, params, client_id)
         self.layout: Layout | None = None
         self.servers: list[str] = []
-        self.get_to = np.zeros(0, np.int64)
-        self.set_to = np.zeros(0, np.int64)
+        #: Per entry of the period, the server (index in `servers`) of its get and of its
+        #: set: filled in place once the layout is read, so an `issuer` made before sees it.
+        self.get_to: list[int] = []
+        self.set_to: list[int] = []
         self._keys = [key_of(self.key_prefix, i, params["key_size_bytes"])
                       for i in range(params["key_space"])]
 
@@ -121,13 +123,13 @@ class ClusterRouted(MixClient):
             self.servers += reps if self.from_replicas else []
         slots = np.fromiter((resp.key_slot(k) for k in self._keys), np.int64, len(self._keys))
         owner = np.asarray(found.owner, np.int64)[slots[self._picks]]
-        self.set_to = owner
+        gets = owner
         if self.from_replicas:
             counts = np.asarray([len(r) for r in found.replicas], np.int64)
             entries = np.arange(self.period, dtype=np.int64)
-            self.get_to = np.asarray(first, np.int64)[owner] + entries % counts[owner]
-        else:
-            self.get_to = owner
+            gets = np.asarray(first, np.int64)[owner] + entries % counts[owner]
+        self.set_to[:] = owner.tolist()
+        self.get_to[:] = gets.tolist()
         self.layout = found
 
     async def connect(self) -> Any:
@@ -160,7 +162,7 @@ class ClusterRouted(MixClient):
                fail: Callable[[BaseException], None]) -> Issue:
         issue_on = super().issuer(done, fail)
         pattern, period = self.op_pattern, self.period
-        get_to, set_to = self.get_to.tolist(), self.set_to.tolist()
+        get_to, set_to = self.get_to, self.set_to
 
         def issue(conn: Any, seq: int) -> int:
             j = seq % period

@@ -7,12 +7,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.analysis.checks.replicas import behind, run_figures
 from harness.cli import main as cli_main
 from harness.errors import WorkloadError
 from harness.hosts import LocalHost
 from harness.hosts.endpoint import Endpoint
+from harness.paths import experiments_dir
 from harness.results import iter_run_dirs, read_manifest
 from harness.workloads.cluster_reads import read_layout
 from tests.fixtures.hostile import bulk, scripted
@@ -35,16 +37,30 @@ def _spec(tmp_path: Path, settings: str, grid: str = "read_from: [primary, repli
     return path
 
 
+def _example(tmp_path: Path, run: dict, clients: dict) -> Path:
+    spec = yaml.safe_load((experiments_dir() / "deployment" / "redis_cluster_replicas.yaml")
+                          .read_text())
+    spec.update(repetitions=1, run=run, clients={**spec["clients"], **clients})
+    spec["params"]["key_space"] = 2000
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["closed", "closed, 4 in flight", "open loop"])
 def test_gets_land_on_the_replicas_of_each_keys_master_and_sets_on_the_masters(
-        tmp_path: Path) -> None:
+        tmp_path: Path, mode: str) -> None:
     require_redis_cluster(LocalHost())
-    spec = _spec(tmp_path, f"masters: {MASTERS}, replicas_per_master: 1")
+    run = ({"duration_s": 1, "warmup_s": 0.2, "rate_ops_s": 2000} if mode == "open loop"
+           else {"ops": 4000, "warmup_ops": 200})
+    spec = _example(tmp_path, run, {"inflight": 4 if "4 in flight" in mode else 1,
+                                    "connections": 4})
     raw = tmp_path / "raw"
     assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
     mans = {m.grid_point["read_from"]: m for m in map(read_manifest, iter_run_dirs(raw))}
     assert set(mans) == {"primary", "replicas"}
     for where, m in mans.items():
-        assert m.status == "complete", m.status
+        assert m.status == "complete" and m.loadgen["engine"] == "python", m.status
         assert m.counts["error"] == m.counts["timeout"] == m.counts["miss"] == 0, m.counts
         kv = m.services["kv"]
         replicas = kv["config"]["replicas"]
@@ -59,8 +75,9 @@ def test_gets_land_on_the_replicas_of_each_keys_master_and_sets_on_the_masters(
                 for k in ("", *(f"replica{i}." for i in range(MASTERS)))]
         sets = [delta.get(f"{k}cmdstat_set_calls", 0)
                 for k in ("", *(f"replica{i}." for i in range(MASTERS)))]
-        # The sets on the masters (summed), each applied by its master's replica.
-        assert sets[0] > 0 and sum(sets[1:]) == sets[0] and min(sets[1:]) > 0, sets
+        # The sets on the masters (summed), applied by each master's replica (what it
+        # had applied when read: replication is asynchronous).
+        assert sets[0] > 0 and min(sets[1:]) > 0 and sum(sets[1:]) <= sets[0], sets
         if where == "primary":
             assert gets[0] >= 0.7 * m.counts["total"] and gets[1:] == [0] * MASTERS, gets
             assert hits[0] == gets[0] and hits[1:] == [0] * MASTERS, hits

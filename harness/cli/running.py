@@ -14,6 +14,7 @@ from harness.cli.exits import EXIT_FAILED_RUNS, EXIT_OK
 from harness.errors import SpecError
 from harness.results.schema import ERROR_SHARE_BAR
 from harness.run import capacity
+from harness.run.nocore import no_core_dumps
 
 
 def _overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -31,20 +32,6 @@ def _labels(items: Sequence[str]) -> dict[str, str]:
         return dict(parse_label(item) for item in items)
     except ValueError as exc:
         raise SpecError([str(exc)]) from None
-
-
-def no_core_dumps() -> None:
-    """No core file from this process or any it starts here (its agent, the workers the
-    agent forks, the servers it launches), whatever `ulimit -c` the shell had: they hold
-    the servers' passwords (read from the environment or a file), TLS keys and SSH keys,
-    and a crash would copy their memory, secrets and all, into a file where
-    /proc/sys/kernel/core_pattern says (often the working directory) or to a crash
-    collector. Children inherit the limit; only the soft one is lowered, so a user may
-    raise it again for a process of their own."""
-    import resource
-
-    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
 
 
 def _metrics(args: argparse.Namespace, spec: Any) -> dict[str, Any]:

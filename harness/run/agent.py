@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.hosts import procstat
+from harness.run.nocore import no_core_dumps
 from harness.run.workerctl import alive, sha256_of
 from harness.text import finite_data
 
@@ -341,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401
     argv = sys.argv[1:] if argv is None else argv
+    no_core_dumps()  # over SSH nothing of the control machine's limits comes along
     return Agent(local="--local" in argv).loop()
 
 

@@ -103,3 +103,32 @@ def test_a_crashed_worker_holding_a_password_leaves_no_core_file(
         where = Path(pattern) if pattern.startswith("/") else tmp_path / pattern
         cores = list(where.parent.glob(where.name.split("%")[0] + "*"))
         assert not [c for c in cores if password.encode() in c.read_bytes()], cores
+
+
+def test_an_agent_started_with_core_dumps_allowed_turns_them_off_itself() -> None:
+    """Over SSH an agent inherits nothing from `harness run`'s limits: started by a
+    shell that allows core files (as sshd's session would), it lowers its own soft
+    limit to 0 before it reads a command, so the workers it forks inherit 0 too."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if hard == 0:
+        pytest.skip("core dumps are off for this user (hard RLIMIT_CORE 0): nothing to test")
+
+    def allow_cores() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+    agent = subprocess.Popen([sys.executable, "-m", "harness.agent"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, preexec_fn=allow_cores)
+    try:
+        limit = _core_limit(agent.pid)
+        while limit != "0" and agent.poll() is None:  # until main() has run
+            time.sleep(0.02)
+            limit = _core_limit(agent.pid)
+        assert limit == "0"
+    finally:
+        agent.stdin.close()
+        try:
+            agent.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()

@@ -45,8 +45,9 @@ from harness.spec import RunPlan
 #: The exported layout: buckets per doubling, and the first and last finite bounds.
 BUCKETS_PER_OCTAVE = 8
 LOW_NS, HIGH_NS = 2.0 ** 10, 2.0 ** 36  # ~1 us .. ~69 s
-_J0 = 10 * BUCKETS_PER_OCTAVE
-_NB = 26 * BUCKETS_PER_OCTAVE + 1  # finite bounds; one more bucket holds the rest (+Inf)
+_J0 = int(math.log2(LOW_NS)) * BUCKETS_PER_OCTAVE
+#: Finite bounds; one more bucket holds the rest (+Inf).
+_NB = int(math.log2(HIGH_NS / LOW_NS)) * BUCKETS_PER_OCTAVE + 1
 _FOLD = live.BUCKETS_PER_OCTAVE // BUCKETS_PER_OCTAVE
 #: The finite upper bounds, in seconds, as the `le` label shows them.
 BOUNDS_S: tuple[float, ...] = tuple(2.0 ** ((_J0 + i) / BUCKETS_PER_OCTAVE) / 1e9

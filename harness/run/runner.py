@@ -210,6 +210,9 @@ class Runner(RunMachines, RunWriting):
         self.metrics_url = endpoint.url
         try:
             yield endpoint
+        except BaseException:
+            endpoint.linger_s = 0.0  # a stopped grid (Ctrl-C, an error) waits for no scrape
+            raise
         finally:
             scraped = endpoint.close()
             self.say(f"{self.spec.name}: metrics at {endpoint.url} " + (

@@ -348,8 +348,9 @@ class RedisCluster(Service):
                                 "is it a Redis Cluster node (cluster-enabled yes)? For a "
                                 "standalone Redis use kind redis") from None
         nodes = sorted({o for _, _, o in owners})
+        replicas = cluster_replicas.found(address, port, creds, tls, redis_read)
         return attached(host, spec, self.kind, self.provides(spec.settings), version,
-                        {**config, "masters": len(nodes)}, creds,
+                        {**config, "masters": len(nodes), "replicas": replicas}, creds,
                         {"protocol": "redis_cluster", "nodes": nodes}, tls)
 
     def counters(self, svc: RunningService) -> dict[str, float]:
@@ -361,10 +362,7 @@ class RedisCluster(Service):
             for k, v in redis_counters(address, port, svc.endpoint.auth,
                                        svc.endpoint.tls).items():
                 total[k] = total.get(k, 0) + v
-        for i, (replica, _) in enumerate(getattr(svc, "replicas", [])):
-            total.update((f"replica{i}.{k}", v) for k, v in redis_counters(
-                replica.address, replica.port, svc.endpoint.auth, svc.endpoint.tls).items())
-        return total
+        return cluster_replicas.counters(svc, total, redis_counters)
 
     def replication(self, svc: RunningService) -> dict[str, Any] | None:
         """Each master's replicas against it (`redis_cluster_replicas.state`)."""

@@ -7,7 +7,10 @@ CLUSTER NODES. The start returns once every replica's link to its master is up w
 sync in progress and every master lists its r replicas (`wait_synced`, polling INFO
 replication). Adding or removing nodes while the cluster has replicas is not supported
 (`STEP_REFUSAL`): `--cluster rebalance` moves slots between masters only, and a removed
-master's replicas would be left behind.
+master's replicas would be left behind. A cluster at an address has its replicas from
+its CLUSTER NODES (`found`). Either way the manifest's `config.replicas` lists each
+replica and its master, and the counters (`replica<i>.`) and the replication state are
+read from that list.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from harness.drivers.redis import parse_info
+from harness.drivers.redis import MAX_SLOT_MAP_BYTES, RespError, parse_info
+from harness.drivers.redis_nodes import layout
 from harness.errors import ServiceError
-from harness.hosts.endpoint import Endpoint
+from harness.hosts.endpoint import Endpoint, split_hostport
 from harness.services import redis_replicas
 from harness.services._util import NotReady, ProbeError
 from harness.services.base import Step
@@ -149,18 +153,52 @@ def record(pairs: list[tuple[Any, Any]]) -> list[dict[str, str]]:
             for r, m in pairs]
 
 
+def found(address: str, port: int, auth: Any, tls: Any, read: Callable[..., Any]
+          ) -> list[dict[str, str]]:
+    """A cluster at an address: each replica its CLUSTER NODES names and its master
+    ([] where it answers no layout: the slot map already said it is a cluster)."""
+    try:
+        text, cut = read(address, port, "CLUSTER", "NODES", auth=auth, tls=tls,
+                         max_bytes=MAX_SLOT_MAP_BYTES)
+        found = layout(text, address) if isinstance(text, str) and not cut else None
+    except (OSError, ProbeError, RespError):
+        found = None
+    if found is None:
+        return []
+    return [{"address": r, "master": m} for m, reps in zip(found.masters, found.replicas,
+                                                             strict=True) for r in reps]
+
+
+def replica_addresses(svc: Any) -> list[tuple[str, str]]:
+    """(replica, its master) as the manifest's `config.replicas` lists them."""
+    listed = (getattr(svc, "config", None) or {}).get("replicas") or []
+    return [(str(r["address"]), str(r["master"])) for r in listed
+            if isinstance(r, Mapping) and "address" in r and "master" in r]
+
+
+def counters(svc: Any, total: dict[str, float], read: Callable[..., Mapping[str, float]]
+             ) -> dict[str, float]:
+    """`total` (the masters') with each replica's counters as `replica<i>.<name>` (i: its
+    place in `config.replicas`), each read with `read(host, port, auth, tls)`."""
+    ep = svc.endpoint
+    for i, (replica, _) in enumerate(replica_addresses(svc)):
+        got = read(*split_hostport(replica), ep.auth, ep.tls)
+        total.update((f"replica{i}.{k}", v) for k, v in got.items())
+    return total
+
+
 def state(svc: Any, read: Callable[..., Any]) -> dict[str, Any] | None:
     """Each master's replication state with its replicas (`redis_replicas.state`), as
     `shards`; None without replicas."""
-    pairs = getattr(svc, "replicas", [])
+    pairs = replica_addresses(svc)
     if not pairs:
         return None
     ep = svc.endpoint
     shards = []
-    for master in svc.nodes:
-        mine = [r.addr for r, m in pairs if m is master]
-        one = SimpleNamespace(endpoint=Endpoint(ep.kind, master.address, master.port,
-                                                {"replicas": mine}, ep.auth, ep.tls))
+    for master in dict.fromkeys(m for _, m in pairs):
+        host, port = split_hostport(master)
+        one = SimpleNamespace(endpoint=Endpoint(ep.kind, host, port, {
+            "replicas": [r for r, m in pairs if m == master]}, ep.auth, ep.tls))
         got = redis_replicas.state(one, read)
         if got is not None:
             shards.append(got)

@@ -16,6 +16,7 @@ from harness.hosts import LocalHost
 from harness.hosts.endpoint import Endpoint
 from harness.paths import experiments_dir
 from harness.results import iter_run_dirs, read_manifest
+from harness.services import SERVICES
 from harness.workloads.cluster_reads import read_layout
 from tests.fixtures.hostile import bulk, scripted
 from tests.services.test_redis_cluster import require_redis_cluster
@@ -135,3 +136,43 @@ def test_a_layout_that_is_not_one_is_refused_in_words(reply: bytes, says: str) -
         ep = Endpoint("redis", "127.0.0.1", front.port, {"protocol": "redis_cluster"})
         with pytest.raises(WorkloadError, match=says):
             asyncio.run(read_layout(ep))
+
+
+def test_a_cluster_at_an_address_has_its_replicas_found_counted_and_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster the kit did not start (here: started beforehand, then named by one
+    node's address): its replicas come from CLUSTER NODES, into the manifest, the
+    counters and the replication state, and `read_from: replicas` reads them."""
+    require_redis_cluster(LocalHost())
+    svc = SERVICES.get("redis_cluster").start(LocalHost(), "pre", {
+        "masters": MASTERS, "replicas_per_master": 1})
+    try:
+        assert svc.endpoint.auth is not None
+        monkeypatch.setenv("RCPW", svc.endpoint.auth.password)
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(
+            "name: mine\nworkload: redis_mix\nhosts: {client: localhost}\nservices:\n"
+            f"  kv: {{kind: redis_cluster, address: '{svc.nodes[0].addr}', auth: "
+            "{password_env: RCPW}, settings: {provides: redis}}\nclients: {hosts: [client], "
+            "processes: 1, connections: 2}\nparams: {key_space: 300, get_ratio: 0.8}\n"
+            "grid: {read_from: [primary, replicas]}\nrepetitions: 1\n"
+            "run: {ops: 1500, warmup_ops: 100}\n")
+        raw = tmp_path / "raw"
+        assert cli_main(["run", str(spec), "--out", str(raw), "--no-progress", "-q"]) == 0
+        mans = {m.grid_point["read_from"]: m for m in map(read_manifest, iter_run_dirs(raw))}
+        pairs = sorted((r["address"], r["master"]) for r in svc.config["replicas"])
+        for where, m in mans.items():
+            assert m.counts["error"] == m.counts["miss"] == 0, m.counts
+            assert sorted((r["address"], r["master"])
+                          for r in m.services["kv"]["config"]["replicas"]) == pairs
+            delta = m.telemetry["counters"]["kv"]["delta"]
+            on_replicas = sum(delta.get(f"replica{i}.cmdstat_get_calls", 0)
+                              for i in range(MASTERS))
+            on_masters = delta.get("cmdstat_get_calls", 0)
+            assert (on_masters, on_replicas)[where == "replicas"] >= 0.7 * m.counts["total"]
+            assert (on_masters, on_replicas)[where == "primary"] == 0, (on_masters, on_replicas)
+            shards = m.telemetry["replication"]["kv"]["end"]["shards"]
+            assert sorted(r["address"] for s in shards for r in s["replicas"]) == sorted(
+                r for r, _ in pairs)
+    finally:
+        svc.stop()

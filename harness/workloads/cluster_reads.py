@@ -107,8 +107,7 @@ class ClusterRouted(MixClient):
         #: set: filled in place once the layout is read, so an `issuer` made before sees it.
         self.get_to: list[int] = []
         self.set_to: list[int] = []
-        self._keys = [key_of(self.key_prefix, i, params["key_size_bytes"])
-                      for i in range(params["key_space"])]
+        self._key_size = int(params["key_size_bytes"])
 
     def route(self, found: Layout) -> None:
         """Per entry of the period, the server its get and its set go to."""
@@ -121,8 +120,11 @@ class ClusterRouted(MixClient):
         for reps in found.replicas:
             first.append(len(self.servers))
             self.servers += reps if self.from_replicas else []
-        slots = np.fromiter((resp.key_slot(k) for k in self._keys), np.int64, len(self._keys))
-        owner = np.asarray(found.owner, np.int64)[slots[self._picks]]
+        # The slot of each key the period picks (each key once: CRC16 in Python).
+        keys, entry_key = np.unique(self._picks, return_inverse=True)
+        slots = np.fromiter((resp.key_slot(key_of(self.key_prefix, k, self._key_size))
+                             for k in keys.tolist()), np.int64, len(keys))
+        owner = np.asarray(found.owner, np.int64)[slots][entry_key.reshape(-1)]
         gets = owner
         if self.from_replicas:
             counts = np.asarray([len(r) for r in found.replicas], np.int64)

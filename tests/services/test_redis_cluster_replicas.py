@@ -19,6 +19,7 @@ from harness.results import iter_run_dirs, read_manifest
 from harness.services import SERVICES
 from harness.workloads.cluster_reads import read_layout
 from tests.fixtures.hostile import bulk, scripted
+from tests.fixtures.servers import tcp_listeners
 from tests.services.test_redis_cluster import require_redis_cluster
 
 pytestmark = pytest.mark.integration
@@ -94,7 +95,15 @@ def test_gets_land_on_the_replicas_of_each_keys_master_and_sets_on_the_masters(
         assert all(r["link"] == "up" for s in shards for r in s["replicas"])
         # The replica_lag check judges each master's replica: none fell behind.
         assert behind(m.telemetry) == [] and run_figures(m.telemetry)["up"] == MASTERS
-    assert not any(True for _ in (tmp_path / "raw").glob("**/nodes.conf"))
+    # Every node, replicas too, stopped with the cluster: no pid left, no port listening.
+    for m in mans.values():
+        kv = m.services["kv"]
+        assert len(kv["pids"]) == 2 * MASTERS
+        assert not [p for p in kv["pids"] if Path(f"/proc/{p}").exists()
+                    and "redis" in Path(f"/proc/{p}/comm").read_text()]
+        for address in [n["address"] for n in kv["nodes"]] + [r["address"]
+                                                                for r in kv["replicas"]]:
+            assert tcp_listeners(int(address.rpartition(":")[2])) == set(), address
 
 
 def test_read_from_replicas_on_a_cluster_without_replicas_is_refused_by_validate(

@@ -19,31 +19,17 @@ from typing import Any
 
 from harness import paths
 from harness.analysis.stats import sequential
+from harness.results.decided import DECIDED_FILE, DECIDED_VERSION, read_decided  # noqa: F401 - read_decided: its readers import it from here too
 from harness.spec import DecideRule, RunPlan
 
 #: The family's level: the chance that any comparison of the grid ends on a false verdict.
 ALPHA = 0.05
-#: What a run with `until: decided` leaves beside its runs (`Decider.write`).
-DECIDED_FILE = "decided.json"
-DECIDED_VERSION = 1
 
 
 def _finite(d: dict[str, Any]) -> dict[str, Any]:
     """JSON has no NaN or infinity: None in their place."""
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in d.items()}
-
-
-def read_decided(exp_dir: Path) -> dict[str, Any] | None:
-    """The decided.json of an experiment directory, or None (none, unreadable, or of a
-    version this kit does not know)."""
-    try:
-        data = json.loads((exp_dir / DECIDED_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("version") != DECIDED_VERSION:
-        return None
-    return data
 
 
 def decided_lines(data: dict[str, Any]) -> list[str]:

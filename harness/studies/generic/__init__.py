@@ -19,6 +19,7 @@ from harness.analysis.data import pooling
 from harness.analysis.data.load import experiment_dirs, load
 from harness.results import MANIFEST
 from harness.studies.base import FIGURE_OPS
+from harness.studies.generic import looks
 from harness.studies.generic.views import ExperimentSection
 
 __all__ = ["ExperimentSection", "GenericStudy", "analyse", "own_experiments"]
@@ -78,11 +79,14 @@ class GenericStudy:
             display(markdown(f"## Experiment `{name}`"))
             display(failed_part(f"experiment `{name}`", exc))
         for s in self.sections:
+            def looks_taken(s: ExperimentSection = s) -> Any:  # until: decided's looks
+                return looks.parts(self.raw_dir, s.name, s.figures_dir)
+
             # One experiment whose runs break a view costs its own part, not the others'.
             for view in (s.header, s.heavy_tails, s.configuration_table, s.replication_table,
                          s.checks_table,
-                         s.effect_findings, s.effect_figure, s.answers, s.tail_drivers,
-                         s.capacity, s.ecdf, s.over_time, s.provenance):
+                         s.effect_findings, s.effect_figure, looks_taken, s.answers,
+                         s.tail_drivers, s.capacity, s.ecdf, s.over_time, s.provenance):
                 try:
                     part = view()
                 except Exception as exc:  # noqa: BLE001 - any failure, named in the report

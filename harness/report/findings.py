@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.analysis.data.formats import bound_text, num, unbounded
 from harness.analysis.sections.answers import Answer, Estimate, Question
+from harness.analysis.stats import planning, verdict
 from harness.report.render import Section
 
 #: The most decided answers of one experiment on the summary page; the rest are counted.
@@ -125,6 +126,11 @@ def _experiment_html(parts: list[str], exp: str, s: Section,
     if not decided:
         if mine and asked is not None and asked[0].would_take:
             parts.append(f'<p class="more">{_esc(asked[0].would_take)}</p>')
+        elif mine:  # a study's: its answers carry their intervals, not their runs
+            took = planning.times_text([(a.ratio, a.low, a.high) for a, _ in mine],
+                                       verdict.DEFAULT_THRESHOLD)
+            if took:
+                parts.append(f'<p class="more">{_esc(took)}</p>')
         return int(bool(asked and asked[0].estimates))
     rows = "".join(
         f'<tr><td><a href="{_esc(href)}">{_esc(a.claim)}</a></td>'

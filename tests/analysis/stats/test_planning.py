@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 from harness.analysis.stats import planning, verdict
@@ -65,3 +66,26 @@ def test_the_planned_runs_decide_a_real_effect_in_a_simulation() -> None:
     # (67% with this seed, median plan 13 runs a side): a plan to just exclude 1 at the
     # effect seen, not a guarantee; it says "about".
     assert hits / len(plans) > 0.5, (hits, len(plans), np.median(plans))
+
+
+def test_a_studys_open_comparisons_say_how_many_times_the_runs_would_decide() -> None:
+    """A study's answers carry their intervals but not their runs: the summary says the
+    multiple, the same arithmetic as the runs (4x for the 1.10x of the first test)."""
+    assert planning.factor(1.10, 1.10 / 1.21, 1.10 * 1.21, 0.0) == pytest.approx(4.0)
+    text = planning.times_text([(1.10, 1.10 / 1.21, 1.10 * 1.21), (1.0, 0.5, 2.0)], 0.05)
+    assert "about 4 times the runs per configuration would decide the closest" in text
+    assert "more than 100 times all of them" in text  # 1.0x [0.5, 2]: (log 2/log 1.05)^2
+    assert planning.times_text([(1.0, float("nan"), float("nan"))], 0.05) == ""
+
+
+def test_the_summary_of_findings_says_it_for_a_study_that_decided_nothing() -> None:
+    from harness.analysis.sections.answers import Answer
+    from harness.report.findings import findings_html
+    from harness.report.render import Section
+
+    open_ = [Answer(f"c{i} against c0: throughput", verdict.INCONCLUSIVE, 1.10,
+                    1.10 / 1.21, 1.10 * 1.21, 0.975, "kv_cache") for i in (1, 2)]
+    s = Section("40-kvstore", "KV store", "sec-4", "", answers=[(a, "#sec-4") for a in open_])
+    page = findings_html([s])
+    assert "2 comparisons, 0 decided" in page
+    assert "about 4 times the runs per configuration would decide" in page

@@ -35,8 +35,10 @@ def us_bars(table: pd.DataFrame, ops: Sequence[str], setups: Sequence[str],
         ax.bar(xs, mean, width, color=color, label=f"{setup} (n = {n} runs)",
                yerr=_yerr(mean, t["us_low"].to_numpy(float), t["us_high"].to_numpy(float)),
                error_kw={"elinewidth": 0.8, "capsize": 1.5})
-    # Two-word names on two lines: beside the legend the groups are too narrow for one.
-    ax.set_xticks(np.arange(len(ops)), [labels.get(o, o).replace(" ", "\n") for o in ops])
+    # Two-word names on two lines: beside the legend the groups are too narrow for one
+    # ("Search/delete" ran into "Sequential" beside it).
+    ax.set_xticks(np.arange(len(ops)), [labels.get(o, o).replace(" ", "\n")
+                                        .replace("/", "/\n") for o in ops])
     ax.set_yscale("log")
     plots.log_ms_axis(ax.yaxis)
     ax.set_ylabel("time per object [µs] (log scale)")

@@ -21,6 +21,7 @@ from harness.analysis.checks import runfacts
 from harness.analysis.checks.registry import Finding, group_checks
 from harness.analysis.data import pooling, queries, stated
 from harness.analysis.data.load import Loaded, load_ops, load_runs_only
+from harness.analysis.data.probe import with_probe_columns
 from harness.analysis.data.summary import OPS_LEVEL, SUMMARY_COLUMNS, _sorted, default_by
 from harness.analysis.data.summary_ci import METRICS, _key, with_ci_columns
 from harness.analysis.data.tree import trees
@@ -67,7 +68,9 @@ def summary_table(
     checks: bool = False,
 ) -> pd.DataFrame:
     """One row per configuration: grouping columns, then `SUMMARY_COLUMNS` (see module doc),
-    then `LEFT_OUT_COLUMNS`, then with `checks` the `CHECKS_COLUMN`.
+    then, when any run has a latency probe (`clients.probe`), `probe.PROBE_COLUMNS` (the
+    load's figures never include the probe's ops), then `LEFT_OUT_COLUMNS`, then with
+    `checks` the `CHECKS_COLUMN`.
 
     `intervals`: also ``<field>_ci_low`` / ``<field>_ci_high`` after throughput, mean, p50
     and p99: 95% CIs with the run as the unit (`harness.analysis.data.summary_ci`). `include`:
@@ -134,6 +137,8 @@ def summarise_tree(
         for field in stated_cols:
             if field in metrics:
                 table.loc[restated, [f"{field}_ci_low", f"{field}_ci_high"]] = np.nan
+    if len(loaded.runs):  # a probe's latency beside the load's (`clients.probe`)
+        table = with_probe_columns(table, loaded, queries.plan(loaded, by), queries.connect())
     table = with_left_out(table, loaded, by)
     if checks:
         table = with_checks(table, group_checks(loaded, by, facts=facts), group_by)

@@ -28,7 +28,7 @@ SUMMARY_HEADERS = {
     "ops": "ops", "throughput_ops_s": "throughput ops/s [95% CI]",
     "goodput_ops_s": "goodput ops/s", "latency_mean_ms": "mean ms [95% CI]",
     "latency_p50_ms": "p50 ms [95% CI]", "latency_p99_ms": "p99 ms [95% CI]",
-    "error_rate": "errors",
+    "error_rate": "errors", "probe_p50_ms": "probe p50 ms", "probe_p99_ms": "probe p99 ms",
 }
 
 
@@ -85,11 +85,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def _check_lines(table: Any, column: str) -> list[str]:
     """One warning line per check that warns on a row of `harness summary`'s table:
     ``warning: heavy_tail (experiment=x, op=get; 3 runs): <detail>``."""
+    from harness.analysis.data.probe import PROBE_COLUMNS
     from harness.analysis.data.summary import SUMMARY_COLUMNS
     from harness.analysis.summary_table import LEFT_OUT_COLUMNS
 
-    keys = [c for c in table.columns
-            if c not in (*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS, column) and "_ci_" not in c]
+    keys = [c for c in table.columns if c not in (*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS,
+                                                  *PROBE_COLUMNS, column) and "_ci_" not in c]
     lines = []
     for _, row in table.iterrows():
         where = ", ".join(f"{k}={row[k]}" for k in keys) or "all runs"

@@ -81,6 +81,29 @@ class OpsParts:
             self.cleanup = None
 
 
+@dataclass
+class OmitClients(OpsParts):
+    """The records of `parts` less those of the `drop` client ids (a view: the parts
+    stay the run's, which closes them): the load's ops without the probe's
+    (`clients.probe`), for its achieved rate."""
+
+    drop: tuple[int, ...] = ()
+
+    def parts(self) -> Iterator[OpsArrays]:
+        for p in super().parts():
+            yield p.take(np.flatnonzero(~np.isin(p.client, self.drop)))
+
+    def columns(self, names: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+        for c in super().columns([*names, *(["client"] if "client" not in names else [])]):
+            keep = ~np.isin(c["client"], self.drop)
+            yield {n: c[n][keep] for n in names}
+
+    @classmethod
+    def of_run(cls, ops: OpsArrays | OpsParts, drop: Sequence[int]) -> OpsParts:
+        parts = OpsParts.of(ops)
+        return cls(parts.op_names, list(parts.items), drop=tuple(drop)) if drop else parts
+
+
 # -- exact order statistics in passes -----------------------------------------------------
 
 #: Values kept in memory at once to sort for an order statistic.

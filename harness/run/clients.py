@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from harness.results import OpsParts
 from harness.run.agentctl import REQUEST_TIMEOUT_S, AgentPool, Pending
 from harness.run.transfer import PendingRecords, fetch_records
 from harness.services.base import Endpoint
-from harness.spec import RunPlan
+from harness.spec import ClientSpec, RunPlan
 
 T = TypeVar("T")
 
@@ -93,6 +93,12 @@ def _chunk_records() -> int | None:
     return n
 
 
+def client_host_names(clients: ClientSpec) -> list[str]:
+    """The client hosts of a run: `clients.hosts`, then the probe's if another."""
+    probe = clients.probe.host if clients.probe is not None else None
+    return [*clients.hosts, *([probe] if probe and probe not in clients.hosts else [])]
+
+
 def split(total: int, parts: int) -> list[int]:
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -114,7 +120,9 @@ class ClientGroup:
         self.live = live
         #: Named in errors that tell how to fetch records left on a machine.
         self.spec_path = spec_path
-        self.hosts = list(hosts)
+        #: The load's hosts (`clients.hosts`); the probe's may be another of `hosts`.
+        self.hosts = [h for h in hosts if h.name in plan.clients.hosts] or list(hosts)
+        self.probe_hosts = list(hosts)
         self.workdirs = workdirs
         self.endpoints = endpoints
         self.op_names = op_names
@@ -133,9 +141,12 @@ class ClientGroup:
         n = plan.clients.processes
         ops = split(size.ops, n) if size.ops is not None else [None] * n
         warm = split(size.warmup_ops, n)
+        ops, warm = [*ops, None], [*warm, 0]  # the probe's (set again below)
         started: list[tuple[Host, Pending, Pending, dict[str, str], int]] = []
-        for i in range(n):
-            host = self.hosts[i % len(self.hosts)]
+        probe = plan.clients.probe
+        for i in range(n + (probe is not None)):
+            is_probe = i == n
+            host = (self._probe_host() if is_probe else self.hosts[i % len(self.hosts)])
             base = f"{self.workdirs[host.name]}/run{plan.index:05d}-c{i:03d}"
             # `alive`: touched by the machine's agent while it is there; a worker whose
             # agent is gone for long stops by itself (`harness.run.worker`).
@@ -160,6 +171,11 @@ class ClientGroup:
                 arrival=size.arrival, phase=i / n, seed=size.seed * 1000 + i,
                 record_keys=size.record_keys, chunk_records=_chunk_records(),
             )
+            if is_probe:  # open loop at its fixed rate, one op in flight per connection
+                assert probe is not None
+                cfg = replace(cfg, connections=probe.connections, inflight=1, pause_us=0.0,
+                              ops=None, warmup_ops=0, rate_ops_s=probe.rate_ops_s,
+                              arrival="fixed", phase=0.0)
             link = self.agents.get(host)
             argv = [host.python, "-m", "harness.worker", files["config"]]
             # Forked from the machine's agent, which imported the kit once for the grid:
@@ -187,6 +203,11 @@ class ClientGroup:
                                        files, i))
         if failure is not None:
             raise failure
+
+    def _probe_host(self) -> Host:
+        """The host `clients.probe.host` names (one of the run's hosts), else the first."""
+        name = self.plan.clients.probe.host if self.plan.clients.probe else None
+        return next((h for h in self.probe_hosts if h.name == name), self.hosts[0])
 
     def _log_tail(self, w: Worker) -> str:
         try:

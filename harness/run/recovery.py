@@ -47,6 +47,7 @@ from harness.results import (
     MANIFEST,
     Manifest,
     OpsParts,
+    tally,
     write_run,
 )
 from harness.results.manifest import RUN_ID_RE
@@ -58,7 +59,7 @@ from harness.run.inflight import (
     WorkerEntry,
     read_state,
 )
-from harness.run.runstatus import finish_manifest
+from harness.run.runstatus import finish_manifest, load_and_probe
 from harness.run.tempdirs import Recovered, recover_temp_dirs
 from harness.run.transfer import fetch_records
 from harness.spec import Spec, expand
@@ -263,9 +264,10 @@ def _recover_from(tmp: str, ops: OpsParts, run: InFlight, spec: Spec, hosts: _Ma
             errors.insert(0, f"the harness stopped during this run ({run.reason}); its "
                              "client processes were stopped and what they measured was "
                              f"recovered by {by}")
+        load, probe = load_and_probe(plan, ops, tally(ops))  # a probe's ops apart
         manifest = finish_manifest(manifest, plan, ops, workers=statuses, errors=errors,
                                    interrupted=False, ended_utc=recovered["utc"],
-                                   extra={"recovered": recovered})
+                                   extra={"recovered": recovered}, load=load, probe=probe)
     write_run(out_dir, manifest, ops)
     _remove_worker_files(by_host, hosts, say)
     say(f"run {run.run_id} ({run.label}): {len(ops):,} records recovered and written as "

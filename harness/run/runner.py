@@ -24,7 +24,7 @@ from harness.results import (
     OpsParts,
 )
 from harness.results.outdir import check_out_dir
-from harness.run.clients import ClientGroup
+from harness.run.clients import ClientGroup, client_host_names
 from harness.run.context import (
     RunContext,
     RunOutcome,
@@ -160,7 +160,8 @@ class Runner(RunMachines, RunWriting):
                               capacity_for(self._set_keys(plans)),
                               fresh=self.spec.servers == "fresh")
             ctx = RunContext(hosts, {name: host_info(h) for name, h in hosts.items()},
-                           [hosts[n] for n in self.spec.clients.hosts], {}, kit_info(),
+                           [hosts[n] for n in client_host_names(self.spec.clients)], {},
+                           kit_info(),
                            lock, scratch, pool)
             stack.callback(ctx.agents.close)  # after the work directories are removed
             stack.callback(lambda: [link.close() for link in ctx.snapshot_links.values()])

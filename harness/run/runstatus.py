@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness.results import Manifest
-from harness.results.stream import Ops, tally
+from harness.results.stream import OmitClients, Ops, RunTally, tally
 from harness.spec import RunPlan
 
 
@@ -107,19 +107,34 @@ def target_held(rate_ops_s: float, achieved_ops_s: float, arrival: str = "fixed"
     return bool(achieved_ops_s >= floor)
 
 
+def load_and_probe(plan: RunPlan, ops: Ops, summed: RunTally
+                   ) -> tuple[RunTally, RunTally | None]:
+    """A run's tallies of the load's ops alone and of the probe's (`clients.probe`: the
+    client after the load's), or (`summed`, None) without a probe."""
+    if plan.clients.probe is None or isinstance(ops, RunTally):
+        return summed, None
+    n = plan.clients.processes
+    return (tally(OmitClients.of_run(ops, [n])),
+            tally(OmitClients.of_run(ops, list(range(n)))))
+
+
 def finish_manifest(draft: Manifest, plan: RunPlan, ops: Ops, *,
                     workers: list[dict[str, Any]], errors: list[str], interrupted: bool,
                     ended_utc: str, notes: Sequence[str] = (), engine: str | None = None,
                     clock_offsets: Mapping[str, Any] | None = None,
                     extra: Mapping[str, Any] | None = None,
-                    telemetry: Mapping[str, Any] | None = None) -> Manifest:
+                    telemetry: Mapping[str, Any] | None = None,
+                    load: Ops | None = None, probe: Ops | None = None) -> Manifest:
     """The run's manifest once its records are in: status, error, achieved rate, the
     workers' statuses, its `telemetry` (`harness.run.telemetry`; none after a kill, which
     left nobody to read the machines at the end). Used by the runner and by the recovery
     of a run a killed harness left (`harness.run.recovery`), so both decide alike."""
     errors = list(errors)
     ops = tally(ops)  # once: a long run's records are read in passes over its parts
-    n, rate, *_, err = quick_stats(ops)
+    # The load's ops alone make its rate and status (`load`: without a probe's ops).
+    n, rate, *_, err = quick_stats(load if load is not None else ops)
+    probe_n, probe_rate, probe_p50, probe_p99, _ = (quick_stats(probe) if probe is not None
+                                                    else (0, 0.0, None, None, 0.0))
     status = run_status(plan, n, err, errors, workers, interrupted, ops=ops)
     if interrupted:
         errors.insert(0, "interrupted (Ctrl-C / SIGTERM)")
@@ -128,7 +143,10 @@ def finish_manifest(draft: Manifest, plan: RunPlan, ops: Ops, *,
             "achieved_rate_ops_s": rate if n else None,
             "target_met": target_met(plan, rate) if open_loop else None,
             "send_lag_p99_ms": send_lag_p99_ms(ops) if open_loop else None,
-            "workers": workers, "clock_offsets": dict(clock_offsets or {})}
+            "workers": workers, "clock_offsets": dict(clock_offsets or {}),
+            **({"probe_ops": probe_n, "probe_achieved_rate_ops_s": probe_rate,
+                "probe_p50_ms": probe_p50, "probe_p99_ms": probe_p99}
+               if probe is not None and probe_n else {})}
     loadgen = replace(draft.typed_loadgen, engine=engine, more=more).to_dict()
     # Notes (a reconnected SSH link) say what happened without making it partial.
     return replace(draft, status=status, ended_utc=ended_utc, loadgen=loadgen,

@@ -25,7 +25,7 @@ from harness.run.context import RunContext, RunOutcome, utcnow
 from harness.run.inflight import InFlight, WorkerEntry
 from harness.run.livestatus import LiveStatus
 from harness.run.metrics import LiveMetrics
-from harness.run.runstatus import finish_manifest, quick_stats, target_met
+from harness.run.runstatus import finish_manifest, load_and_probe, quick_stats, target_met
 from harness.run.telemetry import RunTelemetry
 from harness.run.timeline import Timeline
 from harness.run.transfer import client_prefix
@@ -57,7 +57,11 @@ class RunWriting:
                 warmup_s=plan.size.warmup_s, timeout_s=plan.size.timeout_s,
                 more={"arrival": plan.size.arrival if plan.size.open_loop else None,
                       "client_hosts": list(plan.clients.hosts),
-                      "pause_us": plan.clients.pause_us}),
+                      "pause_us": plan.clients.pause_us,
+                      # The probe's process is the one after the load's (`clients.probe`).
+                      **({"probe": plan.clients.probe.to_dict(),
+                          "probe_clients": [plan.clients.processes]}
+                         if plan.clients.probe is not None else {})}),
             # The spec itself (overrides applied) travels with every run: the file may be
             # edited or gone when the report is made.
             kit=ctx.kit, spec_file=str(self.spec.path.resolve()),
@@ -112,6 +116,8 @@ class RunWriting:
                 ctx.keep_workdirs.setdefault(p.host, set()).add(client_prefix(p.files))
         # Counted, timed and its percentiles taken once, in passes over the parts.
         summed = tally(ops)
+        # The load's figures without the probe's ops (`clients.probe`), and the probe's.
+        load, probe = load_and_probe(plan, ops, summed)
         dead = [n for n, s in running.items() if n not in gone and not s.alive()]
         if dead:
             errors.append(f"server(s) not running at the end of the run: {', '.join(dead)}")
@@ -125,7 +131,7 @@ class RunWriting:
                    # Records still on client machines (`harness collect` fetches them).
                    **({"pending_records": pending} if pending else {}),
                    **({"timeline": timeline.records} if timeline is not None else {})},
-            telemetry=telemetry.result(workers, summed))
+            telemetry=telemetry.result(workers, summed), load=load, probe=probe)
         try:
             run_dir = write_run(self.out_dir, manifest, ops)
         except OSError as exc:
@@ -137,7 +143,7 @@ class RunWriting:
         ctx.lock.end_run(manifest.run_id)
         if interrupted:
             raise KeyboardInterrupt
-        n, rate, p50, p99, err = quick_stats(summed)
+        n, rate, p50, p99, err = quick_stats(load)
         return RunOutcome(plan, run_dir, manifest.status, n, rate, p50, p99, err,
                           manifest.error, unsent=manifest.typed_counts.unsent,
                           send_lag_p99_ms=manifest.loadgen.get("send_lag_p99_ms"))

@@ -43,6 +43,7 @@ from harness.spec.model import (
     Spec,
 )
 from harness.spec.plans import canonical, check_grid, check_plans
+from harness.spec.probe import validate_probe
 from harness.spec.sections import (
     check_pause,
     grid_setting,
@@ -404,6 +405,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         for msg in workload.validate(resolve(raw_params, params_schema), dict(grid)):
             bad("params", msg)
     check_pause(clients_d["pause_us"], grid, run_d, "search" in data, bad)
+    probe = validate_probe(clients_d["probe"], hosts, clients_d["hosts"], run_d, bad)
     exclude = validate_exclude(data.get("exclude"), grid, bad)
     until = validate_until(data.get("until"), reps, bad)
     if "search" in data:
@@ -426,7 +428,7 @@ def _validate(path: Path, data: dict[str, Any], bad: Any) -> Spec | None:
         workload=workload.name, hosts=hosts, services=services,
         clients=ClientSpec(tuple(clients_d["hosts"]), clients_d["processes"],
                            clients_d["connections"], clients_d["inflight"],
-                           float(clients_d["pause_us"])),
+                           float(clients_d["pause_us"]), probe),
         params=resolve(raw_params if isinstance(raw_params, Mapping) else {}, params_schema),
         grid=grid, repetitions=reps, size=RunSize(**run_d), on_failure=on_failure, raw=data,
         timeline=timeline,

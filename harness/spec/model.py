@@ -24,6 +24,7 @@ from harness.spec.limits import (
     MAX_SECONDS,
     MIN_RATE_OPS_S,
 )
+from harness.spec.probe import ProbeSpec
 from harness.text import redact_data
 
 TOP_LEVEL = {
@@ -33,7 +34,7 @@ TOP_LEVEL = {
     "inventory": "YAML file mapping host names to targets",
     "hosts": "name -> 'localhost' | 'user@host:port' | inventory/ssh-config name | mapping",
     "services": "name -> {kind, host, settings} or {kind, address, auth, database}",
-    "clients": "{hosts, processes, connections, inflight, pause_us}",
+    "clients": "{hosts, processes, connections, inflight, pause_us, probe}",
     "params": "fixed workload parameters",
     "grid": "parameter -> list of values; every combination is one configuration",
     "repetitions": "runs per configuration",
@@ -86,6 +87,9 @@ CLIENT_FIELDS: dict[str, Setting] = {
                         "replies and requests travel in batches (a server at its pipelined "
                         "limit serves more); each latency includes up to this much. 0: never",
                         low=0, high=MAX_PAUSE_US, why="longer is think time, not batching"),
+    "probe": Setting((dict, type(None)), None, "{rate_ops_s, connections, host}: a latency "
+                     "probe beside the load, one open-loop client process of its own "
+                     "(harness.spec.probe; docs/live.md)"),
 }
 
 
@@ -208,6 +212,8 @@ class ClientSpec:
     connections: int
     inflight: int
     pause_us: float = 0.0
+    #: `clients.probe`: a latency probe beside the load (`harness.spec.probe`).
+    probe: ProbeSpec | None = None
 
 
 @dataclass(frozen=True)

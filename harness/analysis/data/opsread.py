@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from harness.analysis.data.load import Loaded
+from harness.analysis.data.probe import probe_clients
 from harness.analysis.stats import stationarity
 from harness.analysis.stats.loo import RunSorted, compact, sort_ints
 from harness.results import ERROR_STATUSES, OPS_FILE
@@ -98,14 +99,20 @@ def _status_in(batch: pa.RecordBatch, names: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False
-            ) -> dict[tuple[object, ...], _RunPart]:
+def run_ops(path: str, ops_keys: Sequence[str], *, warmups: bool = False,
+            drop_clients: Sequence[int] = ()) -> dict[tuple[object, ...], _RunPart]:
     """One ops file's measured ops (no warm-up, no redirect) per value of the ops-level
     keys (op as its name, as DuckDB's VARCHAR gives it; client as int): the sums of
-    `units_sql` and the latencies, sorted; with `warmups`, MSER-5's warm-up of each."""
+    `units_sql` and the latencies, sorted; with `warmups`, MSER-5's warm-up of each.
+    `drop_clients`: ops of these client ids are left out (a probe's, `clients.probe`)."""
     parts: dict[tuple[object, ...], _RunPart] = {}
     columns = ["latency_ns", "start_ns", "intended_ns", "warmup", "status", *ops_keys]
+    if drop_clients and "client" not in columns:
+        columns.append("client")
     for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=BATCH_ROWS):
+        if drop_clients:
+            client = batch.column("client").to_numpy(zero_copy_only=False)
+            batch = batch.filter(pa.array(~np.isin(client, list(drop_clients))))
         lat = batch.column("latency_ns").to_numpy(zero_copy_only=False)
         b = pc.coalesce(batch.column("intended_ns"), batch.column("start_ns")).to_numpy(
             zero_copy_only=False)
@@ -239,8 +246,10 @@ def group_runs(loaded: Loaded, p: Plan, *, progress: bool = False, threads: int 
                disable=not (progress and sys.stderr.isatty()), leave=False)
     workers = threads or min(4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
-        for pos, per_key in enumerate(pool.map(lambda f: run_ops(f, p.ops_keys, warmups=warmups),
-                                                   paths)):
+        drops = probe_clients(loaded.runs)  # the load's figures leave a probe's ops out
+        for pos, per_key in enumerate(pool.map(
+                lambda f, d: run_ops(f, p.ops_keys, warmups=warmups, drop_clients=d),
+                paths, drops)):
             bar.update(1)
             rgroup = int(p.run_codes[pos])
             for key, part in per_key.items():

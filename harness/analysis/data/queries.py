@@ -26,6 +26,7 @@ import pandas as pd
 
 from harness.analysis.data.load import Loaded
 from harness.analysis.data.opsread import group_runs
+from harness.analysis.data.probe import probes_table
 from harness.results import ERROR_STATUSES, OPS_FILE
 
 #: Columns of ops.parquet that may group ops inside a run (as in `summary.OPS_LEVEL`).
@@ -88,12 +89,17 @@ def _ops_view(con: duckdb.DuckDBPyConnection, loaded: Loaded, p: Plan) -> None:
     paths = "[" + ", ".join(_quote(f) for f in files["filename"]) + "]"
     keys = "".join(f", p.{k}" if k == "client" else f", p.{k}::VARCHAR AS {k}"
                    for k in p.ops_keys)
+    # A probe's ops (`clients.probe`) are not the load's: its figures leave them out.
+    probes = probes_table(loaded.runs)
+    con.register("load_probes", probes)
+    not_probe = ("" if probes.empty else " AND NOT EXISTS (SELECT 1 FROM load_probes q "
+                 "WHERE q.run_pos = f.run_pos AND q.client = p.client)")
     con.execute(f"""
         CREATE OR REPLACE TEMP VIEW o AS
         SELECT f.rgroup, f.run_pos{keys}, p.latency_ns AS lat,
                coalesce(p.intended_ns, p.start_ns) AS b, p.status::VARCHAR AS status
         FROM read_parquet({paths}, filename = true) p JOIN files f USING (filename)
-        WHERE NOT p.warmup AND p.status::VARCHAR <> 'redirect'
+        WHERE NOT p.warmup AND p.status::VARCHAR <> 'redirect'{not_probe}
     """)
 
 

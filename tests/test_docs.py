@@ -167,6 +167,7 @@ def test_the_built_manual_works_from_disk_with_no_network(tmp_path: Path, browse
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1800)  # ten 2 s runs and a report: 300 s was too few beside a CPU hog
 def test_the_readmes_commands_run_as_written_in_a_fresh_clone(tmp_path: Path) -> None:
     """Every `sh` block of the README after the set-up, in order, in a fresh clone (the
     set-up block is what `make setup` and CI do themselves; `make demo` has its own

@@ -133,10 +133,12 @@ def test_a_stale_map_is_caught(tmp_path: Path) -> None:
 
 
 #: Test files that stay at the top of tests/: they hold the whole kit to a rule (layout,
-#: imports, packaging, security, notebooks, JupyterLab, the manual) or run it across the test bed's
-#: machines, or test a module at the top of harness/ (paths.py). Every other test file sits
+#: imports, packaging, security, notebooks, JupyterLab, the manual, the README) or run it
+#: across the test bed's machines, or test a module at the top of harness/ (paths.py).
+#: Every other test file sits
 #: in the folder of the package it tests.
-CROSS_CUTTING = {"test_architecture.py", "test_docs.py", "test_imports.py", "test_packaging.py",
+CROSS_CUTTING = {"test_architecture.py", "test_docs.py", "test_readme.py", "test_imports.py",
+                 "test_packaging.py",
                  "test_untrusted.py", "test_security.py", "test_notebooks.py", "test_lab.py",
                  "test_explore_lab.py", "test_machine_studies.py", "test_machines.py",
                  "test_fuzz_readback.py", "test_paths.py"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,17 @@ def check_settings(where: str, given: Any, schema: Mapping[str, Setting]) -> lis
             continue
         problems += check_value(f"{where}.{key}", value, schema[key])
     return problems
+
+
+def report_settings(where: str, given: Any, schema: Mapping[str, Setting],
+                    bad: Callable[[str, str], Any]) -> bool:
+    """`check_settings`, each problem handed to `bad(field, message)` (a spec loader's
+    collector); True if there was any."""
+    problems = check_settings(where, given, schema)
+    for p in problems:
+        field, _, message = p.partition(": ")
+        bad(field, message)
+    return bool(problems)
 
 
 def resolve(given: Mapping[str, Any] | None, schema: Mapping[str, Setting]) -> dict[str, Any]:

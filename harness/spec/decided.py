@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from harness.settings import check_settings, resolve
+from harness.settings import report_settings, resolve
 from harness.spec.limits import MAX_SECONDS
 from harness.spec.model import DECIDE_FIELDS, DecideRule
 
@@ -19,11 +19,7 @@ _UNIT_S = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 def validate_decided(raw: Mapping[str, Any], reps: int, bad: Any) -> DecideRule | None:
     """`until: decided` / `{decided: true, budget, equivalence, max_repetitions}`."""
-    problems = check_settings("until", raw, DECIDE_FIELDS)
-    for m in problems:
-        field_, _, msg = m.partition(": ")
-        bad(field_, msg)
-    if problems:
+    if report_settings("until", raw, DECIDE_FIELDS, bad):
         return None
     rule = resolve(raw, DECIDE_FIELDS)
     ok = True

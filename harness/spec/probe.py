@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.settings import Setting, check_settings, resolve
+from harness.settings import Setting, report_settings, resolve
 
 #: Ops/s of the probe: a probe that moves the server measures itself, not the load's
 #: effect. 10,000/s is far below what any server the kit drives serves.
@@ -54,11 +54,7 @@ def validate_probe(raw: Any, hosts: Mapping[str, Any], client_hosts: list[Any],
     where it is not given or wrong."""
     if raw is None:
         return None
-    problems = check_settings("clients.probe", raw, PROBE_FIELDS)
-    for p in problems:
-        where, _, message = p.partition(": ")
-        bad(where, message)
-    if problems or not isinstance(raw, Mapping):
+    if report_settings("clients.probe", raw, PROBE_FIELDS, bad) or not isinstance(raw, Mapping):
         return None
     d = resolve(raw, PROBE_FIELDS)
     host = d["host"] if d["host"] is not None else (client_hosts[0] if client_hosts else None)

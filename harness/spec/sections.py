@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.hosts.hostspec import HostSpec
-from harness.settings import Setting, check_settings, did_you_mean, resolve
+from harness.settings import Setting, did_you_mean, report_settings, resolve
 from harness.spec.access import listen_problem, metrics_listen
 from harness.spec.decided import validate_decided
 from harness.spec.files import (
@@ -67,11 +67,7 @@ def validate_until(raw: Any, reps: int, bad: Any) -> UntilRule | DecideRule | No
         bad("until", f"expected decided or a mapping {{ci_within_pct, max_repetitions}}, "
                      f"got {raw!r}")
         return None
-    problems = check_settings("until", raw, UNTIL_FIELDS)
-    for m in problems:
-        field_, _, msg = m.partition(": ")
-        bad(field_, msg)
-    if problems or not isinstance(raw, Mapping):
+    if report_settings("until", raw, UNTIL_FIELDS, bad) or not isinstance(raw, Mapping):
         return None
     rule = resolve(raw, UNTIL_FIELDS)
     pct, most = rule["ci_within_pct"], rule["max_repetitions"]
@@ -182,9 +178,7 @@ def validate_timeline(raw: Any, services: Mapping[str, ServiceSpec],
             continue
         schema = SERVICES.get(kind).action_args.get(action)
         if schema is not None and isinstance(args, Mapping):
-            for m in check_settings(f"{where}.args", args, schema):
-                field_, _, msg = m.partition(": ")
-                bad(field_, msg)
+            report_settings(f"{where}.args", args, schema, bad)
         if isinstance(at, int | float) and isinstance(args, Mapping):
             events.append(TimelineEvent(float(at), action, sname, dict(args)))
     return tuple(events)

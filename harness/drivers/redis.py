@@ -262,6 +262,18 @@ async def connect(host: str, port: int, timeout_s: float = 10.0,
     return proto
 
 
+async def replicas_acknowledged(conn: RespConnection, replicas: int, timeout_ms: int) -> Any:
+    """How many of `replicas` acknowledged everything `conn`'s server holds, waiting at
+    most `timeout_ms`, and then closes `conn`: a PUBLISH on the kit's channel (propagated
+    to the replicas, and it changes no key), then WAIT on the same connection. The reply
+    as the server gave it (an int, or an error reply)."""
+    try:
+        await conn.request("PUBLISH", "kvbench:preload", "done")
+        return await conn.request("WAIT", replicas, timeout_ms)
+    finally:
+        conn.close()
+
+
 class AuthError(ConnectionError):
     """The server refused AUTH: a wrong password or user (a ConnectionError, so a run
     counts it as a failed connection)."""

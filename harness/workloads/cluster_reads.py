@@ -187,11 +187,7 @@ async def replicas_have_it(endpoint: Endpoint, found: Layout, timeout_ms: int) -
     async def one(master: str, n: int) -> None:
         host, port = split_hostport(master)
         conn = await resp.connect(host, port, auth=endpoint.auth, tls=endpoint.tls)
-        try:
-            await conn.request("PUBLISH", "kvbench:preload", "done")
-            acked = await conn.request("WAIT", n, timeout_ms)
-        finally:
-            conn.close()
+        acked = await resp.replicas_acknowledged(conn, n, timeout_ms)
         if not isinstance(acked, int) or acked < n:
             raise WorkloadError(f"only {acked!r} of master {master}'s {n} replicas "
                                 f"acknowledged the preload within {timeout_ms / 1000:g} s")

@@ -156,12 +156,8 @@ class RedisMix(KeyValueMix):
         n = len(replicas_of(endpoint))
         if not n:
             return
-        conn = await RedisMixClient.open(endpoint)
-        try:
-            await conn.request("PUBLISH", "kvbench:preload", "done")
-            acked = await conn.request("WAIT", n, REPLICA_WAIT_MS)
-        finally:
-            conn.close()
+        acked = await resp.replicas_acknowledged(await RedisMixClient.open(endpoint), n,
+                                                 REPLICA_WAIT_MS)
         if not isinstance(acked, int) or acked < n:
             raise WorkloadError(f"only {acked!r} of the {n} replicas acknowledged the preload "
                                 f"within {REPLICA_WAIT_MS / 1000:g} s; look at their links "

@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from harness import paths
 from harness.cli.exits import EXIT_OK
@@ -121,15 +122,11 @@ def _first_round(exp_dir: Path, configs: set[str]) -> dict[str, list]:
     return out
 
 
-def _wall_s(m: object) -> float | None:
-    from datetime import datetime
+def _wall_s(m: Any) -> float | None:
+    from harness.results.manifest import utc_seconds
 
-    try:
-        a = datetime.fromisoformat(str(m.started_utc).replace("Z", "+00:00"))
-        b = datetime.fromisoformat(str(m.ended_utc).replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
-    return (b - a).total_seconds()
+    a, b = utc_seconds(m.started_utc), utc_seconds(m.ended_utc)
+    return None if a is None or b is None else b - a
 
 
 def _time(seconds: float | None) -> str:

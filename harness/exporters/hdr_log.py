@@ -37,6 +37,7 @@ import pandas as pd
 
 from harness import paths
 from harness.errors import ExportError
+from harness.results.manifest import utc_seconds
 
 SIGNIFICANT_DIGITS = 3
 #: log2 of half the sub-bucket count for 3 digits: 2048 sub-buckets (HdrHistogram's layout).
@@ -52,16 +53,6 @@ def bucket_floor(values_ns: np.ndarray) -> np.ndarray:
     _, exp = np.frexp(np.maximum(v, 1).astype(np.float64))  # v = m * 2**exp, m in [0.5, 1)
     shift = np.maximum(exp.astype(np.int64) - 1 - _HALF_MAGNITUDE, 0)
     return (v >> shift) << shift
-
-
-def _epoch_s(started_utc: object) -> float | None:
-    if not isinstance(started_utc, str) or not started_utc:
-        return None
-    try:
-        stamp = datetime.fromisoformat(started_utc.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
 def _file_name(keys: dict[str, object]) -> str:
@@ -102,7 +93,7 @@ def _group_log(runs: pd.DataFrame, ops: pd.DataFrame, interval_s: float) -> list
     begin = op_begin_ns(ops)
     end = begin + ops["latency_ns"].to_numpy(np.int64)
     run_ids = ops["run_id"].astype(str).to_numpy()
-    starts = {str(r): _epoch_s(s) for r, s in zip(runs["run_id"], runs["started_utc"],
+    starts = {str(r): utc_seconds(s) for r, s in zip(runs["run_id"], runs["started_utc"],
                                                      strict=True)}
     order = sorted(set(run_ids), key=lambda r: (starts[r] is None, starts[r] or 0, r))
     known = [starts[r] for r in order if starts[r] is not None]

@@ -388,3 +388,17 @@ def new_manifest(
         loadgen=lg,
         **rest,
     )
+
+
+def utc_seconds(stamp: object) -> float | None:
+    """A manifest's ``started_utc``/``ended_utc`` as seconds since the epoch (a time
+    without a zone read as UTC), or None where it is missing or no time (an import's)."""
+    from datetime import UTC, datetime
+
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
